@@ -1,0 +1,83 @@
+"""Domain exceptions (no HTTP types in them) and the one RFC 9457 problem+json handler.
+
+Services and pure code raise `PrivclustError` subclasses; `app.api` turns each into an
+`application/problem+json` response with a stable machine-readable `code`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PrivclustError(Exception):
+    """Base class of every error that reaches a client as a problem document."""
+
+    status: int = 400
+    code: str = "error"
+    title: str = "Bad request"
+
+    def __init__(self, detail: str, *, code: str | None = None, status: int | None = None,
+                 **extra: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        if code is not None:
+            self.code = code
+        if status is not None:
+            self.status = status
+        # Extra members of the problem document (e.g. row/column, mu_remaining).
+        self.extra = {k: v for k, v in extra.items() if v is not None}
+
+
+class UploadError(PrivclustError):
+    """A dataset file that cannot be accepted; names the row and column at fault when known."""
+
+    status = 400
+    code = "invalid-file"
+    title = "Invalid dataset file"
+
+
+class InvalidParameter(PrivclustError):
+    """A request parameter that is invalid for this resource (422 `invalid-parameter`)."""
+
+    status = 422
+    code = "invalid-parameter"
+    title = "Invalid parameter"
+
+    def __init__(self, detail: str, *, field: str | None = None, **extra: Any) -> None:
+        super().__init__(detail, field=field, **extra)
+        self.field = field
+
+
+class NotFound(PrivclustError):
+    status = 404
+    code = "not-found"
+    title = "Not found"
+
+
+class Forbidden(PrivclustError):
+    status = 403
+    code = "forbidden"
+    title = "Forbidden"
+
+
+class Unauthorized(PrivclustError):
+    status = 401
+    code = "unauthorized"
+    title = "Unauthorized"
+
+
+class Conflict(PrivclustError):
+    status = 409
+    code = "conflict"
+    title = "Conflict"
+
+
+class BudgetExceeded(Conflict):
+    code = "budget-exceeded"
+    title = "Privacy budget exceeded"
+
+
+class ServiceUnavailable(PrivclustError):
+    status = 503
+    code = "service-unavailable"
+    title = "Service unavailable"
