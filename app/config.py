@@ -1,0 +1,88 @@
+"""Runtime settings: one pydantic-settings class, environment prefix PRIVCLUST_, validated at start."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of the service. Unset database/Redis URLs select the embedded defaults."""
+
+    model_config = SettingsConfigDict(env_prefix="PRIVCLUST_", extra="ignore")
+
+    data_dir: Path = Field(
+        default=Path("var"),
+        description="Where uploaded datasets, the SQLite database and the embedded Redis live.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL, e.g. postgresql+psycopg://user@host/db. "
+        "Unset: SQLite at DATA_DIR/privclust.db.",
+    )
+    redis_url: str | None = Field(
+        default=None,
+        description="Redis URL for the job queue. Unset: `privclust serve` starts an embedded "
+        "redis-server on a unix socket inside DATA_DIR.",
+    )
+    admin_token: SecretStr | None = Field(
+        default=None,
+        description="An admin API key accepted on every start. Unset: one is generated on first "
+        "start and printed once.",
+    )
+    host: str = Field(default="127.0.0.1", description="Address the API listens on.")
+    port: int = Field(default=8000, ge=1, le=65535, description="Port the API listens on.")
+    max_upload_bytes: int = Field(
+        default=2 * 1024**3, gt=0, description="Largest accepted dataset upload, in bytes."
+    )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated browser origins allowed to call the API (none by default).",
+    )
+    queue_name: str = Field(default="privclust", description="RQ queue name.")
+    job_timeout_seconds: int = Field(
+        default=3600, gt=0, description="A clustering job running longer than this is failed."
+    )
+    heartbeat_seconds: float = Field(
+        default=5.0, gt=0, description="How often a running job records that its worker lives."
+    )
+    stale_job_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="A running job whose heartbeat is older than this is marked failed.",
+    )
+    worker_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="BLAS/OpenMP threads per worker (default: all cores).",
+    )
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @property
+    def resolved_data_dir(self) -> Path:
+        return self.data_dir.expanduser().resolve()
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.resolved_data_dir / 'privclust.db'}"
+
+    @property
+    def datasets_dir(self) -> Path:
+        return self.resolved_data_dir / "datasets"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()
