@@ -1,0 +1,121 @@
+"""SQLAlchemy models: API keys, datasets, jobs and the append-only privacy ledger."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    event,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.db.base import Base, utcnow
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    tenant: Mapped[str] = mapped_column(String(100), index=True)
+    role: Mapped[str] = mapped_column(String(20))
+    # sha256 of the secret; the secret itself is shown once and never stored.
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Dataset(Base):
+    __tablename__ = "datasets"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    tenant: Mapped[str] = mapped_column(String(100), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    n_rows: Mapped[int] = mapped_column(Integer)
+    n_cols: Mapped[int] = mapped_column(Integer)
+    columns: Mapped[list[Any]] = mapped_column(JSON)
+    center: Mapped[list[Any]] = mapped_column(JSON)
+    radius: Mapped[float] = mapped_column(Float)
+    # The cap as the owner gave it, and mu_cap derived from it (safely rounded down).
+    epsilon: Mapped[float] = mapped_column(Float)
+    delta: Mapped[float] = mapped_column(Float)
+    mu_cap: Mapped[float] = mapped_column(Float)
+    storage_path: Mapped[str | None] = mapped_column(String(1000))
+    created_by: Mapped[uuid.UUID | None] = mapped_column(default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    deleted_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("tenant", "idempotency_key", name="uq_jobs_tenant_idempotency_key"),
+        Index("ix_jobs_status_heartbeat", "status", "heartbeat_at"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    dataset_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("datasets.id"), index=True)
+    tenant: Mapped[str] = mapped_column(String(100), index=True)
+    algorithm: Mapped[str] = mapped_column(String(20))
+    k: Mapped[int] = mapped_column(Integer)
+    params: Mapped[dict[str, Any]] = mapped_column(JSON)
+    mu: Mapped[float] = mapped_column(Float)
+    epsilon: Mapped[float] = mapped_column(Float)
+    delta: Mapped[float] = mapped_column(Float)
+    sigma: Mapped[float] = mapped_column(Float)
+    releases: Mapped[int] = mapped_column(Integer)
+    iterations: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(20), default="queued")
+    progress_iteration: Mapped[int] = mapped_column(Integer, default=0)
+    progress_total: Mapped[int] = mapped_column(Integer, default=0)
+    centers: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), default=None)
+    request_fingerprint: Mapped[str | None] = mapped_column(String(64), default=None)
+    created_by: Mapped[uuid.UUID | None] = mapped_column(default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class LedgerEntry(Base):
+    """One immutable fact about a dataset's privacy budget; the budget is the replay of these.
+
+    kinds: `cap` (cap set or raised), `reserve` (job admitted), `commit` (first noise about to be
+    drawn: no refund from here), `refund` (job ended before any noise), `cancel` and `fail`
+    (state changes after commit, for the audit trail; they do not change the budget).
+    """
+
+    __tablename__ = "ledger_entries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dataset_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("datasets.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    job_id: Mapped[uuid.UUID | None] = mapped_column(default=None, index=True)
+    actor_key_id: Mapped[uuid.UUID | None] = mapped_column(default=None)
+    mu: Mapped[float | None] = mapped_column(Float, default=None)
+    sigma: Mapped[float | None] = mapped_column(Float, default=None)
+    releases: Mapped[int | None] = mapped_column(Integer, default=None)
+    epsilon: Mapped[float | None] = mapped_column(Float, default=None)
+    delta: Mapped[float | None] = mapped_column(Float, default=None)
+    note: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+@event.listens_for(LedgerEntry, "before_update")
+@event.listens_for(LedgerEntry, "before_delete")
+def _ledger_is_append_only(mapper: Any, connection: Any, target: LedgerEntry) -> None:
+    raise RuntimeError("ledger entries are append-only")
