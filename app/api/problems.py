@@ -1,0 +1,104 @@
+"""The one problem+json handler: every error leaves the API as an RFC 9457 document."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from sqlalchemy.exc import DBAPIError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.errors import PrivclustError
+
+log = logging.getLogger("privclust.api")
+PROBLEM_JSON = "application/problem+json"
+TYPE_BASE = "https://privclust.dev/problems/"
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details, plus a stable machine-readable `code`."""
+
+    model_config = ConfigDict(extra="allow", json_schema_extra={"example": {
+        "type": TYPE_BASE + "budget-exceeded", "title": "Privacy budget exceeded",
+        "status": 409, "detail": "this job needs mu=0.5 but only mu=0.2 remains",
+        "code": "budget-exceeded", "mu_requested": 0.5, "mu_remaining": 0.2,
+        "epsilon_remaining": 0.71, "mu_cap": 1.1}})
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str
+
+
+def problem_response(status: int, code: str, title: str, detail: str,
+                     **extra: Any) -> JSONResponse:
+    body = {"type": TYPE_BASE + code, "title": title, "status": status, "detail": detail,
+            "code": code, **extra}
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+_STATUS_CODES = {400: "bad-request", 401: "unauthorized", 403: "forbidden", 404: "not-found",
+                 405: "method-not-allowed", 413: "too-large", 415: "unsupported-media-type"}
+
+
+def _field_of(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header", "form")]
+    return ".".join(parts) or "body"
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(PrivclustError)
+    async def _domain(_: Request, exc: PrivclustError) -> JSONResponse:
+        return problem_response(exc.status, exc.code, exc.title, exc.detail, **exc.extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        ctype = request.headers.get("content-type", "")
+        if (request.method == "POST" and request.url.path.rstrip("/") == "/v1/datasets"
+                and not ctype.startswith("multipart/form-data")):
+            return problem_response(415, "unsupported-media-type", "Unsupported media type",
+                                    "upload a dataset as multipart/form-data with a `file` part")
+        errors = [{"field": _field_of(tuple(e.get("loc", ()))), "message": e.get("msg", "")}
+                  for e in exc.errors()]
+        first = errors[0] if errors else {"field": "body", "message": "invalid request"}
+        return problem_response(422, "invalid-parameter", "Invalid parameter",
+                                f"{first['field']}: {first['message']}", field=first["field"],
+                                errors=errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _STATUS_CODES.get(exc.status_code, "error")
+        return problem_response(exc.status_code, code, code.replace("-", " ").capitalize(),
+                                str(exc.detail))
+
+    @app.exception_handler(DBAPIError)
+    async def _db_down(_: Request, exc: DBAPIError) -> JSONResponse:
+        log.error("database error: %s", exc)
+        return problem_response(503, "database-unavailable", "Database unavailable",
+                                "the database could not be reached; nothing was changed")
+
+    @app.exception_handler(RedisConnectionError)
+    @app.exception_handler(RedisTimeoutError)
+    async def _redis_down(_: Request, exc: Exception) -> JSONResponse:
+        log.error("redis error: %s", exc)
+        return problem_response(503, "queue-unavailable", "Job queue unavailable",
+                                "the job queue (Redis) could not be reached; nothing was charged")
+
+
+def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses=` entries for the problems a route can return."""
+    descriptions = {400: "Bad input file", 401: "Missing or invalid API key",
+                    403: "The key's role may not do this", 404: "Not found (or another tenant's)",
+                    409: "Conflict (budget exceeded, idempotency key reused, ...)",
+                    413: "Upload too large", 415: "Not multipart/form-data",
+                    422: "Invalid parameter", 503: "Database or queue unavailable"}
+    return {s: {"model": Problem, "description": descriptions[s],
+                "content": {PROBLEM_JSON: {}}} for s in statuses}

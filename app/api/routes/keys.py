@@ -1,0 +1,42 @@
+"""API keys (admin only): create (secret shown once), list without secrets, revoke."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from app.api.deps import CurrentKey, SessionDep, require
+from app.api.problems import responses
+from app.api.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyOut, Page
+from app.db import repositories as repo
+from app.services import keys as keys_service
+
+router = APIRouter(prefix="/v1/api-keys", tags=["keys"])
+
+
+@router.post("", status_code=201, response_model=ApiKeyCreated,
+             responses=responses(401, 403, 422))
+def keys_create(body: ApiKeyCreate, session: SessionDep, key: CurrentKey) -> ApiKeyCreated:
+    require(key, "admin")
+    created = keys_service.create_key(session, tenant=body.tenant, role=body.role)
+    session.commit()
+    return ApiKeyCreated(**ApiKeyOut.of(created.key).model_dump(), key=created.secret)
+
+
+@router.get("", response_model=Page[ApiKeyOut], responses=responses(401, 403, 422))
+def keys_list(session: SessionDep, key: CurrentKey,
+              limit: Annotated[int, Query(ge=1, le=200)] = 50,
+              cursor: str | None = None, tenant: str | None = None) -> Page[ApiKeyOut]:
+    require(key, "admin")
+    items, nxt = repo.list_api_keys(session, limit, cursor, tenant)
+    return Page[ApiKeyOut](items=[ApiKeyOut.of(k) for k in items], next_cursor=nxt)
+
+
+@router.delete("/{key_id}", response_model=ApiKeyOut, responses=responses(401, 403, 404))
+def keys_revoke(key_id: uuid.UUID, session: SessionDep, key: CurrentKey) -> ApiKeyOut:
+    require(key, "admin")
+    revoked = keys_service.revoke_key(session, key_id)
+    session.commit()
+    return ApiKeyOut.of(revoked)

@@ -1,0 +1,207 @@
+"""Pydantic request and response models of the REST contract (shared/API.md)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.db.models import ApiKey, Dataset, Job, LedgerEntry
+from app.services.ledger import BudgetView
+
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    next_cursor: str | None = Field(
+        default=None, description="Pass as `cursor` to get the next page; null on the last.")
+
+
+# --- keys --------------------------------------------------------------------------------------
+
+class ApiKeyCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid",
+                              json_schema_extra={"example": {"tenant": "acme", "role": "owner"}})
+    tenant: str = Field(min_length=1, max_length=100)
+    role: Literal["admin", "owner", "analyst"]
+
+
+class ApiKeyOut(BaseModel):
+    id: uuid.UUID
+    tenant: str
+    role: str
+    prefix: str = Field(description="The first characters of the key, to tell keys apart.")
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @classmethod
+    def of(cls, key: ApiKey) -> ApiKeyOut:
+        return cls(id=key.id, tenant=key.tenant, role=key.role, prefix=key.prefix,
+                   created_at=key.created_at, revoked_at=key.revoked_at)
+
+
+class ApiKeyCreated(ApiKeyOut):
+    key: str = Field(description="The secret. Shown only in this response; store it now.")
+
+
+# --- datasets and budget -----------------------------------------------------------------------
+
+class Domain(BaseModel):
+    center: list[float]
+    radius: float
+
+
+class Budget(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"example": {
+        "epsilon": 3.0, "delta": 1e-6, "mu_cap": 0.8, "mu_spent": 0.35, "mu_reserved": 0.0,
+        "mu_remaining": 0.72, "epsilon_remaining": 2.6, "jobs": 1}})
+    epsilon: float = Field(description="The cap's epsilon, as the owner set it.")
+    delta: float = Field(description="The cap's delta; jobs' epsilons are read at this delta.")
+    mu_cap: float = Field(description="The cap as Gaussian DP (rounded down, safely).")
+    mu_spent: float
+    mu_reserved: float = Field(description="Admitted jobs that have not drawn noise yet.")
+    mu_remaining: float = Field(description="sqrt(mu_cap^2 - spent^2 - reserved^2).")
+    epsilon_remaining: float = Field(
+        description="The epsilon at the dataset's delta that mu_remaining still allows.")
+    jobs: int
+
+    @classmethod
+    def of(cls, view: BudgetView) -> Budget:
+        return cls(**view.__dict__)
+
+
+class BudgetPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False,
+                              json_schema_extra={"example": {"epsilon": 5.0}})
+    epsilon: float = Field(description="The new total epsilon.")
+    delta: float | None = Field(default=None, description="The new delta (default: unchanged).")
+
+
+class DatasetOut(BaseModel):
+    id: uuid.UUID
+    name: str
+    n_rows: int = Field(description="Public metadata (treated as public, as in the paper).")
+    n_cols: int
+    columns: list[str]
+    domain: Domain
+    budget: Budget
+    created_at: datetime
+    deleted_at: datetime | None = Field(
+        default=None, description="When the rows were deleted (ledger and results remain).")
+
+    @classmethod
+    def of(cls, ds: Dataset, budget: BudgetView) -> DatasetOut:
+        return cls(id=ds.id, name=ds.name, n_rows=ds.n_rows, n_cols=ds.n_cols,
+                   columns=list(ds.columns), domain=Domain(center=ds.center, radius=ds.radius),
+                   budget=Budget.of(budget), created_at=ds.created_at, deleted_at=ds.deleted_at)
+
+
+class LedgerEntryOut(BaseModel):
+    id: int
+    kind: Literal["cap", "reserve", "commit", "refund", "succeeded", "failed", "cancelled"]
+    job_id: uuid.UUID | None
+    actor: uuid.UUID | None = Field(description="The API key id that caused the entry.")
+    mu: float | None
+    sigma: float | None
+    iterations: int | None = Field(description="Number of Gaussian releases of the job.")
+    epsilon: float | None
+    delta: float | None
+    note: str | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, e: LedgerEntry) -> LedgerEntryOut:
+        return cls(id=e.id, kind=e.kind, job_id=e.job_id, actor=e.actor_key_id,  # type: ignore[arg-type]
+                   mu=e.mu, sigma=e.sigma, iterations=e.releases, epsilon=e.epsilon,
+                   delta=e.delta, note=e.note, created_at=e.created_at)
+
+
+class LedgerOut(BaseModel):
+    dataset_id: uuid.UUID
+    entries: list[LedgerEntryOut]
+    budget: Budget
+
+
+# --- jobs --------------------------------------------------------------------------------------
+
+class JobParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    iterations: int | None = Field(default=None, ge=1, le=1000,
+                                   description="Gaussian releases T (default from ALGORITHM).")
+    variations: int | None = Field(default=None, ge=1, le=1000,
+                                   description="Initial variations per centroid L.")
+    projection_dim: int | None = Field(default=None, ge=1, le=1000,
+                                       description="HDPE-means projection dimension p.")
+
+
+class JobCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, json_schema_extra={
+        "example": {"algorithm": "auto", "k": 4, "epsilon": 1.0}})
+    algorithm: Literal["auto", "pe-means", "hdpe-means"] = "auto"
+    k: int = Field(ge=1, le=10_000, description="Number of cluster centres.")
+    epsilon: float | None = Field(default=None, gt=0, description="This job's epsilon.")
+    delta: float | None = Field(default=None, gt=0, lt=1,
+                                description="Default: the dataset's delta.")
+    mu: float | None = Field(default=None, gt=0, description="Or: this job's cost as mu-GDP.")
+    params: JobParams | None = None
+
+
+class Progress(BaseModel):
+    iteration: int
+    iterations: int
+
+
+class Privacy(BaseModel):
+    mu: float
+    epsilon: float
+    delta: float
+    sigma: float = Field(description="Std of the Gaussian noise per release (sensitivity 1).")
+    iterations: int = Field(description="Number of Gaussian releases.")
+
+
+class JobResult(BaseModel):
+    centers: list[list[float]] = Field(description="k centres in the original coordinates.")
+    columns: list[str]
+
+
+class JobOut(BaseModel):
+    id: uuid.UUID
+    dataset_id: uuid.UUID
+    algorithm: str
+    k: int
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    progress: Progress
+    privacy: Privacy
+    result: JobResult | None = None
+    error: str | None = None
+    cancel_requested: bool = False
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @classmethod
+    def of(cls, job: Job, columns: list[str]) -> JobOut:
+        result = None
+        if job.status == "succeeded" and job.centers is not None:
+            result = JobResult(centers=job.centers, columns=columns)
+        return cls(
+            id=job.id, dataset_id=job.dataset_id, algorithm=job.algorithm, k=job.k,
+            status=job.status,  # type: ignore[arg-type]
+            progress=Progress(iteration=job.progress_iteration,
+                              iterations=job.progress_total or job.iterations),
+            privacy=Privacy(mu=job.mu, epsilon=job.epsilon, delta=job.delta, sigma=job.sigma,
+                            iterations=job.releases),
+            result=result, error=job.error, cancel_requested=job.cancel_requested,
+            created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at)
+
+
+class Estimate(BaseModel):
+    algorithm: str
+    privacy: Privacy
+    admissible: bool = Field(description="Whether the job would be admitted now.")
+    budget: Budget = Field(description="The budget now.")
+    budget_after: Budget = Field(description="The budget if the job were admitted now.")

@@ -1,0 +1,99 @@
+"""The FastAPI application: routers, problem+json errors, CORS, upload limit, stale-job sweeper."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request, Response
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.routing import APIRoute
+
+from app import __version__
+from app.api import problems
+from app.api.routes import datasets, health, jobs, keys
+from app.config import Settings, get_settings
+from app.db.session import session_factory, session_scope
+from app.services import jobs as jobs_service
+
+log = logging.getLogger("privclust.api")
+
+DESCRIPTION = """
+Differentially private k-means clustering (PE-means and HDPE-means) as a service.
+
+Data owners upload a dataset with a **declared public domain** and a total privacy budget
+(epsilon, delta). Analysts submit clustering jobs; every job is a Gaussian mechanism whose
+cost (mu-GDP) is charged atomically against the dataset's budget before any noise is drawn.
+Analysts see only differentially private centres and public metadata: the number of rows N,
+the number of columns d, the column names and the declared domain are treated as public.
+
+Authenticate with `Authorization: Bearer <api key>`. Errors are RFC 9457
+`application/problem+json` documents with a stable `code`.
+"""
+
+
+def _operation_id(route: APIRoute) -> str:
+    # Route functions are named `<resource>_<verb>`, which reads well in generated clients.
+    return route.name
+
+
+class _Sweeper(threading.Thread):
+    """Fails running jobs whose worker died (no heartbeat); their budget stays charged."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(daemon=True, name="stale-job-sweeper")
+        self.settings = settings
+        self.stopped = threading.Event()
+        self.every = max(0.5, min(10.0, settings.stale_job_seconds / 3))
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.every):
+            try:
+                with session_scope(self.settings.resolved_database_url) as session:
+                    for job_id in jobs_service.sweep_stale_jobs(
+                            session, self.settings.stale_job_seconds):
+                        log.warning("job %s failed: its worker stopped", job_id)
+            except Exception:
+                log.exception("stale-job sweep failed; will retry")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        sweeper = _Sweeper(settings)
+        sweeper.start()
+        yield
+        sweeper.stopped.set()
+
+    app = FastAPI(title="privclust", version=__version__, description=DESCRIPTION,
+                  generate_unique_id_function=_operation_id, lifespan=lifespan)
+    app.state.settings = settings
+    app.state.sessionmaker = session_factory(settings.resolved_database_url)
+    problems.install(app)
+
+    @app.middleware("http")
+    async def _upload_limit(request: Request,
+                            call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        # Refuse an oversized upload from its Content-Length, before the body is read.
+        length = request.headers.get("content-length")
+        if (request.method == "POST" and request.url.path.rstrip("/") == "/v1/datasets"
+                and length and length.isdigit()
+                and int(length) > settings.max_upload_bytes + 1024 * 1024):
+            return problems.problem_response(
+                413, "too-large", "Upload too large",
+                f"the upload is {int(length)} bytes; the limit is {settings.max_upload_bytes}")
+        return await call_next(request)
+
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
+            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
+            expose_headers=["Idempotent-Replayed"], max_age=600)
+    for router in (health.router, keys.router, datasets.router, jobs.router):
+        app.include_router(router)
+    return app

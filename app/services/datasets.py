@@ -1,0 +1,171 @@
+"""Datasets: validated upload into storage, the declared public domain, deletion of rows."""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from sqlalchemy.orm import Session
+
+from app.db import repositories as repo
+from app.db.base import utcnow
+from app.db.models import Dataset
+from app.errors import InvalidParameter, NotFound
+from app.privacy import budget as bmath
+from app.privacy import gdp
+from app.services import ledger
+
+
+@dataclass(frozen=True)
+class DomainSpec:
+    """The owner's declared public bound, as sent (JSON strings already decoded)."""
+
+    radius: float | None = None
+    center: list[float] | None = None
+    lower: list[float] | None = None
+    upper: list[float] | None = None
+
+
+def parse_json_vector(raw: str | None, field: str) -> list[float] | None:
+    """Decode an optional JSON array of finite numbers sent as a form field."""
+    if raw is None or raw == "":
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InvalidParameter(f"{field} must be a JSON array of numbers", field=field) from exc
+    if not isinstance(value, list) or not value:
+        raise InvalidParameter(f"{field} must be a non-empty JSON array of numbers", field=field)
+    out: list[float] = []
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int | float):
+            raise InvalidParameter(f"{field} must contain only numbers", field=field)
+        if not math.isfinite(item):
+            raise InvalidParameter(f"{field} must contain only finite numbers", field=field)
+        out.append(float(item))
+    return out
+
+
+def parse_json_names(raw: str | None, field: str = "columns") -> list[str] | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise InvalidParameter(f"{field} must be a JSON array of column names",
+                               field=field) from exc
+    if (not isinstance(value, list) or not value
+            or not all(isinstance(v, str) and v for v in value)):
+        raise InvalidParameter(f"{field} must be a non-empty JSON array of column names",
+                               field=field)
+    if len(set(value)) != len(value):
+        raise InvalidParameter(f"{field} names a column twice", field=field)
+    return list(value)
+
+
+def check_domain_shape(spec: DomainSpec) -> None:
+    """What can be checked before the file is read: exactly one kind of bound, sane values."""
+    has_ball = spec.radius is not None
+    has_box = spec.lower is not None or spec.upper is not None
+    if has_ball == has_box:
+        raise InvalidParameter(
+            "declare the public domain with either `radius` (and optional `center`) or both "
+            "`lower` and `upper`; it is never computed from the data", field="radius")
+    if has_ball:
+        assert spec.radius is not None
+        if not math.isfinite(spec.radius) or spec.radius <= 0:
+            raise InvalidParameter("radius must be a finite number > 0", field="radius")
+    else:
+        if spec.lower is None or spec.upper is None:
+            raise InvalidParameter("lower and upper must be given together",
+                                   field="upper" if spec.upper is None else "lower")
+        if len(spec.lower) != len(spec.upper):
+            raise InvalidParameter("lower and upper must have the same length", field="upper")
+        if any(hi < lo for lo, hi in zip(spec.lower, spec.upper, strict=True)):
+            raise InvalidParameter("every upper bound must be >= its lower bound", field="upper")
+
+
+def resolve_domain(spec: DomainSpec, n_cols: int) -> tuple[list[float], float]:
+    """Center and radius of the public ball for a dataset with n_cols columns."""
+    if spec.radius is not None:
+        center = spec.center if spec.center is not None else [0.0] * n_cols
+        if len(center) != n_cols:
+            raise InvalidParameter(f"center has {len(center)} values but the dataset has "
+                                   f"{n_cols} columns", field="center")
+        return center, float(spec.radius)
+    assert spec.lower is not None and spec.upper is not None
+    if len(spec.lower) != n_cols:
+        raise InvalidParameter(f"lower/upper have {len(spec.lower)} values but the dataset has "
+                               f"{n_cols} columns", field="lower")
+    center = [(lo + hi) / 2 for lo, hi in zip(spec.lower, spec.upper, strict=True)]
+    radius = math.hypot(*[(hi - lo) for lo, hi in zip(spec.lower, spec.upper, strict=True)]) / 2
+    if not math.isfinite(radius) or radius <= 0:
+        raise InvalidParameter("lower and upper describe an empty domain", field="upper")
+    return center, radius
+
+
+def check_budget(epsilon: float, delta: float) -> float:
+    """Validate a dataset cap and return mu_cap (errors name the field)."""
+    try:
+        return bmath.cap_from_epsilon_delta(epsilon, delta)
+    except gdp.PrivacyParameterError as exc:
+        raise InvalidParameter(str(exc), field=exc.field or "epsilon") from exc
+
+
+def create_dataset(session: Session, *, tenant: str, actor: uuid.UUID, name: str,
+                   src: BinaryIO, filename: str | None, content_type: str | None,
+                   storage_dir: Path, epsilon: float, delta: float, domain: DomainSpec,
+                   columns: list[str] | None, max_bytes: int) -> Dataset:
+    """Check everything, store the matrix, and record the dataset with its budget's first entry.
+
+    On any error nothing is left behind: no file, no row, no ledger entry.
+    """
+    from app.services.ingest import ingest_file  # heavy (pyarrow); only uploads need it
+
+    name = name.strip()
+    if not name or len(name) > 200:
+        raise InvalidParameter("name must be 1 to 200 characters", field="name")
+    mu_cap = check_budget(epsilon, delta)
+    check_domain_shape(domain)
+    dataset_id = uuid.uuid4()
+    storage_dir.mkdir(parents=True, exist_ok=True)
+    matrix = ingest_file(src, filename=filename, content_type=content_type, dest_dir=storage_dir,
+                         columns=columns, max_bytes=max_bytes, name=dataset_id.hex)
+    try:
+        center, radius = resolve_domain(domain, matrix.n_cols)
+        dataset = Dataset(id=dataset_id, tenant=tenant, name=name, n_rows=matrix.n_rows,
+                          n_cols=matrix.n_cols, columns=list(matrix.columns), center=center,
+                          radius=radius, epsilon=epsilon, delta=delta, mu_cap=mu_cap,
+                          storage_path=str(matrix.path), created_by=actor)
+        repo.add(session, dataset)
+        ledger.open_dataset_budget(session, dataset, actor)
+    except BaseException:
+        matrix.path.unlink(missing_ok=True)
+        raise
+    return dataset
+
+
+def get_dataset(session: Session, dataset_id: uuid.UUID, tenant: str) -> Dataset:
+    dataset = repo.dataset_for_tenant(session, dataset_id, tenant)
+    if dataset is None:
+        raise NotFound("no such dataset", code="dataset-not-found")
+    return dataset
+
+
+def delete_rows(session: Session, dataset: Dataset) -> Dataset:
+    """Delete the stored rows; metadata, ledger and released results stay for the audit trail."""
+    if dataset.storage_path:
+        Path(dataset.storage_path).unlink(missing_ok=True)
+    dataset.storage_path = None
+    if dataset.deleted_at is None:
+        dataset.deleted_at = utcnow()
+    session.flush()
+    return dataset
+
+
+def public_metadata(dataset: Dataset) -> dict[str, Any]:
+    return {"n_rows": dataset.n_rows, "n_cols": dataset.n_cols, "columns": dataset.columns}

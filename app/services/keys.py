@@ -1,0 +1,96 @@
+"""API keys: creation (secret shown once, sha256 at rest), lookup, revocation, admin bootstrap."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy.orm import Session
+
+from app.db import repositories as repo
+from app.db.base import utcnow
+from app.db.models import ApiKey
+from app.errors import InvalidParameter, NotFound, Unauthorized
+
+ROLES = ("admin", "owner", "analyst")
+ADMIN_TENANT = "admin"
+KEY_PREFIX = "pck_"
+
+
+def hash_key(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def new_secret() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True)
+class CreatedKey:
+    key: ApiKey
+    secret: str
+
+
+def create_key(session: Session, *, tenant: str, role: str) -> CreatedKey:
+    if role not in ROLES:
+        raise InvalidParameter(f"role must be one of {', '.join(ROLES)}", field="role")
+    tenant = tenant.strip()
+    if not tenant or len(tenant) > 100:
+        raise InvalidParameter("tenant must be 1 to 100 characters", field="tenant")
+    secret = new_secret()
+    key = ApiKey(tenant=tenant, role=role, key_hash=hash_key(secret), prefix=secret[:12])
+    repo.add(session, key)
+    return CreatedKey(key=key, secret=secret)
+
+
+def authenticate(session: Session, secret: str | None) -> ApiKey:
+    if not secret:
+        raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'",
+                           code="missing-api-key")
+    key = repo.api_key_by_hash(session, hash_key(secret))
+    if key is None or key.revoked_at is not None:
+        raise Unauthorized("invalid or revoked API key", code="invalid-api-key")
+    return key
+
+
+def revoke_key(session: Session, key_id: uuid.UUID) -> ApiKey:
+    key = session.get(ApiKey, key_id)
+    if key is None:
+        raise NotFound("no such API key")
+    if key.revoked_at is None:
+        key.revoked_at = utcnow()
+        session.flush()
+    return key
+
+
+def ensure_admin_token(session: Session, token: str) -> None:
+    """Make a configured PRIVCLUST_ADMIN_TOKEN a valid admin key (idempotent)."""
+    digest = hash_key(token)
+    if repo.api_key_by_hash(session, digest) is None:
+        repo.add(session, ApiKey(tenant=ADMIN_TENANT, role="admin", key_hash=digest,
+                                 prefix=token[:12]))
+
+
+def bootstrap_admin(session: Session, configured: str | None, data_dir: Path) -> str | None:
+    """On first start make sure an admin can log in.
+
+    With a configured token, register it. Otherwise, if no admin key exists yet, generate one,
+    keep it in DATA_DIR/admin-token (mode 0600, for the local single-user setup) and return it so
+    the caller prints it once. Returns the newly generated secret, or None.
+    """
+    if configured:
+        ensure_admin_token(session, configured)
+        return None
+    if repo.active_admin_exists(session):
+        return None
+    created = create_key(session, tenant=ADMIN_TENANT, role="admin")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / "admin-token"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(created.secret + "\n")
+    return created.secret

@@ -1,0 +1,175 @@
+"""The per-dataset privacy budget ledger: admission, commit, refund and cap changes.
+
+The ledger is append-only. A dataset's budget state is never stored as a running total: it is
+the replay of its entries, so it can always be recomputed and audited. Jobs spend mu (Gaussian
+DP); the dataset's delta is fixed by its cap, and jobs compose as sqrt(sum mu_i^2).
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.db import repositories as repo
+from app.db.session import IMMEDIATE
+from app.db.models import Dataset, Job, LedgerEntry
+from app.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
+from app.privacy import budget as bmath
+from app.privacy import gdp
+
+
+LOCK_OPTIONS = IMMEDIATE
+"""Begin a budget-changing transaction with these execution options (SQLite write lock)."""
+
+
+@dataclass
+class LedgerState:
+    """What the entries say: the current cap and every job's live mu, split by phase."""
+
+    mu_cap: float
+    spent: dict[uuid.UUID, float] = field(default_factory=dict)
+    reserved: dict[uuid.UUID, float] = field(default_factory=dict)
+    jobs: int = 0
+
+    @property
+    def live_mus(self) -> list[float]:
+        return [*self.spent.values(), *self.reserved.values()]
+
+
+def replay(entries: list[LedgerEntry] | Any) -> LedgerState:
+    """Fold the entries, in order, into the budget state."""
+    state = LedgerState(mu_cap=0.0)
+    for entry in entries:
+        if entry.kind == "cap":
+            state.mu_cap = float(entry.mu)
+        elif entry.kind == "reserve":
+            state.reserved[entry.job_id] = float(entry.mu)
+            state.jobs += 1
+        elif entry.kind == "commit":
+            if entry.job_id in state.reserved:
+                state.spent[entry.job_id] = state.reserved.pop(entry.job_id)
+        elif entry.kind == "refund":
+            state.reserved.pop(entry.job_id, None)
+    return state
+
+
+@dataclass(frozen=True)
+class BudgetView:
+    epsilon: float
+    delta: float
+    mu_cap: float
+    mu_spent: float
+    mu_reserved: float
+    mu_remaining: float
+    epsilon_remaining: float
+    jobs: int
+
+
+def view(dataset: Dataset, state: LedgerState) -> BudgetView:
+    remaining = bmath.remaining_mu(state.live_mus, state.mu_cap)
+    return BudgetView(
+        epsilon=dataset.epsilon,
+        delta=dataset.delta,
+        mu_cap=state.mu_cap,
+        mu_spent=gdp.compose(list(state.spent.values())) if state.spent else 0.0,
+        mu_reserved=gdp.compose(list(state.reserved.values())) if state.reserved else 0.0,
+        mu_remaining=remaining,
+        epsilon_remaining=bmath.epsilon_remaining(remaining, dataset.delta),
+        jobs=state.jobs,
+    )
+
+
+def state_of(session: Session, dataset_id: uuid.UUID) -> LedgerState:
+    return replay(repo.ledger_entries(session, dataset_id))
+
+
+def budget(session: Session, dataset: Dataset) -> BudgetView:
+    return view(dataset, state_of(session, dataset.id))
+
+
+def open_dataset_budget(session: Session, dataset: Dataset, actor: uuid.UUID | None) -> None:
+    """First entry of a new dataset's ledger: its cap."""
+    repo.add(session, LedgerEntry(dataset_id=dataset.id, kind="cap", actor_key_id=actor,
+                                  mu=dataset.mu_cap, epsilon=dataset.epsilon,
+                                  delta=dataset.delta, note="initial budget"))
+
+
+def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID | None) -> Job:
+    """Admit `job` against the dataset's budget, or raise BudgetExceeded with nothing charged.
+
+    The caller must have opened this transaction with the dataset's budget lock available:
+    this function takes it (FOR UPDATE / BEGIN IMMEDIATE), replays the ledger, and inserts the
+    job and its reserve entry. The caller commits, and only then enqueues.
+    """
+    dataset = repo.lock_dataset(session, dataset_id)
+    if dataset is None:
+        raise NotFound("no such dataset")
+    if dataset.deleted_at is not None:
+        raise Conflict("the dataset's rows were deleted; no new jobs can run on it",
+                       code="dataset-deleted")
+    state = state_of(session, dataset_id)
+    if not bmath.is_admissible(state.live_mus, job.mu, state.mu_cap):
+        remaining = bmath.remaining_mu(state.live_mus, state.mu_cap)
+        raise BudgetExceeded(
+            f"this job needs mu={job.mu:.6g} but only mu={remaining:.6g} of the dataset's "
+            f"budget (mu_cap={state.mu_cap:.6g}) remains",
+            mu_requested=job.mu,
+            mu_remaining=remaining,
+            epsilon_remaining=bmath.epsilon_remaining(remaining, dataset.delta),
+            mu_cap=state.mu_cap,
+        )
+    repo.add(session, job)
+    repo.add(session, LedgerEntry(dataset_id=dataset_id, kind="reserve", job_id=job.id,
+                                  actor_key_id=actor, mu=job.mu, sigma=job.sigma,
+                                  releases=job.releases, epsilon=job.epsilon, delta=job.delta))
+    return job
+
+
+def commit(session: Session, job: Job) -> None:
+    """The worker is about to draw the first noise: from here on the spend is final."""
+    repo.add(session, LedgerEntry(dataset_id=job.dataset_id, kind="commit", job_id=job.id,
+                                  mu=job.mu, sigma=job.sigma, releases=job.releases))
+
+
+def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None) -> None:
+    """Give a reservation back. Only for jobs that never reached `commit` (no noise drawn)."""
+    entries = repo.all_ledger_entries_for_job(session, job.id)
+    kinds = {e.kind for e in entries}
+    if "commit" in kinds:
+        raise RuntimeError("refusing to refund a job whose noise may have been drawn")
+    if "refund" in kinds or "reserve" not in kinds:
+        return
+    repo.add(session, LedgerEntry(dataset_id=job.dataset_id, kind="refund", job_id=job.id,
+                                  actor_key_id=actor, mu=job.mu, note=note))
+
+
+def record(session: Session, job: Job, kind: str, note: str | None = None,
+           actor: uuid.UUID | None = None) -> None:
+    """An audit-only entry (succeeded, failed, cancelled): it never changes the budget."""
+    repo.add(session, LedgerEntry(dataset_id=job.dataset_id, kind=kind, job_id=job.id,
+                                  actor_key_id=actor, note=note))
+
+
+def change_cap(session: Session, dataset_id: uuid.UUID, epsilon: float, delta: float,
+               actor: uuid.UUID | None) -> Dataset:
+    """Set a new (epsilon, delta) cap; it may never fall below what is spent or reserved."""
+    mu_cap = bmath.cap_from_epsilon_delta(epsilon, delta)
+    dataset = repo.lock_dataset(session, dataset_id)
+    if dataset is None:
+        raise NotFound("no such dataset")
+    state = state_of(session, dataset_id)
+    used = math.sqrt(bmath.used_mu_squared(state.live_mus))
+    if mu_cap < used:
+        raise InvalidParameter(
+            f"the new cap (mu={mu_cap:.6g}) is below what is already spent or reserved "
+            f"(mu={used:.6g})", field="epsilon", mu_cap_requested=mu_cap, mu_used=used)
+    dataset.epsilon, dataset.delta, dataset.mu_cap = epsilon, delta, mu_cap
+    repo.add(session, LedgerEntry(dataset_id=dataset_id, kind="cap", actor_key_id=actor,
+                                  mu=mu_cap, epsilon=epsilon, delta=delta,
+                                  note="cap changed by owner"))
+    session.flush()
+    return dataset

@@ -1,0 +1,167 @@
+"""RQ task functions: a task takes a job id, loads its inputs, clusters, and records the outcome.
+
+Privacy-critical order: the ledger `commit` entry and the queued -> running transition are
+committed in one transaction BEFORE any noise is drawn, and the transition is a compare-and-set,
+so a job can draw noise at most once: a retried or duplicated RQ job finds it no longer queued.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import signal
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+from app.config import get_settings
+from app.db import repositories as repo
+from app.db.models import Dataset, Job
+from app.db.session import session_scope
+from app.services import jobs as jobs_service
+from app.services import ledger
+
+log = logging.getLogger("privclust.worker")
+
+
+class JobStopped(Exception):
+    """Raised from the progress callback to stop a running job (cancelled or swept)."""
+
+
+def _die_with_parent() -> None:
+    """If the worker process is killed, its work horse (this process) must not run on."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:  # pragma: no cover - non-glibc systems
+            pass
+
+
+class _Heartbeat(threading.Thread):
+    """Records that this job's worker lives, and notices cancellation or sweeping."""
+
+    def __init__(self, db_url: str, job_id: uuid.UUID, every: float) -> None:
+        super().__init__(daemon=True, name=f"heartbeat-{job_id}")
+        self.db_url, self.job_id, self.every = db_url, job_id, every
+        self.stop_requested = threading.Event()
+        self.finished = threading.Event()
+
+    def run(self) -> None:
+        while not self.finished.wait(self.every):
+            try:
+                with session_scope(self.db_url) as s:
+                    alive = repo.update_running_job(s, self.job_id, heartbeat_at=repo.now())
+                    job = s.get(Job, self.job_id)
+                    if not alive or (job is not None and job.cancel_requested):
+                        self.stop_requested.set()
+            except Exception:  # the database may blip; the sweeper tolerates a few misses
+                log.exception("heartbeat failed for job %s", self.job_id)
+
+
+def _progress_writer(db_url: str, job_id: uuid.UUID, heartbeat: _Heartbeat) -> Any:
+    last = 0.0
+
+    def progress(iteration: int, total: int) -> None:
+        nonlocal last
+        if heartbeat.stop_requested.is_set():
+            raise JobStopped()
+        now = time.monotonic()
+        if now - last >= 1.0 or iteration >= total:
+            last = now
+            with session_scope(db_url) as s:
+                repo.update_running_job(s, job_id, progress_iteration=iteration,
+                                        progress_total=total, heartbeat_at=repo.now())
+
+    return progress
+
+
+def run_clustering_job(job_id: str) -> str:
+    """The RQ entry point. Returns the final status (RQ's result store is not relied upon)."""
+    _die_with_parent()
+    settings = get_settings()
+    db_url = settings.resolved_database_url
+    jid = uuid.UUID(job_id)
+
+    with session_scope(db_url) as s:
+        job = s.get(Job, jid)
+        if job is None or job.status != "queued":
+            return job.status if job is not None else "missing"
+        dataset = s.get(Dataset, job.dataset_id)
+        assert dataset is not None
+        path, center, radius = dataset.storage_path, list(dataset.center), dataset.radius
+
+    try:
+        from app.services.ingest import open_matrix
+
+        if path is None:
+            raise FileNotFoundError("dataset rows were deleted")
+        X = open_matrix(path)  # type: ignore[arg-type]
+    except (OSError, ValueError) as exc:
+        # Nothing noisy can have been produced yet: fail and refund.
+        with session_scope(db_url) as s:
+            jobs_service.fail_unqueued(s, jid, f"the dataset's rows could not be read: {exc}")
+        return "failed"
+
+    with session_scope(db_url) as s:
+        if not repo.transition_job(s, jid, from_status="queued", status="running",
+                                   started_at=repo.now(), heartbeat_at=repo.now()):
+            return "skipped"
+        job = s.get(Job, jid)
+        assert job is not None
+        ledger.commit(s, job)
+        algorithm, k, mu, sigma = job.algorithm, job.k, job.mu, job.sigma
+        releases, iterations, params = job.releases, job.iterations, dict(job.params)
+
+    heartbeat = _Heartbeat(db_url, jid, settings.heartbeat_seconds)
+    heartbeat.start()
+    try:
+        from app.clustering import cluster
+
+        result = cluster(
+            X, k, algorithm=algorithm, radius=radius, center=center, mu=mu,
+            iterations=iterations, variations=params.get("variations"),
+            **({"projection_dim": params["projection_dim"]} if "projection_dim" in params
+               else {}),
+            progress=_progress_writer(db_url, jid, heartbeat),
+        )
+        # The noise actually used must be at least what was charged for.
+        if result.releases != releases or result.sigma < sigma:
+            raise RuntimeError(
+                f"privacy plan mismatch: planned {releases} releases at sigma={sigma}, "
+                f"ran {result.releases} at sigma={result.sigma}")
+    except JobStopped:
+        with session_scope(db_url) as s:
+            if repo.update_running_job(s, jid, status="cancelled", finished_at=repo.now()):
+                job = s.get(Job, jid)
+                assert job is not None
+                ledger.record(s, job, "cancelled", note="stopped while running; stays charged")
+        return "cancelled"
+    except Exception as exc:
+        log.exception("job %s failed", jid)
+        # Never echo internals that could depend on the data; the log has the details.
+        message = ("clustering failed: " + str(exc)) if isinstance(exc, ValueError) \
+            else "clustering failed with an internal error; see the worker log"
+        with session_scope(db_url) as s:
+            if repo.update_running_job(s, jid, status="failed", error=message,
+                                       finished_at=repo.now()):
+                job = s.get(Job, jid)
+                assert job is not None
+                ledger.record(s, job, "failed", note=message)
+        return "failed"
+    finally:
+        heartbeat.finished.set()
+
+    centers = [[float(v) for v in row] for row in result.centers]
+    with session_scope(db_url) as s:
+        if not repo.update_running_job(s, jid, status="succeeded", centers=centers,
+                                       progress_iteration=iterations, progress_total=iterations,
+                                       finished_at=repo.now()):
+            # Swept or stopped meanwhile: the result is discarded, never released.
+            return "discarded"
+        job = s.get(Job, jid)
+        assert job is not None
+        ledger.record(s, job, "succeeded")
+    return "succeeded"
