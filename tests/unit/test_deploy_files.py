@@ -1,0 +1,624 @@
+"""Static checks of the self-hosting files: Dockerfile, docker-compose.yml, .env.example, docs.
+
+No Docker engine is needed: the files are parsed and cross-checked against the code they drive
+(the `privclust` argparse parser, the Settings class) so that a renamed subcommand or setting, a
+missing healthcheck or a broken COPY path fails here instead of at `docker compose up`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from sqlalchemy.engine import make_url
+
+from app.config import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILE = ROOT / "Dockerfile"
+COMPOSE = ROOT / "docker-compose.yml"
+ENV_EXAMPLE = ROOT / ".env.example"
+DOCKERIGNORE = ROOT / ".dockerignore"
+SELF_HOSTING_DOC = ROOT / "docs" / "self-hosting.md"
+
+PROJECT_SERVICES = ("migrate", "api", "worker")
+SETTINGS_ENV_NAMES = {f"PRIVCLUST_{name.upper()}" for name in Settings.model_fields}
+
+
+# ----------------------------------------------------------------------------------------------
+# Helpers: a small Dockerfile parser, compose interpolation, .dockerignore matching.
+
+
+@dataclass
+class Stage:
+    base: str
+    name: str | None
+    instructions: list[tuple[str, str]] = field(default_factory=list)
+
+    def args_of(self, keyword: str) -> list[str]:
+        return [args for kw, args in self.instructions if kw == keyword]
+
+
+def parse_dockerfile(text: str) -> list[Stage]:
+    """Split a Dockerfile into stages of (KEYWORD, arguments), joining continuation lines."""
+    logical: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if pending and line.startswith("#"):
+            continue  # comment lines inside a continued instruction are dropped by Docker too
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        logical.append(pending + line)
+        pending = ""
+    assert not pending, "Dockerfile ends inside a line continuation"
+
+    stages: list[Stage] = []
+    for line in logical:
+        keyword, _, args = line.partition(" ")
+        keyword = keyword.upper()
+        args = args.strip()
+        if keyword == "FROM":
+            words = [w for w in args.split() if not w.startswith("--platform")]
+            name = words[2] if len(words) == 3 and words[1].upper() == "AS" else None
+            stages.append(Stage(base=words[0], name=name))
+        else:
+            assert stages, f"instruction before the first FROM: {line}"
+            stages[-1].instructions.append((keyword, args))
+    return stages
+
+
+def exec_form(args: str) -> list[str]:
+    value = json.loads(args)
+    assert isinstance(value, list) and all(isinstance(v, str) for v in value), args
+    return value
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def interpolate(text: str, env: Mapping[str, str], used: set[str]) -> str:
+    """Compose-style ${VAR:-default} / ${VAR-default} substitution, nested defaults included.
+
+    Bare ${VAR} or $VAR is rejected: every variable must carry a default so that the stack
+    starts before the user has created .env.
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        if text.startswith("$$", i):
+            out.append("$")
+            i += 2
+        elif text.startswith("${", i):
+            depth, j = 1, i + 2
+            while depth:
+                assert j < len(text), f"unbalanced ${{ in {text!r}"
+                depth += {"{": 1, "}": -1}.get(text[j], 0)
+                j += 1
+            body = text[i + 2 : j - 1]
+            match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(:?-)(.*)", body, re.S)
+            assert match, f"${{{body}}} has no default value"
+            name, op, default = match.groups()
+            used.add(name)
+            value = env.get(name)
+            if value is None or (op == ":-" and value == ""):
+                value = interpolate(default, env, used)
+            out.append(value)
+            i = j
+        elif text[i] == "$" and _NAME.match(text, i + 1):
+            raise AssertionError(f"${_NAME.match(text, i + 1)} has no default value")
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def interpolate_tree(node: Any, env: Mapping[str, str], used: set[str]) -> Any:
+    if isinstance(node, str):
+        return interpolate(node, env, used)
+    if isinstance(node, list):
+        return [interpolate_tree(v, env, used) for v in node]
+    if isinstance(node, dict):
+        return {k: interpolate_tree(v, env, used) for k, v in node.items()}
+    return node
+
+
+def dockerignore_excludes(path: str, patterns: list[str]) -> bool:
+    """Whether a context path is left out of the build context (last matching pattern wins)."""
+
+    def to_regex(pattern: str) -> re.Pattern[str]:
+        pattern = pattern.strip("/")
+        regex = ""
+        i = 0
+        while i < len(pattern):
+            if pattern.startswith("**/", i):
+                regex += "(?:.*/)?"
+                i += 3
+            elif pattern.startswith("**", i):
+                regex += ".*"
+                i += 2
+            elif pattern[i] == "*":
+                regex += "[^/]*"
+                i += 1
+            elif pattern[i] == "?":
+                regex += "[^/]"
+                i += 1
+            elif pattern[i] == "[":
+                end = pattern.index("]", i)
+                regex += pattern[i : end + 1]
+                i = end + 1
+            else:
+                regex += re.escape(pattern[i])
+                i += 1
+        return re.compile(regex)
+
+    parts = Path(path).parts
+    prefixes = ["/".join(parts[: n + 1]) for n in range(len(parts))]
+    excluded = False
+    for raw in patterns:
+        negated = raw.startswith("!")
+        regex = to_regex(raw[1:] if negated else raw)
+        # A pattern matching a directory excludes everything under it.
+        if any(regex.fullmatch(prefix) for prefix in prefixes):
+            excluded = not negated
+    return excluded
+
+
+def env_example_entries() -> tuple[dict[str, str], dict[str, str]]:
+    """(active, commented-out) NAME=value lines of .env.example."""
+    active: dict[str, str] = {}
+    commented: dict[str, str] = {}
+    for raw in ENV_EXAMPLE.read_text().splitlines():
+        line = raw.strip()
+        target = active
+        if line.startswith("#"):
+            line = line.lstrip("#").strip()
+            target = commented
+        match = re.fullmatch(r"([A-Z][A-Z0-9_]*)=(.*)", line)
+        if match:
+            target[match.group(1)] = match.group(2)
+    return active, commented
+
+
+@contextlib.contextmanager
+def http_server(status: int) -> Iterator[int]:
+    """A throwaway local HTTP server answering every GET with `status`; yields its port."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status if self.path == "/healthz" else 404)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def run_healthcheck(argv: list[str], port: int) -> int:
+    """Run a container healthcheck command here, with `python` meaning this interpreter."""
+    assert argv[0] == "python", argv
+    env = {**os.environ, "PRIVCLUST_PORT": str(port)}
+    done = subprocess.run([sys.executable, *argv[1:]], env=env, capture_output=True, timeout=30)
+    return done.returncode
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def assert_real_cli_invocation(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    assert argv[0] == "privclust", f"{argv} does not run the privclust console script"
+    assert len(argv) > 1 and argv[1] in subcommands(parser), f"{argv}: unknown subcommand"
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        try:
+            parser.parse_args(argv[1:])
+        except SystemExit as exc:  # argparse reports bad arguments by exiting
+            raise AssertionError(f"{argv} is rejected by privclust: {stderr.getvalue()}") from exc
+
+
+# ----------------------------------------------------------------------------------------------
+# Fixtures
+
+
+@pytest.fixture(scope="module")
+def stages() -> list[Stage]:
+    return parse_dockerfile(DOCKERFILE.read_text())
+
+
+@pytest.fixture(scope="module")
+def compose_raw() -> dict[str, Any]:
+    data = yaml.safe_load(COMPOSE.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+@pytest.fixture(scope="module")
+def compose(compose_raw: dict[str, Any]) -> dict[str, Any]:
+    """The compose file as `docker compose up` sees it without a .env file."""
+    resolved = interpolate_tree(compose_raw, {}, set())
+    assert isinstance(resolved, dict)
+    return resolved
+
+
+@pytest.fixture(scope="module")
+def cli_parser() -> argparse.ArgumentParser:
+    from app.cli import build_parser
+
+    parser = build_parser()
+    assert isinstance(parser, argparse.ArgumentParser)
+    return parser
+
+
+def settings_from(env: Mapping[str, str]) -> Settings:
+    """Settings built from PRIVCLUST_* names and string values, as the container would see them."""
+    return Settings(**{k.removeprefix("PRIVCLUST_").lower(): v for k, v in env.items()})
+
+
+def service_environment(service: Mapping[str, Any]) -> dict[str, str]:
+    env = service.get("environment", {})
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) for item in env)
+    return {str(k): str(v) for k, v in env.items()}
+
+
+# ----------------------------------------------------------------------------------------------
+# Dockerfile
+
+
+def test_dockerfile_is_multi_stage_on_a_pinned_slim_python(stages: list[Stage]) -> None:
+    assert len(stages) >= 2
+    assert all(stage.name for stage in stages), "every stage is named with FROM ... AS"
+    for stage in stages:
+        assert stage.base.startswith("python:3.11-slim"), stage.base
+    final = stages[-1]
+    earlier_names = {stage.name for stage in stages[:-1]}
+    assert final.base not in earlier_names, "the final stage must not inherit the build stage"
+
+
+def test_final_stage_has_no_build_tools(stages: list[Stage]) -> None:
+    final_runs = " ".join(stages[-1].args_of("RUN"))
+    for tool in ("build-essential", "gcc", "g++", "clang", "make", "cmake", "python3-dev"):
+        assert not re.search(rf"(?<![\w-]){re.escape(tool)}(?![\w-])", final_runs), tool
+    # The compilers stay in the builder, which is the stage that may need them.
+    assert "build-essential" in " ".join(stages[0].args_of("RUN"))
+
+
+def test_final_stage_runs_as_a_non_root_user(stages: list[Stage]) -> None:
+    users = stages[-1].args_of("USER")
+    assert users, "final stage never switches user"
+    user = users[-1].split(":")[0]
+    assert user not in {"root", "0"}
+    keywords = [kw for kw, _ in stages[-1].instructions]
+    assert keywords.index("USER") < keywords.index("CMD")
+
+
+def test_final_stage_environment_and_default_command(
+    stages: list[Stage], cli_parser: argparse.ArgumentParser
+) -> None:
+    final = stages[-1]
+    env: dict[str, str] = {}
+    for args in final.args_of("ENV"):
+        for word in shlex.split(args):
+            key, _, value = word.partition("=")
+            env[key] = value
+    assert env["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert env["PYTHONUNBUFFERED"] == "1"
+    privclust_keys = {k for k in env if k.startswith("PRIVCLUST_")}
+    assert privclust_keys <= SETTINGS_ENV_NAMES, privclust_keys - SETTINGS_ENV_NAMES
+    assert env["PRIVCLUST_HOST"] == "0.0.0.0"
+    assert env["PRIVCLUST_DATA_DIR"] == "/data"
+    assert final.args_of("EXPOSE") == [env["PRIVCLUST_PORT"]]
+    assert any("/data" in run and "chown" in run for run in final.args_of("RUN")), (
+        "the data directory must belong to the runtime user"
+    )
+    (cmd,) = final.args_of("CMD")
+    assert exec_form(cmd) == ["privclust", "api"]
+    assert_real_cli_invocation(cli_parser, exec_form(cmd))
+
+
+def test_dockerfile_copy_sources_exist_and_are_in_the_build_context(stages: list[Stage]) -> None:
+    ignore = [
+        line.strip()
+        for line in DOCKERIGNORE.read_text().splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
+    stage_names = {stage.name for stage in stages}
+    copied = []
+    for stage in stages:
+        for args in stage.args_of("COPY") + stage.args_of("ADD"):
+            words = exec_form(args) if args.startswith("[") else shlex.split(args)
+            flags = [w for w in words if w.startswith("--")]
+            paths = [w for w in words if not w.startswith("--")]
+            from_stage = [f.split("=", 1)[1] for f in flags if f.startswith("--from=")]
+            if from_stage:
+                assert from_stage[0] in stage_names
+                continue
+            for source in paths[:-1]:
+                copied.append(source)
+                assert (ROOT / source).exists(), f"COPY source {source} is not in the repository"
+                assert not dockerignore_excludes(source, ignore), f".dockerignore drops {source}"
+    # What the wheel build needs: the metadata and every package listed in pyproject.toml.
+    assert {"pyproject.toml", "README.md"} <= {Path(s).as_posix() for s in copied}
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
+    for package in packages:
+        top = package.rstrip("*")
+        assert top in {Path(s).parts[0] for s in copied}, f"package {top} is never copied"
+
+
+def test_local_secrets_and_state_stay_out_of_the_build_context() -> None:
+    ignore = [
+        line.strip()
+        for line in DOCKERIGNORE.read_text().splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
+    for path in (".env", ".git", ".venv", "var/privclust.db", "app/__pycache__/x.cpython-311.pyc"):
+        assert dockerignore_excludes(path, ignore), path
+    assert ".env" in (ROOT / ".gitignore").read_text().split()
+
+
+def test_image_healthcheck_reports_healthz_status(stages: list[Stage]) -> None:
+    (healthcheck,) = stages[-1].args_of("HEALTHCHECK")
+    options, _, command = healthcheck.partition("CMD")
+    assert "--interval" in options
+    argv = exec_form(command.strip())
+    assert "/healthz" in " ".join(argv)
+    with http_server(200) as port:
+        assert run_healthcheck(argv, port) == 0
+    with http_server(503) as port:
+        assert run_healthcheck(argv, port) != 0
+    with http_server(200) as port:
+        pass  # the port is closed again: nothing listens there now
+    assert run_healthcheck(argv, port) != 0
+
+
+# ----------------------------------------------------------------------------------------------
+# docker-compose.yml
+
+
+def test_compose_declares_the_five_services(compose: dict[str, Any]) -> None:
+    assert set(compose["services"]) == {"postgres", "redis", "migrate", "api", "worker"}
+
+
+def test_project_services_run_real_privclust_subcommands(
+    compose: dict[str, Any], cli_parser: argparse.ArgumentParser
+) -> None:
+    services = compose["services"]
+    expected = {"migrate": "migrate", "api": "api", "worker": "worker"}
+    project_image = services["api"]["image"]
+    for name, service in services.items():
+        if "build" not in service and service.get("image") != project_image:
+            continue
+        command = service["command"]
+        argv = command if isinstance(command, list) else shlex.split(command)
+        assert_real_cli_invocation(cli_parser, argv)
+        assert argv[1] == expected[name]
+
+
+def test_console_script_is_the_parser_the_checks_use() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["scripts"]["privclust"] == "app.cli:main"
+
+
+def test_backends_have_healthchecks_and_persistent_volumes(compose: dict[str, Any]) -> None:
+    postgres = compose["services"]["postgres"]
+    assert "pg_isready" in postgres["healthcheck"]["test"]
+    assert any(v.endswith(":/var/lib/postgresql/data") for v in postgres["volumes"])
+    redis = compose["services"]["redis"]
+    assert redis["healthcheck"]["test"][-2:] == ["redis-cli", "ping"]
+    assert any(v.endswith(":/data") for v in redis["volumes"])
+    # Without the append-only file, jobs queued but not started are lost on a redis restart.
+    command = " ".join(redis["command"])
+    assert re.search(r"--appendonly\s+yes", command)
+
+
+def test_api_healthcheck_reports_healthz_status(compose: dict[str, Any]) -> None:
+    api = compose["services"]["api"]
+    argv = api["healthcheck"]["test"]
+    assert argv[0] == "CMD"
+    assert "/healthz" in " ".join(argv)
+    with http_server(200) as port:
+        assert run_healthcheck(argv[1:], port) == 0
+    with http_server(503) as port:
+        assert run_healthcheck(argv[1:], port) != 0
+
+
+def test_image_healthcheck_is_off_where_nothing_serves_http(compose: dict[str, Any]) -> None:
+    # The image's HEALTHCHECK polls /healthz; the worker and migrate containers would be
+    # reported unhealthy forever if they inherited it.
+    for name in ("worker", "migrate"):
+        assert compose["services"][name]["healthcheck"] == {"disable": True}, name
+
+
+def test_startup_order_waits_for_healthy_backends_and_finished_migration(
+    compose: dict[str, Any],
+) -> None:
+    services = compose["services"]
+    assert services["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    assert services["migrate"]["restart"] == "no", "a one-shot job must not be restarted"
+    for name in ("api", "worker"):
+        depends = {dep: spec["condition"] for dep, spec in services[name]["depends_on"].items()}
+        assert depends == {
+            "postgres": "service_healthy",
+            "redis": "service_healthy",
+            "migrate": "service_completed_successfully",
+        }, name
+    for dep in ("postgres", "redis"):
+        assert "test" in services[dep]["healthcheck"], f"{dep} is waited on but has no check"
+
+
+def test_worker_can_be_scaled(compose: dict[str, Any]) -> None:
+    worker = compose["services"]["worker"]
+    assert "container_name" not in worker
+    assert "ports" not in worker
+
+
+def test_api_publishes_the_port_it_listens_on(compose: dict[str, Any]) -> None:
+    api = compose["services"]["api"]
+    env = service_environment(api)
+    assert env["PRIVCLUST_HOST"] == "0.0.0.0"
+    (mapping,) = api["ports"]
+    assert mapping == f"{env['PRIVCLUST_PORT']}:{env['PRIVCLUST_PORT']}"
+    # Binding to loopback only is a matter of setting PUBLISH_PORT=127.0.0.1:8000.
+    loopback = interpolate_tree(
+        yaml.safe_load(COMPOSE.read_text()), {"PUBLISH_PORT": "127.0.0.1:8000"}, set()
+    )
+    assert loopback["services"]["api"]["ports"] == ["127.0.0.1:8000:8000"]
+
+
+def test_named_volumes_are_declared_and_data_is_shared(
+    compose: dict[str, Any], stages: list[Stage]
+) -> None:
+    declared = set(compose["volumes"])
+    for name, service in compose["services"].items():
+        for volume in service.get("volumes", []):
+            source = volume.split(":", 1)[0]
+            assert not source.startswith((".", "/", "~")), f"{name} bind-mounts {source}"
+            assert source in declared, f"{name} uses undeclared volume {source}"
+    data_dirs = {
+        service_environment(compose["services"][n])["PRIVCLUST_DATA_DIR"] for n in ("api", "worker")
+    }
+    assert data_dirs == {"/data"}
+    mounts = [
+        {v for v in compose["services"][n]["volumes"] if v.endswith(":/data")}
+        for n in ("api", "worker")
+    ]
+    assert mounts[0] == mounts[1] and len(mounts[0]) == 1, "api and worker share one data volume"
+    final_env = " ".join(stages[-1].args_of("ENV"))
+    assert "PRIVCLUST_DATA_DIR=/data" in final_env
+
+
+def test_settings_reach_the_project_containers_from_an_optional_env_file(
+    compose: dict[str, Any],
+) -> None:
+    for name in PROJECT_SERVICES:
+        service = compose["services"][name]
+        assert service["env_file"] == [{"path": ".env", "required": False}], name
+        unknown = set(service_environment(service)) - SETTINGS_ENV_NAMES
+        assert not unknown, f"{name} sets variables privclust does not read: {unknown}"
+
+
+def test_default_database_and_redis_urls_point_at_the_bundled_services(
+    compose_raw: dict[str, Any],
+) -> None:
+    active, _ = env_example_entries()
+    # Both without .env and with the example copied: the URL's password must be Postgres' own.
+    for env in ({}, active, {**active, "POSTGRES_PASSWORD": "s3cret-from-env"}):
+        resolved = interpolate_tree(compose_raw, env, set())
+        services = resolved["services"]
+        postgres_env = service_environment(services["postgres"])
+        for name in PROJECT_SERVICES:
+            url = make_url(service_environment(services[name])["PRIVCLUST_DATABASE_URL"])
+            assert url.drivername == "postgresql+psycopg"
+            assert url.host == "postgres" and url.port == 5432
+            assert url.username == postgres_env["POSTGRES_USER"]
+            assert url.password == postgres_env["POSTGRES_PASSWORD"]
+            assert url.database == postgres_env["POSTGRES_DB"]
+            redis_url = service_environment(services[name])["PRIVCLUST_REDIS_URL"]
+            assert redis_url == "redis://redis:6379/0"
+            # The values also pass privclust's own validation.
+            assert settings_from(service_environment(services[name])).port == 8000
+
+
+def test_every_compose_variable_is_documented_in_env_example(compose_raw: dict[str, Any]) -> None:
+    used: set[str] = set()
+    interpolate_tree(compose_raw, {}, used)
+    active, commented = env_example_entries()
+    assert used, "expected compose to read at least POSTGRES_PASSWORD and PUBLISH_PORT"
+    missing = used - set(active) - set(commented)
+    assert not missing, f"compose reads {missing} but .env.example never mentions them"
+
+
+# ----------------------------------------------------------------------------------------------
+# .env.example
+
+
+def test_env_example_only_names_real_settings_with_valid_values() -> None:
+    active, commented = env_example_entries()
+    entries = {**commented, **active}
+    privclust = {k: v for k, v in entries.items() if k.startswith("PRIVCLUST_")}
+    assert privclust, ".env.example documents no privclust setting"
+    unknown = set(privclust) - SETTINGS_ENV_NAMES
+    assert not unknown, f".env.example names settings that do not exist: {unknown}"
+    other = set(entries) - set(privclust)
+    assert other == {"POSTGRES_PASSWORD", "PUBLISH_PORT"}, other
+    # Every example value, commented or not, is accepted by Settings as written.
+    settings = settings_from({k: v for k, v in privclust.items() if v})
+    if "PRIVCLUST_CORS_ORIGINS" in privclust:
+        assert len(settings.cors_origins) == privclust["PRIVCLUST_CORS_ORIGINS"].count(",") + 1
+
+
+def test_env_example_does_not_set_an_empty_admin_token() -> None:
+    # An active `PRIVCLUST_ADMIN_TOKEN=` line would hand the service an empty admin key.
+    active, commented = env_example_entries()
+    assert all(value for value in active.values()), active
+    assert "PRIVCLUST_ADMIN_TOKEN" in commented
+
+
+# ----------------------------------------------------------------------------------------------
+# docs/self-hosting.md
+
+
+def test_self_hosting_doc_commands_are_real(cli_parser: argparse.ArgumentParser) -> None:
+    text = SELF_HOSTING_DOC.read_text()
+    blocks = re.findall(r"```(?:sh|bash|console)?\n(.*?)```", text, re.S)
+    shell = "\n".join(blocks)
+    for needle in (
+        "cp .env.example .env",
+        "docker compose up -d",
+        "--scale worker=4",
+        "docker compose exec api privclust keys create",
+    ):
+        assert needle in shell, needle
+    invocations = 0
+    for line in shell.splitlines():
+        words = shlex.split(line, comments=True)
+        # `privclust` as a command: first on the line, or after the compose service it runs in
+        # (not the database or user name in e.g. `pg_dump -U privclust privclust`).
+        starts = [
+            i
+            for i, w in enumerate(words)
+            if w == "privclust" and (i == 0 or words[i - 1] in PROJECT_SERVICES)
+        ]
+        if not starts:
+            continue
+        argv = words[starts[0] :]
+        for i, word in enumerate(argv):
+            if word in {"|", "&&", ";", ">", "||"}:
+                argv = argv[:i]
+                break
+        assert_real_cli_invocation(cli_parser, argv)
+        invocations += 1
+    assert invocations >= 2
