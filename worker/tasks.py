@@ -32,7 +32,9 @@ class JobStopped(Exception):
 
 def _die_with_parent() -> None:
     """If the worker process is killed, its work horse (this process) must not run on."""
-    if sys.platform.startswith("linux"):
+    from rq import get_current_job
+
+    if get_current_job() is not None and sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL("libc.so.6", use_errno=True)
             libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG

@@ -1,0 +1,140 @@
+"""Shared fixtures: a real database and a real Redis for every test that needs them.
+
+PRIVCLUST_TEST_DATABASE_URL / PRIVCLUST_TEST_REDIS_URL point the tests at real services (CI
+does this with the machine's PostgreSQL and Redis). Without them the tests use SQLite files and
+an embedded redis-server started here, so `make test` needs nothing installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from app.config import Settings, get_settings
+
+TEST_DB_URL = os.environ.get("PRIVCLUST_TEST_DATABASE_URL") or None
+TEST_REDIS_URL = os.environ.get("PRIVCLUST_TEST_REDIS_URL") or None
+
+
+@pytest.fixture(scope="session")
+def _migrated_template(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Run the real migrations once: on the test database, or on a template SQLite file."""
+    from app.db.migrate import upgrade_to_head
+
+    if TEST_DB_URL:
+        upgrade_to_head(TEST_DB_URL)
+        return TEST_DB_URL
+    path = tmp_path_factory.mktemp("db") / "template.db"
+    url = f"sqlite:///{path}"
+    upgrade_to_head(url)
+    from app.db.session import get_engine
+
+    get_engine(url).dispose()
+    return str(path)
+
+
+@pytest.fixture
+def db_url(_migrated_template: str, tmp_path: Path) -> Iterator[str]:
+    """An empty, migrated database for this test."""
+    if TEST_DB_URL:
+        from app.db.base import Base
+        from app.db.session import get_engine
+
+        engine = get_engine(TEST_DB_URL)
+        tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
+        with engine.begin() as conn:
+            conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+        yield TEST_DB_URL
+    else:
+        path = tmp_path / "privclust.db"
+        shutil.copy(_migrated_template, path)
+        yield f"sqlite:///{path}"
+
+
+@pytest.fixture(scope="session")
+def _redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if TEST_REDIS_URL:
+        yield TEST_REDIS_URL
+        return
+    from app.embedded_redis import EmbeddedRedis
+
+    server = EmbeddedRedis(tmp_path_factory.mktemp("redis"), persist=False)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_url(_redis_server: str) -> Iterator[str]:
+    """A clean Redis database for this test (FLUSHDB before and after)."""
+    from redis import Redis
+
+    conn = Redis.from_url(_redis_server)
+    conn.flushdb()
+    yield _redis_server
+    conn.flushdb()
+    conn.close()
+
+
+@pytest.fixture
+def settings(db_url: str, redis_url: str, tmp_path: Path,
+             monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+    """Settings for this test, also exported as PRIVCLUST_* so in-process workers see them."""
+    data_dir = tmp_path / "data"
+    env = {"PRIVCLUST_DATA_DIR": str(data_dir), "PRIVCLUST_DATABASE_URL": db_url,
+           "PRIVCLUST_REDIS_URL": redis_url, "PRIVCLUST_HEARTBEAT_SECONDS": "0.5",
+           "PRIVCLUST_STALE_JOB_SECONDS": "3", "PRIVCLUST_QUEUE_NAME": "privclust-test"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("PRIVCLUST_ADMIN_TOKEN", raising=False)
+    get_settings.cache_clear()
+    yield get_settings()
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+def session(settings: Settings) -> Iterator[Session]:
+    from app.db.session import session_factory
+
+    s = session_factory(settings.resolved_database_url)()
+    try:
+        yield s
+    finally:
+        s.rollback()
+        s.close()
+
+
+def make_key(db_url: str, tenant: str, role: str) -> str:
+    from app.db.session import session_scope
+    from app.services.keys import create_key
+
+    with session_scope(db_url) as s:
+        return create_key(s, tenant=tenant, role=role).secret
+
+
+@pytest.fixture
+def keys(settings: Settings) -> dict[str, str]:
+    """Bearer secrets: an admin, and an owner and an analyst of tenant `acme` and `other`."""
+    url = settings.resolved_database_url
+    return {
+        "admin": make_key(url, "admin", "admin"),
+        "owner": make_key(url, "acme", "owner"),
+        "analyst": make_key(url, "acme", "analyst"),
+        "other_owner": make_key(url, "other", "owner"),
+    }
+
+
+def auth(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
+def unique_name() -> str:
+    return f"ds-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,147 @@
+"""End to end with real processes: upload -> job -> poll -> centres -> budget; races; crashes."""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.e2e.conftest import Stack
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+
+
+def _keys(stack: Stack) -> tuple[str, str]:
+    with stack.client(stack.admin_key) as admin:
+        owner = admin.post("/v1/api-keys", json={"tenant": "acme", "role": "owner"}).json()
+        analyst = admin.post("/v1/api-keys", json={"tenant": "acme", "role": "analyst"}).json()
+    return owner["key"], analyst["key"]
+
+
+def _blobs_csv(n: int, d: int, k: int, seed: int = 3) -> tuple[bytes, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centers = rng.uniform(-5, 5, (k, d))
+    x = centers[rng.integers(0, k, n)] + rng.normal(0, 0.3, (n, d))
+    header = ",".join(f"f{i}" for i in range(d))
+    body = "\n".join(",".join(f"{v:.6f}" for v in row) for row in x)
+    return f"{header}\n{body}\n".encode(), centers
+
+
+def _upload(client: httpx.Client, data: bytes, epsilon: float, radius: float) -> dict:
+    r = client.post("/v1/datasets", data={"name": "e2e", "epsilon": str(epsilon),
+                                          "delta": "1e-6", "radius": str(radius)},
+                    files={"file": ("data.csv", io.BytesIO(data), "text/csv")})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def _wait(client: httpx.Client, job_id: str, statuses: set[str], timeout: float,
+          stack: Stack) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        if job["status"] in statuses:
+            return job
+        assert time.monotonic() < deadline, f"job stuck in {job}\n{stack.logs()}"
+        time.sleep(0.2)
+
+
+def test_main_job_end_to_end(stack: Stack) -> None:
+    owner_key, analyst_key = _keys(stack)
+    data, true_centers = _blobs_csv(2000, 3, 3)
+    with stack.client(owner_key) as owner, stack.client(analyst_key) as analyst:
+        ds = _upload(owner, data, epsilon=4.0, radius=12.0)
+        r = analyst.post(f"/v1/datasets/{ds['id']}/jobs", json={"k": 3, "epsilon": 2.0})
+        assert r.status_code == 202, r.text
+        job = _wait(analyst, r.json()["id"], {"succeeded", "failed"}, 120, stack)
+        assert job["status"] == "succeeded", job
+        centers = np.array(job["result"]["centers"])
+        assert centers.shape == (3, 3)
+        assert job["result"]["columns"] == ["f0", "f1", "f2"]
+        assert job["progress"]["iteration"] == job["progress"]["iterations"]
+        # Utility sanity: every true centre has a released centre nearby.
+        gaps = np.linalg.norm(true_centers[:, None, :] - centers[None], axis=2).min(axis=1)
+        assert gaps.max() < 2.0, (gaps, centers, true_centers)
+        budget = analyst.get(f"/v1/datasets/{ds['id']}/budget").json()
+        assert budget["mu_spent"] == pytest.approx(job["privacy"]["mu"])
+        assert budget["mu_reserved"] == 0.0
+        kinds = [e["kind"] for e in analyst.get(f"/v1/datasets/{ds['id']}/ledger")
+                 .json()["entries"]]
+        assert kinds == ["cap", "reserve", "commit", "succeeded"]
+        # Analysts see no exact statistics: the job carries only DP output and public metadata.
+        assert set(job) <= {"id", "dataset_id", "algorithm", "k", "status", "progress",
+                            "privacy", "result", "error", "cancel_requested", "created_at",
+                            "started_at", "finished_at"}
+
+
+def test_32_simultaneous_submissions_with_room_for_5(stack: Stack) -> None:
+    owner_key, analyst_key = _keys(stack)
+    data, _ = _blobs_csv(200, 2, 2)
+    with stack.client(owner_key) as owner:
+        ds = _upload(owner, data, epsilon=1.0, radius=10.0)
+    mu = ds["budget"]["mu_cap"] / math.sqrt(5)
+
+    def submit(_: int) -> int:
+        with stack.client(analyst_key) as c:
+            return c.post(f"/v1/datasets/{ds['id']}/jobs", json={"k": 2, "mu": mu}).status_code
+
+    with ThreadPoolExecutor(32) as pool:
+        codes = list(pool.map(submit, range(32)))
+    assert codes.count(202) == 5 and codes.count(409) == 27, codes
+    with stack.client(owner_key) as owner:
+        ledger = owner.get(f"/v1/datasets/{ds['id']}/ledger").json()
+    reserves = [e["mu"] for e in ledger["entries"] if e["kind"] == "reserve"]
+    assert len(reserves) == 5
+    assert math.sqrt(math.fsum(m * m for m in reserves)) <= ds["budget"]["mu_cap"] * (1 + 1e-12)
+
+
+def test_worker_killed_mid_job(stack: Stack) -> None:
+    owner_key, analyst_key = _keys(stack)
+    data, _ = _blobs_csv(20000, 8, 8)
+    with stack.client(owner_key) as owner, stack.client(analyst_key) as analyst:
+        ds = _upload(owner, data, epsilon=8.0, radius=20.0)
+        long_job = analyst.post(f"/v1/datasets/{ds['id']}/jobs", json={
+            "k": 8, "epsilon": 1.0, "params": {"iterations": 1000}}).json()
+        running = _wait(analyst, long_job["id"], {"running", "succeeded", "failed"}, 60, stack)
+        assert running["status"] == "running", running
+        os.kill(stack.workers[0].pid, signal.SIGKILL)
+        stack.workers[0].wait()
+        failed = _wait(analyst, long_job["id"], {"failed", "succeeded"}, 60, stack)
+        assert failed["status"] == "failed" and "worker" in failed["error"]
+        assert failed["result"] is None
+        budget = analyst.get(f"/v1/datasets/{ds['id']}/budget").json()
+        assert budget["mu_spent"] == pytest.approx(long_job["privacy"]["mu"])
+        # A fresh worker takes the next job; the dead job is never re-run.
+        stack.start_worker()
+        nxt = analyst.post(f"/v1/datasets/{ds['id']}/jobs", json={"k": 8, "epsilon": 1.0})
+        assert nxt.status_code == 202
+        done = _wait(analyst, nxt.json()["id"], {"succeeded", "failed"}, 120, stack)
+        assert done["status"] == "succeeded", done
+        again = analyst.get(f"/v1/jobs/{long_job['id']}").json()
+        assert again["status"] == "failed"
+        kinds = [e["kind"] for e in analyst.get(f"/v1/datasets/{ds['id']}/ledger")
+                 .json()["entries"] if e["job_id"] == long_job["id"]]
+        assert kinds == ["reserve", "commit", "failed"]
+
+
+def test_cancel_a_running_job_stops_it_and_it_stays_charged(stack: Stack) -> None:
+    owner_key, analyst_key = _keys(stack)
+    data, _ = _blobs_csv(20000, 8, 8)
+    with stack.client(owner_key) as owner, stack.client(analyst_key) as analyst:
+        ds = _upload(owner, data, epsilon=8.0, radius=20.0)
+        job = analyst.post(f"/v1/datasets/{ds['id']}/jobs", json={
+            "k": 8, "epsilon": 1.0, "params": {"iterations": 1000}}).json()
+        assert _wait(analyst, job["id"], {"running"}, 60, stack)["status"] == "running"
+        r = analyst.post(f"/v1/jobs/{job['id']}/cancel")
+        assert r.status_code == 200 and r.json()["cancel_requested"]
+        stopped = _wait(analyst, job["id"], {"cancelled", "failed", "succeeded"}, 60, stack)
+        assert stopped["status"] == "cancelled" and stopped["result"] is None
+        budget = analyst.get(f"/v1/datasets/{ds['id']}/budget").json()
+        assert budget["mu_spent"] == pytest.approx(job["privacy"]["mu"])

@@ -1,0 +1,106 @@
+"""`privclust serve` on embedded defaults, driven by the README's walk-through verbatim."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import ROOT, free_port
+
+pytestmark = [pytest.mark.e2e]
+
+
+def walkthrough() -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Walk-through", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 1
+    return blocks[0]
+
+
+def descendants(pid: int) -> set[int]:
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                kids = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for k in map(int, kids):
+                if k not in out:
+                    out.add(k)
+                    todo.append(k)
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
+def test_serve_runs_the_readme_walkthrough_and_stops_cleanly(tmp_path: Path) -> None:
+    port = free_port()
+    data_dir = tmp_path / "var"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PRIVCLUST_")}
+    env.update(PRIVCLUST_DATA_DIR=str(data_dir), PRIVCLUST_PORT=str(port),
+               PRIVCLUST_WORKER_THREADS="1", PYTHONUNBUFFERED="1")
+    log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115
+    serve = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], env=env, cwd=ROOT,
+                             stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    started = time.monotonic()
+    try:
+        while True:
+            assert serve.poll() is None, (tmp_path / "serve.log").read_text()
+            out = (tmp_path / "serve.log").read_text()
+            if "Press Ctrl-C to stop" in out:
+                break
+            assert time.monotonic() - started < 60, out
+            time.sleep(0.2)
+        assert f"{base}/docs" in out and "admin token:" in out
+        assert httpx.get(base + "/healthz").status_code == 200
+        assert httpx.get(base + "/docs").status_code == 200
+        assert httpx.get(base + "/readyz").status_code == 200
+
+        # A second serve on the same data dir refuses clearly.
+        second = subprocess.run([sys.executable, "-m", "app.cli", "serve"], env=env, cwd=ROOT,
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 1 and "already running" in second.stderr
+
+        result = subprocess.run(["bash", "-euo", "pipefail", "-c", walkthrough()],
+                                env={**env, "PRIVCLUST": base}, cwd=tmp_path,
+                                capture_output=True, text=True, timeout=180)
+        assert result.returncode == 0, result.stderr + (tmp_path / "serve.log").read_text()
+        assert "'centers'" in result.stdout and "'mu_remaining'" in result.stdout
+        assert "'kind': 'commit'" in result.stdout
+
+        children = descendants(serve.pid)
+        assert len(children) >= 3  # redis-server, API, worker
+    finally:
+        serve.send_signal(signal.SIGINT)
+        try:
+            serve.wait(30)
+        except subprocess.TimeoutExpired:
+            serve.kill()
+            raise
+        log.close()
+    assert serve.returncode == 0, (tmp_path / "serve.log").read_text()
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in children) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in children if alive(p)], "orphans left after Ctrl-C"

@@ -1,0 +1,356 @@
+"""The REST contract through the real app, a real database and a real Redis (TestClient)."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app.config import Settings
+from tests.conftest import auth
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    from app.main import create_app
+
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def csv_bytes(rows: np.ndarray, header: list[str] | None = None) -> bytes:
+    header = header or [f"f{i}" for i in range(rows.shape[1])]
+    lines = [",".join(header)] + [",".join(repr(float(v)) for v in row) for row in rows]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def upload(client: TestClient, key: str, data: bytes, *, filename: str = "data.csv",
+           epsilon: float = 2.0, delta: float = 1e-6, **domain: str) -> dict:
+    form = {"name": "blobs", "epsilon": str(epsilon), "delta": str(delta)}
+    form.update(domain or {"radius": "10"})
+    resp = client.post("/v1/datasets", headers=auth(key), data=form,
+                       files={"file": (filename, io.BytesIO(data), "text/csv")})
+    return {"status": resp.status_code, "body": resp.json(),
+            "ctype": resp.headers.get("content-type", "")}
+
+
+def blobs(n: int = 300, d: int = 2, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centers = np.array([[-3.0] * d, [3.0] * d])
+    return centers[rng.integers(0, 2, n)] + rng.normal(0, 0.5, (n, d))
+
+
+def stored_files(settings: Settings) -> list[Path]:
+    d = settings.datasets_dir
+    return sorted(d.iterdir()) if d.exists() else []
+
+
+def test_health(client: TestClient) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/readyz").status_code == 200
+
+
+def test_missing_and_invalid_keys_are_401_problems(client: TestClient, keys) -> None:
+    r = client.get("/v1/datasets")
+    assert r.status_code == 401
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert r.json()["code"] == "missing-api-key"
+    r = client.get("/v1/datasets", headers=auth("pck_not-a-key"))
+    assert r.status_code == 401 and r.json()["code"] == "invalid-api-key"
+
+
+def test_admin_creates_lists_and_revokes_keys(client: TestClient, keys) -> None:
+    r = client.post("/v1/api-keys", headers=auth(keys["admin"]),
+                    json={"tenant": "newco", "role": "analyst"})
+    assert r.status_code == 201
+    created = r.json()
+    assert created["key"].startswith("pck_") and created["role"] == "analyst"
+    listing = client.get("/v1/api-keys", headers=auth(keys["admin"])).json()
+    assert created["id"] in {k["id"] for k in listing["items"]}
+    assert all("key" not in k for k in listing["items"])
+    assert client.get("/v1/datasets", headers=auth(created["key"])).status_code == 200
+    r = client.delete(f"/v1/api-keys/{created['id']}", headers=auth(keys["admin"]))
+    assert r.status_code == 200 and r.json()["revoked_at"]
+    r = client.get("/v1/datasets", headers=auth(created["key"]))
+    assert r.status_code == 401
+    # Only admins manage keys.
+    r = client.post("/v1/api-keys", headers=auth(keys["owner"]),
+                    json={"tenant": "acme", "role": "owner"})
+    assert r.status_code == 403 and r.json()["code"] == "forbidden-role"
+
+
+def test_upload_then_read_budget_and_ledger(client: TestClient, keys, settings) -> None:
+    up = upload(client, keys["owner"], csv_bytes(blobs()), epsilon=2.0, delta=1e-6)
+    assert up["status"] == 201, up
+    ds = up["body"]
+    assert (ds["n_rows"], ds["n_cols"], ds["columns"]) == (300, 2, ["f0", "f1"])
+    assert ds["domain"] == {"center": [0.0, 0.0], "radius": 10.0}
+    assert ds["budget"]["mu_spent"] == 0.0
+    assert ds["budget"]["epsilon_remaining"] == pytest.approx(2.0, rel=1e-6)
+    budget = client.get(f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["analyst"]))
+    assert budget.status_code == 200 and budget.json()["mu_cap"] == ds["budget"]["mu_cap"]
+    entries = client.get(f"/v1/datasets/{ds['id']}/ledger",
+                         headers=auth(keys["analyst"])).json()["entries"]
+    assert [e["kind"] for e in entries] == ["cap"]
+    assert len(stored_files(settings)) == 1
+
+
+def test_box_domain_gives_center_and_radius(client: TestClient, keys) -> None:
+    up = upload(client, keys["owner"], csv_bytes(blobs()),
+                lower="[-3, -4]", upper="[3, 4]")
+    assert up["status"] == 201, up
+    assert up["body"]["domain"] == {"center": [0.0, 0.0], "radius": 5.0}
+
+
+@pytest.mark.parametrize(("data", "code", "row", "column"), [
+    (b"a,b\n1,2\n3,x\n", "non-numeric-value", 2, "b"),
+    (b"a,b\n1,2\nnan,1\n", "non-finite-value", 2, "a"),
+    (b"a,b\n1,2\n1,2,3\n", "ragged-row", 2, None),
+    (b"a,b\n", "empty-dataset", None, None),
+])
+def test_bad_files_are_400_and_leave_nothing(client, keys, settings, data, code, row,
+                                             column) -> None:
+    up = upload(client, keys["owner"], data)
+    assert up["status"] == 400, up
+    assert up["ctype"].startswith("application/problem+json")
+    assert up["body"]["code"] == code
+    if row is not None:
+        assert up["body"]["row"] == row
+    if column is not None:
+        assert up["body"]["column"] == column
+    assert stored_files(settings) == []
+    assert client.get("/v1/datasets", headers=auth(keys["owner"])).json()["items"] == []
+
+
+@pytest.mark.parametrize(("form", "field"), [
+    ({"radius": "0"}, "radius"),
+    ({"radius": "1", "center": "[0]"}, "center"),
+    ({}, "radius"),
+    ({"radius": "1", "lower": "[0,0]", "upper": "[1,1]"}, "radius"),
+    ({"radius": "1", "center": "not json"}, "center"),
+])
+def test_bad_domains_are_422_and_leave_nothing(client, keys, settings, form, field) -> None:
+    data = {"name": "x", "epsilon": "1", "delta": "1e-6", **form}
+    r = client.post("/v1/datasets", headers=auth(keys["owner"]), data=data,
+                    files={"file": ("d.csv", io.BytesIO(csv_bytes(blobs())), "text/csv")})
+    assert r.status_code == 422, r.json()
+    assert r.json()["code"] == "invalid-parameter" and r.json()["field"] == field
+    assert stored_files(settings) == []
+
+
+@pytest.mark.parametrize(("epsilon", "delta", "field"), [
+    ("0", "1e-6", "epsilon"), ("-1", "1e-6", "epsilon"), ("nan", "1e-6", "epsilon"),
+    ("1", "1", "delta"), ("1", "0", "delta"), ("abc", "1e-6", "epsilon"),
+])
+def test_bad_dataset_budgets_are_422(client, keys, settings, epsilon, delta, field) -> None:
+    r = client.post("/v1/datasets", headers=auth(keys["owner"]),
+                    data={"name": "x", "epsilon": epsilon, "delta": delta, "radius": "1"},
+                    files={"file": ("d.csv", io.BytesIO(csv_bytes(blobs())), "text/csv")})
+    assert r.status_code == 422
+    assert r.json()["field"] == field
+    assert stored_files(settings) == []
+
+
+def test_upload_wrong_content_type_is_415(client, keys) -> None:
+    r = client.post("/v1/datasets", headers=auth(keys["owner"]), json={"name": "x"})
+    assert r.status_code == 415 and r.json()["code"] == "unsupported-media-type"
+
+
+def test_upload_over_the_limit_is_413(client, keys, settings) -> None:
+    settings.max_upload_bytes = 100
+    up = upload(client, keys["owner"], csv_bytes(blobs(1000)))
+    assert up["status"] == 413 and up["body"]["code"] == "too-large"
+    assert stored_files(settings) == []
+
+
+def test_npy_upload(client, keys) -> None:
+    buf = io.BytesIO()
+    np.save(buf, blobs(50, 3))
+    up = upload(client, keys["owner"], buf.getvalue(), filename="x.npy")
+    assert up["status"] == 201, up
+    assert up["body"]["columns"] == ["x0", "x1", "x2"]
+
+
+def test_analysts_cannot_upload_delete_or_change_budgets(client, keys) -> None:
+    ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
+    assert upload(client, keys["analyst"], csv_bytes(blobs()))["status"] == 403
+    assert client.delete(f"/v1/datasets/{ds['id']}",
+                         headers=auth(keys["analyst"])).status_code == 403
+    assert client.patch(f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["analyst"]),
+                        json={"epsilon": 9}).status_code == 403
+
+
+def test_other_tenants_get_404_never_403(client, keys) -> None:
+    ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
+    other = auth(keys["other_owner"])
+    for path in (f"/v1/datasets/{ds['id']}", f"/v1/datasets/{ds['id']}/budget",
+                 f"/v1/datasets/{ds['id']}/ledger"):
+        r = client.get(path, headers=other)
+        assert r.status_code == 404, path
+    r = client.post(f"/v1/datasets/{ds['id']}/jobs", headers=other, json={"k": 2, "epsilon": 1})
+    assert r.status_code == 404
+    assert client.get("/v1/datasets", headers=other).json()["items"] == []
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"k": 2, "epsilon": 0}, "epsilon"),
+    ({"k": 2, "epsilon": -1}, "epsilon"),
+    ({"k": 2, "epsilon": "abc"}, "epsilon"),
+    ({"k": 2, "epsilon": 1, "delta": 1}, "delta"),
+    ({"k": 2}, "epsilon"),
+    ({"k": 2, "epsilon": 1, "mu": 1}, "epsilon"),
+    ({"k": 301, "epsilon": 1}, "k"),
+    ({"k": 10**9, "epsilon": 1}, "k"),
+    ({"k": 2, "epsilon": 1, "algorithm": "dbscan"}, "algorithm"),
+    ({"k": 2, "epsilon": 1, "params": {"iterations": 0}}, "params.iterations"),
+])
+def test_bad_job_parameters_are_422_and_charge_nothing(client, keys, body, field) -> None:
+    ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
+    r = client.post(f"/v1/datasets/{ds['id']}/jobs", headers=auth(keys["analyst"]), json=body)
+    assert r.status_code == 422, r.json()
+    assert r.json()["code"] == "invalid-parameter"
+    assert r.json()["field"] == field
+    budget = client.get(f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["owner"])).json()
+    assert budget["jobs"] == 0 and budget["mu_reserved"] == 0.0
+
+
+def test_nan_in_json_body_is_rejected(client, keys) -> None:
+    ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
+    r = client.post(f"/v1/datasets/{ds['id']}/jobs", headers={
+        **auth(keys["analyst"]), "content-type": "application/json"},
+        content=b'{"k": 2, "epsilon": NaN}')
+    assert r.status_code == 422 and r.json()["field"] == "epsilon"
+
+
+def test_submit_estimate_budget_exceeded_idempotency_and_cancel(client, keys, settings) -> None:
+    ds = upload(client, keys["owner"], csv_bytes(blobs()), epsilon=1.0, delta=1e-6)["body"]
+    h = auth(keys["analyst"])
+    est = client.post(f"/v1/datasets/{ds['id']}/jobs/estimate", headers=h,
+                      json={"k": 2, "epsilon": 0.5}).json()
+    assert est["admissible"] and est["algorithm"] == "pe-means"
+    assert est["budget_after"]["mu_reserved"] == pytest.approx(est["privacy"]["mu"])
+    r = client.post(f"/v1/datasets/{ds['id']}/jobs", headers={**h, "Idempotency-Key": "abc"},
+                    json={"k": 2, "epsilon": 0.5})
+    assert r.status_code == 202, r.json()
+    job = r.json()
+    assert job["status"] == "queued" and job["privacy"]["mu"] == est["privacy"]["mu"]
+    assert job["privacy"]["iterations"] == 5  # floor(4 sqrt(2))
+    again = client.post(f"/v1/datasets/{ds['id']}/jobs",
+                        headers={**h, "Idempotency-Key": "abc"}, json={"k": 2, "epsilon": 0.5})
+    assert again.status_code == 202 and again.json()["id"] == job["id"]
+    assert again.headers["Idempotent-Replayed"] == "true"
+    clash = client.post(f"/v1/datasets/{ds['id']}/jobs",
+                        headers={**h, "Idempotency-Key": "abc"}, json={"k": 3, "epsilon": 0.5})
+    assert clash.status_code == 409 and clash.json()["code"] == "idempotency-key-reused"
+    budget = client.get(f"/v1/datasets/{ds['id']}/budget", headers=h).json()
+    assert budget["jobs"] == 1
+    over = client.post(f"/v1/datasets/{ds['id']}/jobs", headers=h, json={"k": 2, "epsilon": 5})
+    assert over.status_code == 409
+    problem = over.json()
+    assert problem["code"] == "budget-exceeded"
+    assert set(problem) >= {"mu_requested", "mu_remaining", "epsilon_remaining", "mu_cap"}
+    # The job sits in the real queue under its own id.
+    from app.services import queue
+
+    rq_job = queue.get_queue(settings).fetch_job(job["id"])
+    assert rq_job is not None and rq_job.args == [job["id"]] or rq_job.args == (job["id"],)
+    cancelled = client.post(f"/v1/jobs/{job['id']}/cancel", headers=h)
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    budget = client.get(f"/v1/datasets/{ds['id']}/budget", headers=h).json()
+    assert budget["mu_reserved"] == 0.0 and budget["mu_spent"] == 0.0
+    kinds = [e["kind"] for e in client.get(f"/v1/datasets/{ds['id']}/ledger",
+                                           headers=h).json()["entries"]]
+    assert kinds == ["cap", "reserve", "refund", "cancelled"]
+    assert client.post(f"/v1/jobs/{job['id']}/cancel", headers=h).status_code == 409
+
+
+def test_redis_down_means_503_and_nothing_charged(client, keys, settings) -> None:
+    ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
+    settings.redis_url = "redis://127.0.0.1:1/0"
+    r = client.post(f"/v1/datasets/{ds['id']}/jobs", headers=auth(keys["analyst"]),
+                    json={"k": 2, "epsilon": 0.5})
+    assert r.status_code == 503 and r.json()["code"] == "queue-unavailable"
+    budget = client.get(f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["owner"])).json()
+    assert budget["jobs"] == 0
+    assert client.get("/readyz").status_code == 503
+
+
+def test_budget_patch_is_audited(client, keys) -> None:
+    ds = upload(client, keys["owner"], csv_bytes(blobs()), epsilon=1.0)["body"]
+    r = client.patch(f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["owner"]),
+                     json={"epsilon": 3.0})
+    assert r.status_code == 200 and r.json()["epsilon"] == 3.0
+    assert r.json()["mu_cap"] > ds["budget"]["mu_cap"]
+    entries = client.get(f"/v1/datasets/{ds['id']}/ledger",
+                         headers=auth(keys["owner"])).json()["entries"]
+    assert [e["kind"] for e in entries] == ["cap", "cap"]
+
+
+def test_pagination_walks_every_dataset_once(client, keys) -> None:
+    ids = {upload(client, keys["owner"], csv_bytes(blobs(20)))["body"]["id"] for _ in range(5)}
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+        page = client.get("/v1/datasets", headers=auth(keys["owner"]), params=params).json()
+        seen += [d["id"] for d in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == sorted(ids)
+    bad = client.get("/v1/datasets", headers=auth(keys["owner"]), params={"cursor": "zz"})
+    assert bad.status_code == 422
+
+
+def test_delete_removes_rows_but_keeps_ledger(client, keys, settings) -> None:
+    ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
+    r = client.delete(f"/v1/datasets/{ds['id']}", headers=auth(keys["owner"]))
+    assert r.status_code == 200 and r.json()["deleted_at"]
+    assert stored_files(settings) == []
+    assert client.get(f"/v1/datasets/{ds['id']}/ledger",
+                      headers=auth(keys["owner"])).status_code == 200
+    r = client.post(f"/v1/datasets/{ds['id']}/jobs", headers=auth(keys["analyst"]),
+                    json={"k": 2, "epsilon": 0.5})
+    assert r.status_code == 409 and r.json()["code"] == "dataset-deleted"
+
+
+def test_cors_is_off_by_default_and_configurable(settings) -> None:
+    from app.main import create_app
+
+    with TestClient(create_app(settings)) as c:
+        r = c.options("/v1/datasets", headers={"Origin": "https://dash.example",
+                                               "Access-Control-Request-Method": "GET"})
+        assert "access-control-allow-origin" not in r.headers
+    settings.cors_origins = ["https://dash.example"]
+    with TestClient(create_app(settings)) as c:
+        r = c.options("/v1/datasets", headers={
+            "Origin": "https://dash.example", "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "Authorization, Idempotency-Key"})
+        assert r.headers["access-control-allow-origin"] == "https://dash.example"
+        allowed = r.headers["access-control-allow-headers"].lower()
+        assert "idempotency-key" in allowed and "authorization" in allowed
+
+
+def test_openapi_operation_ids_read_well(client) -> None:
+    spec = client.get("/openapi.json").json()
+    ops = {op["operationId"] for path in spec["paths"].values() for op in path.values()}
+    assert {"datasets_create", "datasets_get", "jobs_create", "jobs_get", "jobs_cancel",
+            "budget_get", "keys_create"} <= ops
+    for path in spec["paths"].values():
+        for op in path.values():
+            assert "200" in op["responses"] or "201" in op["responses"] \
+                or "202" in op["responses"]
+
+
+def test_unknown_job_id_is_404(client, keys) -> None:
+    r = client.get(f"/v1/jobs/{uuid.uuid4()}", headers=auth(keys["analyst"]))
+    assert r.status_code == 404 and r.json()["code"] == "job-not-found"
+    assert json.loads(r.content)["type"].endswith("job-not-found")
