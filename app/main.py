@@ -96,4 +96,28 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             expose_headers=["Idempotent-Replayed"], max_age=600)
     for router in (health.router, keys.router, datasets.router, jobs.router):
         app.include_router(router)
+    _mark_uploads_binary(app)
     return app
+
+
+def _mark_uploads_binary(app: FastAPI) -> None:
+    """Tag file parts as `format: binary` so client generators give them a file type.
+
+    OpenAPI 3.1 output describes an UploadFile only by `contentMediaType`, which generators
+    such as openapi-python-client turn into a plain string sent as text.
+    """
+    from typing import Any
+
+    original = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = original()
+            for component in schema.get("components", {}).get("schemas", {}).values():
+                for prop in component.get("properties", {}).values():
+                    if prop.get("contentMediaType") == "application/octet-stream":
+                        prop["format"] = "binary"
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

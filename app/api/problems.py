@@ -100,5 +100,7 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
                     409: "Conflict (budget exceeded, idempotency key reused, ...)",
                     413: "Upload too large", 415: "Not multipart/form-data",
                     422: "Invalid parameter", 503: "Database or queue unavailable"}
+    # 422 is always listed so FastAPI's default validation schema never appears: every
+    # validation error is a problem document too.
     return {s: {"model": Problem, "description": descriptions[s],
-                "content": {PROBLEM_JSON: {}}} for s in statuses}
+                "content": {PROBLEM_JSON: {}}} for s in sorted({*statuses, 422})}
