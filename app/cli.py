@@ -20,7 +20,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="privclust",
         description="Differentially private k-means clustering as a self-hosted service. "
-        "Settings come from PRIVCLUST_* environment variables (see the README).")
+        "Settings come from PRIVCLUST_* environment variables (see the README).",
+    )
     parser.add_argument("--version", action="version", version=f"privclust {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS:

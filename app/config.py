@@ -1,4 +1,4 @@
-"""Runtime settings: one pydantic-settings class, environment prefix PRIVCLUST_, validated at start."""
+"""Runtime settings: one pydantic-settings class, env prefix PRIVCLUST_, validated at start."""
 
 from __future__ import annotations
 

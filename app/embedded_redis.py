@@ -7,6 +7,7 @@ for a socket), persists queued jobs with an append-only file, and dies with its 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -33,10 +34,8 @@ def redis_server_binary() -> str:
 def die_with_parent() -> None:
     """preexec_fn: the child gets SIGTERM if the process that started it dies (Linux)."""
     if sys.platform.startswith("linux"):
-        try:
+        with contextlib.suppress(OSError):
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
-        except OSError:  # pragma: no cover
-            pass
 
 
 def _free_port() -> int:
@@ -55,10 +54,23 @@ class EmbeddedRedis:
     def start(self, timeout: float = 15.0) -> str:
         self.directory.mkdir(parents=True, exist_ok=True)
         sock = self.directory / "redis.sock"
-        args = [redis_server_binary(), "--bind", "127.0.0.1", "--dir", str(self.directory),
-                "--logfile", str(self.directory / "redis.log"), "--daemonize", "no",
-                "--save", "", "--appendonly", "yes" if self.persist else "no",
-                "--protected-mode", "yes"]
+        args = [
+            redis_server_binary(),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.directory),
+            "--logfile",
+            str(self.directory / "redis.log"),
+            "--daemonize",
+            "no",
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.persist else "no",
+            "--protected-mode",
+            "yes",
+        ]
         if len(str(sock)) <= MAX_UNIX_SOCKET_PATH:
             sock.unlink(missing_ok=True)
             args += ["--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700"]
@@ -67,13 +79,18 @@ class EmbeddedRedis:
             port = _free_port()
             args += ["--port", str(port)]
             self.url = f"redis://127.0.0.1:{port}/0"
-        self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        preexec_fn=die_with_parent, process_group=0)
+        self.process = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
+            process_group=0,
+        )
         deadline = time.monotonic() + timeout
         while True:
             if self.process.poll() is not None:
-                log = (self.directory / "redis.log")
+                log = self.directory / "redis.log"
                 tail = log.read_text()[-2000:] if log.exists() else ""
                 raise RuntimeError(f"embedded redis-server exited at start:\n{tail}")
             try:

@@ -53,7 +53,8 @@ class _Sweeper(threading.Thread):
             try:
                 with session_scope(self.settings.resolved_database_url) as session:
                     for job_id in jobs_service.sweep_stale_jobs(
-                            session, self.settings.stale_job_seconds):
+                        session, self.settings.stale_job_seconds
+                    ):
                         log.warning("job %s failed: its worker stopped", job_id)
             except Exception:
                 log.exception("stale-job sweep failed; will retry")
@@ -69,31 +70,47 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         sweeper.stopped.set()
 
-    app = FastAPI(title="privclust", version=__version__, description=DESCRIPTION,
-                  generate_unique_id_function=_operation_id, lifespan=lifespan)
+    app = FastAPI(
+        title="privclust",
+        version=__version__,
+        description=DESCRIPTION,
+        generate_unique_id_function=_operation_id,
+        lifespan=lifespan,
+    )
     app.state.settings = settings
     app.state.sessionmaker = session_factory(settings.resolved_database_url)
     problems.install(app)
 
     @app.middleware("http")
-    async def _upload_limit(request: Request,
-                            call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+    async def _upload_limit(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
         # Refuse an oversized upload from its Content-Length, before the body is read.
         length = request.headers.get("content-length")
-        if (request.method == "POST" and request.url.path.rstrip("/") == "/v1/datasets"
-                and length and length.isdigit()
-                and int(length) > settings.max_upload_bytes + 1024 * 1024):
+        if (
+            request.method == "POST"
+            and request.url.path.rstrip("/") == "/v1/datasets"
+            and length
+            and length.isdigit()
+            and int(length) > settings.max_upload_bytes + 1024 * 1024
+        ):
             return problems.problem_response(
-                413, "too-large", "Upload too large",
-                f"the upload is {int(length)} bytes; the limit is {settings.max_upload_bytes}")
+                413,
+                "too-large",
+                "Upload too large",
+                f"the upload is {int(length)} bytes; the limit is {settings.max_upload_bytes}",
+            )
         return await call_next(request)
 
     if settings.cors_origins:
         app.add_middleware(
-            CORSMiddleware, allow_origins=settings.cors_origins,
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
             allow_methods=["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
-            expose_headers=["Idempotent-Replayed"], max_age=600)
+            expose_headers=["Idempotent-Replayed"],
+            max_age=600,
+        )
     for router in (health.router, keys.router, datasets.router, jobs.router):
         app.include_router(router)
     _mark_uploads_binary(app)

@@ -85,13 +85,19 @@ def redis_url(_redis_server: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def settings(db_url: str, redis_url: str, tmp_path: Path,
-             monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+def settings(
+    db_url: str, redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Settings]:
     """Settings for this test, also exported as PRIVCLUST_* so in-process workers see them."""
     data_dir = tmp_path / "data"
-    env = {"PRIVCLUST_DATA_DIR": str(data_dir), "PRIVCLUST_DATABASE_URL": db_url,
-           "PRIVCLUST_REDIS_URL": redis_url, "PRIVCLUST_HEARTBEAT_SECONDS": "0.5",
-           "PRIVCLUST_STALE_JOB_SECONDS": "3", "PRIVCLUST_QUEUE_NAME": "privclust-test"}
+    env = {
+        "PRIVCLUST_DATA_DIR": str(data_dir),
+        "PRIVCLUST_DATABASE_URL": db_url,
+        "PRIVCLUST_REDIS_URL": redis_url,
+        "PRIVCLUST_HEARTBEAT_SECONDS": "0.5",
+        "PRIVCLUST_STALE_JOB_SECONDS": "3",
+        "PRIVCLUST_QUEUE_NAME": "privclust-test",
+    }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("PRIVCLUST_ADMIN_TOKEN", raising=False)

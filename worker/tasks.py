@@ -16,6 +16,9 @@ import time
 import uuid
 from typing import Any
 
+import numpy as np
+
+from app.clustering import ClusteringInputError, cluster, plan_run
 from app.config import get_settings
 from app.db import repositories as repo
 from app.db.models import Dataset, Job
@@ -74,8 +77,13 @@ def _progress_writer(db_url: str, job_id: uuid.UUID, heartbeat: _Heartbeat) -> A
         if now - last >= 1.0 or iteration >= total:
             last = now
             with session_scope(db_url) as s:
-                repo.update_running_job(s, job_id, progress_iteration=iteration,
-                                        progress_total=total, heartbeat_at=repo.now())
+                repo.update_running_job(
+                    s,
+                    job_id,
+                    progress_iteration=iteration,
+                    progress_total=total,
+                    heartbeat_at=repo.now(),
+                )
 
     return progress
 
@@ -107,33 +115,76 @@ def run_clustering_job(job_id: str) -> str:
             jobs_service.fail_unqueued(s, jid, f"the dataset's rows could not be read: {exc}")
         return "failed"
 
+    # Re-plan from public inputs and refuse (refunded: no noise yet) if the run would differ
+    # from what was charged, e.g. after an upgrade changed a default between admit and run.
     with session_scope(db_url) as s:
-        if not repo.transition_job(s, jid, from_status="queued", status="running",
-                                   started_at=repo.now(), heartbeat_at=repo.now()):
+        job = s.get(Job, jid)
+        assert job is not None
+        try:
+            plan = plan_run(
+                int(X.shape[0]),
+                int(X.shape[1]),
+                job.k,
+                algorithm=job.algorithm,
+                mu=job.mu,
+                iterations=job.iterations,
+                variations=job.params.get("variations"),
+                **(
+                    {"projection_dim": job.params["projection_dim"]}
+                    if "projection_dim" in job.params
+                    else {}
+                ),
+            )
+            same = plan.releases == job.releases and plan.sigma >= job.sigma
+        except ValueError:
+            same = False
+        if not same:
+            jobs_service.fail_unqueued(
+                s,
+                jid,
+                "the job's privacy plan no longer matches what "
+                "was charged; it was not run and was refunded",
+            )
+            return "failed"
+
+    with session_scope(db_url) as s:
+        if not repo.transition_job(
+            s,
+            jid,
+            from_status="queued",
+            status="running",
+            started_at=repo.now(),
+            heartbeat_at=repo.now(),
+        ):
             return "skipped"
         job = s.get(Job, jid)
         assert job is not None
         ledger.commit(s, job)
         algorithm, k, mu, sigma = job.algorithm, job.k, job.mu, job.sigma
         releases, iterations, params = job.releases, job.iterations, dict(job.params)
+        progress_total = job.progress_total
 
     heartbeat = _Heartbeat(db_url, jid, settings.heartbeat_seconds)
     heartbeat.start()
     try:
-        from app.clustering import cluster
-
         result = cluster(
-            X, k, algorithm=algorithm, radius=radius, center=center, mu=mu,
-            iterations=iterations, variations=params.get("variations"),
-            **({"projection_dim": params["projection_dim"]} if "projection_dim" in params
-               else {}),
+            X,
+            k,
+            algorithm=algorithm,
+            radius=radius,
+            center=np.asarray(center, dtype=float),
+            mu=mu,
+            iterations=iterations,
+            variations=params.get("variations"),
+            **({"projection_dim": params["projection_dim"]} if "projection_dim" in params else {}),
             progress=_progress_writer(db_url, jid, heartbeat),
         )
         # The noise actually used must be at least what was charged for.
         if result.releases != releases or result.sigma < sigma:
             raise RuntimeError(
                 f"privacy plan mismatch: planned {releases} releases at sigma={sigma}, "
-                f"ran {result.releases} at sigma={result.sigma}")
+                f"ran {result.releases} at sigma={result.sigma}"
+            )
     except JobStopped:
         with session_scope(db_url) as s:
             if repo.update_running_job(s, jid, status="cancelled", finished_at=repo.now()):
@@ -144,11 +195,15 @@ def run_clustering_job(job_id: str) -> str:
     except Exception as exc:
         log.exception("job %s failed", jid)
         # Never echo internals that could depend on the data; the log has the details.
-        message = ("clustering failed: " + str(exc)) if isinstance(exc, ValueError) \
+        message = (
+            ("clustering failed: " + str(exc))
+            if isinstance(exc, ClusteringInputError)
             else "clustering failed with an internal error; see the worker log"
+        )
         with session_scope(db_url) as s:
-            if repo.update_running_job(s, jid, status="failed", error=message,
-                                       finished_at=repo.now()):
+            if repo.update_running_job(
+                s, jid, status="failed", error=message, finished_at=repo.now()
+            ):
                 job = s.get(Job, jid)
                 assert job is not None
                 ledger.record(s, job, "failed", note=message)
@@ -158,9 +213,15 @@ def run_clustering_job(job_id: str) -> str:
 
     centers = [[float(v) for v in row] for row in result.centers]
     with session_scope(db_url) as s:
-        if not repo.update_running_job(s, jid, status="succeeded", centers=centers,
-                                       progress_iteration=iterations, progress_total=iterations,
-                                       finished_at=repo.now()):
+        if not repo.update_running_job(
+            s,
+            jid,
+            status="succeeded",
+            centers=centers,
+            progress_iteration=progress_total,
+            progress_total=progress_total,
+            finished_at=repo.now(),
+        ):
             # Swept or stopped meanwhile: the result is discarded, never released.
             return "discarded"
         job = s.get(Job, jid)

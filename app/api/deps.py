@@ -39,9 +39,9 @@ SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 SessionDep = Annotated[Session, Depends(get_session)]
 
 
-def get_current_key(session: SessionDep,
-                    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-                    ) -> ApiKey:
+def get_current_key(
+    session: SessionDep, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> ApiKey:
     return keys_service.authenticate(session, creds.credentials if creds else None)
 
 
@@ -50,8 +50,10 @@ CurrentKey = Annotated[ApiKey, Depends(get_current_key)]
 
 def require(key: ApiKey, *roles: str) -> None:
     if key.role not in roles:
-        raise Forbidden(f"this needs a key with role {' or '.join(roles)}; yours is {key.role}",
-                        code="forbidden-role")
+        raise Forbidden(
+            f"this needs a key with role {' or '.join(roles)}; yours is {key.role}",
+            code="forbidden-role",
+        )
 
 
 def get_tenant_member(key: CurrentKey) -> ApiKey:

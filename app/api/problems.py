@@ -24,11 +24,22 @@ TYPE_BASE = "https://privclust.dev/problems/"
 class Problem(BaseModel):
     """RFC 9457 problem details, plus a stable machine-readable `code`."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra={"example": {
-        "type": TYPE_BASE + "budget-exceeded", "title": "Privacy budget exceeded",
-        "status": 409, "detail": "this job needs mu=0.5 but only mu=0.2 remains",
-        "code": "budget-exceeded", "mu_requested": 0.5, "mu_remaining": 0.2,
-        "epsilon_remaining": 0.71, "mu_cap": 1.1}})
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "example": {
+                "type": TYPE_BASE + "budget-exceeded",
+                "title": "Privacy budget exceeded",
+                "status": 409,
+                "detail": "this job needs mu=0.5 but only mu=0.2 remains",
+                "code": "budget-exceeded",
+                "mu_requested": 0.5,
+                "mu_remaining": 0.2,
+                "epsilon_remaining": 0.71,
+                "mu_cap": 1.1,
+            }
+        },
+    )
 
     type: str
     title: str
@@ -37,16 +48,28 @@ class Problem(BaseModel):
     code: str
 
 
-def problem_response(status: int, code: str, title: str, detail: str,
-                     **extra: Any) -> JSONResponse:
-    body = {"type": TYPE_BASE + code, "title": title, "status": status, "detail": detail,
-            "code": code, **extra}
+def problem_response(status: int, code: str, title: str, detail: str, **extra: Any) -> JSONResponse:
+    body = {
+        "type": TYPE_BASE + code,
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "code": code,
+        **extra,
+    }
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
-_STATUS_CODES = {400: "bad-request", 401: "unauthorized", 403: "forbidden", 404: "not-found",
-                 405: "method-not-allowed", 413: "too-large", 415: "unsupported-media-type"}
+_STATUS_CODES = {
+    400: "bad-request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not-found",
+    405: "method-not-allowed",
+    413: "too-large",
+    415: "unsupported-media-type",
+}
 
 
 def _field_of(loc: tuple[Any, ...]) -> str:
@@ -62,45 +85,76 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         ctype = request.headers.get("content-type", "")
-        if (request.method == "POST" and request.url.path.rstrip("/") == "/v1/datasets"
-                and not ctype.startswith("multipart/form-data")):
-            return problem_response(415, "unsupported-media-type", "Unsupported media type",
-                                    "upload a dataset as multipart/form-data with a `file` part")
-        errors = [{"field": _field_of(tuple(e.get("loc", ()))), "message": e.get("msg", "")}
-                  for e in exc.errors()]
+        if (
+            request.method == "POST"
+            and request.url.path.rstrip("/") == "/v1/datasets"
+            and not ctype.startswith("multipart/form-data")
+        ):
+            return problem_response(
+                415,
+                "unsupported-media-type",
+                "Unsupported media type",
+                "upload a dataset as multipart/form-data with a `file` part",
+            )
+        errors = [
+            {"field": _field_of(tuple(e.get("loc", ()))), "message": e.get("msg", "")}
+            for e in exc.errors()
+        ]
         first = errors[0] if errors else {"field": "body", "message": "invalid request"}
-        return problem_response(422, "invalid-parameter", "Invalid parameter",
-                                f"{first['field']}: {first['message']}", field=first["field"],
-                                errors=errors)
+        return problem_response(
+            422,
+            "invalid-parameter",
+            "Invalid parameter",
+            f"{first['field']}: {first['message']}",
+            field=first["field"],
+            errors=errors,
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = _STATUS_CODES.get(exc.status_code, "error")
-        return problem_response(exc.status_code, code, code.replace("-", " ").capitalize(),
-                                str(exc.detail))
+        return problem_response(
+            exc.status_code, code, code.replace("-", " ").capitalize(), str(exc.detail)
+        )
 
     @app.exception_handler(DBAPIError)
     async def _db_down(_: Request, exc: DBAPIError) -> JSONResponse:
         log.error("database error: %s", exc)
-        return problem_response(503, "database-unavailable", "Database unavailable",
-                                "the database could not be reached; nothing was changed")
+        return problem_response(
+            503,
+            "database-unavailable",
+            "Database unavailable",
+            "the database could not be reached; nothing was changed",
+        )
 
     @app.exception_handler(RedisConnectionError)
     @app.exception_handler(RedisTimeoutError)
     async def _redis_down(_: Request, exc: Exception) -> JSONResponse:
         log.error("redis error: %s", exc)
-        return problem_response(503, "queue-unavailable", "Job queue unavailable",
-                                "the job queue (Redis) could not be reached; nothing was charged")
+        return problem_response(
+            503,
+            "queue-unavailable",
+            "Job queue unavailable",
+            "the job queue (Redis) could not be reached; nothing was charged",
+        )
 
 
 def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses=` entries for the problems a route can return."""
-    descriptions = {400: "Bad input file", 401: "Missing or invalid API key",
-                    403: "The key's role may not do this", 404: "Not found (or another tenant's)",
-                    409: "Conflict (budget exceeded, idempotency key reused, ...)",
-                    413: "Upload too large", 415: "Not multipart/form-data",
-                    422: "Invalid parameter", 503: "Database or queue unavailable"}
+    descriptions = {
+        400: "Bad input file",
+        401: "Missing or invalid API key",
+        403: "The key's role may not do this",
+        404: "Not found (or another tenant's)",
+        409: "Conflict (budget exceeded, idempotency key reused, ...)",
+        413: "Upload too large",
+        415: "Not multipart/form-data",
+        422: "Invalid parameter",
+        503: "Database or queue unavailable",
+    }
     # 422 is always listed so FastAPI's default validation schema never appears: every
     # validation error is a problem document too.
-    return {s: {"model": Problem, "description": descriptions[s],
-                "content": {PROBLEM_JSON: {}}} for s in sorted({*statuses, 422})}
+    return {
+        s: {"model": Problem, "description": descriptions[s], "content": {PROBLEM_JSON: {}}}
+        for s in sorted({*statuses, 422})
+    }

@@ -11,21 +11,23 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.db.models import ApiKey, Dataset, Job, LedgerEntry
 from app.services.ledger import BudgetView
 
-
 T = TypeVar("T")
 
 
 class Page(BaseModel, Generic[T]):
     items: list[T]
     next_cursor: str | None = Field(
-        default=None, description="Pass as `cursor` to get the next page; null on the last.")
+        default=None, description="Pass as `cursor` to get the next page; null on the last."
+    )
 
 
 # --- keys --------------------------------------------------------------------------------------
 
+
 class ApiKeyCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid",
-                              json_schema_extra={"example": {"tenant": "acme", "role": "owner"}})
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"example": {"tenant": "acme", "role": "owner"}}
+    )
     tenant: str = Field(min_length=1, max_length=100)
     role: Literal["admin", "owner", "analyst"]
 
@@ -40,8 +42,14 @@ class ApiKeyOut(BaseModel):
 
     @classmethod
     def of(cls, key: ApiKey) -> ApiKeyOut:
-        return cls(id=key.id, tenant=key.tenant, role=key.role, prefix=key.prefix,
-                   created_at=key.created_at, revoked_at=key.revoked_at)
+        return cls(
+            id=key.id,
+            tenant=key.tenant,
+            role=key.role,
+            prefix=key.prefix,
+            created_at=key.created_at,
+            revoked_at=key.revoked_at,
+        )
 
 
 class ApiKeyCreated(ApiKeyOut):
@@ -50,15 +58,27 @@ class ApiKeyCreated(ApiKeyOut):
 
 # --- datasets and budget -----------------------------------------------------------------------
 
+
 class Domain(BaseModel):
     center: list[float]
     radius: float
 
 
 class Budget(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"example": {
-        "epsilon": 3.0, "delta": 1e-6, "mu_cap": 0.8, "mu_spent": 0.35, "mu_reserved": 0.0,
-        "mu_remaining": 0.72, "epsilon_remaining": 2.6, "jobs": 1}})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "example": {
+                "epsilon": 3.0,
+                "delta": 1e-6,
+                "mu_cap": 0.8,
+                "mu_spent": 0.35,
+                "mu_reserved": 0.0,
+                "mu_remaining": 0.72,
+                "epsilon_remaining": 2.6,
+                "jobs": 1,
+            }
+        }
+    )
     epsilon: float = Field(description="The cap's epsilon, as the owner set it.")
     delta: float = Field(description="The cap's delta; jobs' epsilons are read at this delta.")
     mu_cap: float = Field(description="The cap as Gaussian DP (rounded down, safely).")
@@ -66,7 +86,8 @@ class Budget(BaseModel):
     mu_reserved: float = Field(description="Admitted jobs that have not drawn noise yet.")
     mu_remaining: float = Field(description="sqrt(mu_cap^2 - spent^2 - reserved^2).")
     epsilon_remaining: float = Field(
-        description="The epsilon at the dataset's delta that mu_remaining still allows.")
+        description="The epsilon at the dataset's delta that mu_remaining still allows."
+    )
     jobs: int
 
     @classmethod
@@ -75,8 +96,9 @@ class Budget(BaseModel):
 
 
 class BudgetPatch(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False,
-                              json_schema_extra={"example": {"epsilon": 5.0}})
+    model_config = ConfigDict(
+        extra="forbid", allow_inf_nan=False, json_schema_extra={"example": {"epsilon": 5.0}}
+    )
     epsilon: float = Field(description="The new total epsilon.")
     delta: float | None = Field(default=None, description="The new delta (default: unchanged).")
 
@@ -91,13 +113,22 @@ class DatasetOut(BaseModel):
     budget: Budget
     created_at: datetime
     deleted_at: datetime | None = Field(
-        default=None, description="When the rows were deleted (ledger and results remain).")
+        default=None, description="When the rows were deleted (ledger and results remain)."
+    )
 
     @classmethod
     def of(cls, ds: Dataset, budget: BudgetView) -> DatasetOut:
-        return cls(id=ds.id, name=ds.name, n_rows=ds.n_rows, n_cols=ds.n_cols,
-                   columns=list(ds.columns), domain=Domain(center=ds.center, radius=ds.radius),
-                   budget=Budget.of(budget), created_at=ds.created_at, deleted_at=ds.deleted_at)
+        return cls(
+            id=ds.id,
+            name=ds.name,
+            n_rows=ds.n_rows,
+            n_cols=ds.n_cols,
+            columns=list(ds.columns),
+            domain=Domain(center=ds.center, radius=ds.radius),
+            budget=Budget.of(budget),
+            created_at=ds.created_at,
+            deleted_at=ds.deleted_at,
+        )
 
 
 class LedgerEntryOut(BaseModel):
@@ -115,9 +146,19 @@ class LedgerEntryOut(BaseModel):
 
     @classmethod
     def of(cls, e: LedgerEntry) -> LedgerEntryOut:
-        return cls(id=e.id, kind=e.kind, job_id=e.job_id, actor=e.actor_key_id,  # type: ignore[arg-type]
-                   mu=e.mu, sigma=e.sigma, iterations=e.releases, epsilon=e.epsilon,
-                   delta=e.delta, note=e.note, created_at=e.created_at)
+        return cls(
+            id=e.id,
+            kind=e.kind,
+            job_id=e.job_id,
+            actor=e.actor_key_id,
+            mu=e.mu,
+            sigma=e.sigma,
+            iterations=e.releases,
+            epsilon=e.epsilon,
+            delta=e.delta,
+            note=e.note,
+            created_at=e.created_at,
+        )
 
 
 class LedgerOut(BaseModel):
@@ -128,24 +169,32 @@ class LedgerOut(BaseModel):
 
 # --- jobs --------------------------------------------------------------------------------------
 
+
 class JobParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    iterations: int | None = Field(default=None, ge=1, le=1000,
-                                   description="Gaussian releases T (default from ALGORITHM).")
-    variations: int | None = Field(default=None, ge=1, le=1000,
-                                   description="Initial variations per centroid L.")
-    projection_dim: int | None = Field(default=None, ge=1, le=1000,
-                                       description="HDPE-means projection dimension p.")
+    iterations: int | None = Field(
+        default=None, ge=1, le=1000, description="Gaussian releases T (default from ALGORITHM)."
+    )
+    variations: int | None = Field(
+        default=None, ge=1, le=1000, description="Initial variations per centroid L."
+    )
+    projection_dim: int | None = Field(
+        default=None, ge=1, le=1000, description="HDPE-means projection dimension p."
+    )
 
 
 class JobCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, json_schema_extra={
-        "example": {"algorithm": "auto", "k": 4, "epsilon": 1.0}})
+    model_config = ConfigDict(
+        extra="forbid",
+        allow_inf_nan=False,
+        json_schema_extra={"example": {"algorithm": "auto", "k": 4, "epsilon": 1.0}},
+    )
     algorithm: Literal["auto", "pe-means", "hdpe-means"] = "auto"
     k: int = Field(ge=1, le=10_000, description="Number of cluster centres.")
     epsilon: float | None = Field(default=None, gt=0, description="This job's epsilon.")
-    delta: float | None = Field(default=None, gt=0, lt=1,
-                                description="Default: the dataset's delta.")
+    delta: float | None = Field(
+        default=None, gt=0, lt=1, description="Default: the dataset's delta."
+    )
     mu: float | None = Field(default=None, gt=0, description="Or: this job's cost as mu-GDP.")
     params: JobParams | None = None
 
@@ -189,14 +238,28 @@ class JobOut(BaseModel):
         if job.status == "succeeded" and job.centers is not None:
             result = JobResult(centers=job.centers, columns=columns)
         return cls(
-            id=job.id, dataset_id=job.dataset_id, algorithm=job.algorithm, k=job.k,
-            status=job.status,  # type: ignore[arg-type]
-            progress=Progress(iteration=job.progress_iteration,
-                              iterations=job.progress_total or job.iterations),
-            privacy=Privacy(mu=job.mu, epsilon=job.epsilon, delta=job.delta, sigma=job.sigma,
-                            iterations=job.releases),
-            result=result, error=job.error, cancel_requested=job.cancel_requested,
-            created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at)
+            id=job.id,
+            dataset_id=job.dataset_id,
+            algorithm=job.algorithm,
+            k=job.k,
+            status=job.status,
+            progress=Progress(
+                iteration=job.progress_iteration, iterations=job.progress_total or job.iterations
+            ),
+            privacy=Privacy(
+                mu=job.mu,
+                epsilon=job.epsilon,
+                delta=job.delta,
+                sigma=job.sigma,
+                iterations=job.releases,
+            ),
+            result=result,
+            error=job.error,
+            cancel_requested=job.cancel_requested,
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+        )
 
 
 class Estimate(BaseModel):

@@ -6,7 +6,7 @@ import argparse
 import uuid
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("keys", help="create, list or revoke API keys")
     sub = p.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
     c = sub.add_parser("create", help="create a key; prints the secret alone on the last line")
@@ -36,8 +36,10 @@ def run_create(args: argparse.Namespace) -> int:
 
     with session_scope(_db_url()) as session:
         created = create_key(session, tenant=args.tenant, role=args.role)
-    print(f"created {created.key.role} key {created.key.id} for tenant {created.key.tenant}; "
-          "the secret is shown only now:")
+    print(
+        f"created {created.key.role} key {created.key.id} for tenant {created.key.tenant}; "
+        "the secret is shown only now:"
+    )
     print(created.secret)
     return 0
 

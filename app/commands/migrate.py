@@ -7,7 +7,7 @@ import argparse
 from app.config import Settings, get_settings
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("migrate", help="apply database migrations (idempotent)")
     p.set_defaults(func=run)
 
@@ -27,8 +27,11 @@ def migrate_and_bootstrap(settings: Settings) -> str | None:
 
 def announce_admin_token(token: str | None, settings: Settings) -> None:
     if token:
-        print(f"Generated the admin API key (shown once; also saved to "
-              f"{settings.resolved_data_dir / 'admin-token'}):\n{token}", flush=True)
+        print(
+            f"Generated the admin API key (shown once; also saved to "
+            f"{settings.resolved_data_dir / 'admin-token'}):\n{token}",
+            flush=True,
+        )
 
 
 def run(args: argparse.Namespace) -> int:

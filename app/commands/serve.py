@@ -21,7 +21,7 @@ from typing import IO
 from app.config import Settings, get_settings
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("serve", help="run everything: migrate, Redis, API and a worker")
     p.add_argument("--workers", type=int, default=1, help="number of job workers (default 1)")
     p.set_defaults(func=run)
@@ -53,8 +53,12 @@ def _spawn(command: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     from app.embedded_redis import die_with_parent
 
     # Own process group: Ctrl-C reaches only `serve`, which then stops children in order.
-    return subprocess.Popen([sys.executable, "-m", "app.cli", command], env=env,
-                            preexec_fn=die_with_parent, process_group=0)
+    return subprocess.Popen(
+        [sys.executable, "-m", "app.cli", command],
+        env=env,
+        preexec_fn=die_with_parent,
+        process_group=0,
+    )
 
 
 def _wait_healthy(url: str, procs: list[subprocess.Popen[bytes]], timeout: float) -> bool:
@@ -92,8 +96,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         lock = acquire_lock(run_dir)
     except AlreadyRunning as exc:
-        print(f"privclust is already running for data dir {data_dir} (pid {exc}). Stop it "
-              "first, or set PRIVCLUST_DATA_DIR to another directory.", file=sys.stderr)
+        print(
+            f"privclust is already running for data dir {data_dir} (pid {exc}). Stop it "
+            "first, or set PRIVCLUST_DATA_DIR to another directory.",
+            file=sys.stderr,
+        )
         return 1
 
     stopping = False
@@ -131,8 +138,10 @@ def run(args: argparse.Namespace) -> int:
         while not stopping:
             for p in children:
                 if p.poll() is not None:
-                    print(f"privclust: a child process exited (code {p.returncode}); stopping",
-                          file=sys.stderr)
+                    print(
+                        f"privclust: a child process exited (code {p.returncode}); stopping",
+                        file=sys.stderr,
+                    )
                     return 1
             time.sleep(0.3)
         return 0
@@ -155,5 +164,8 @@ def _banner(settings: Settings, base: str, token: str | None) -> None:
         admin = f"admin token: in {token_file}"
     else:
         admin = "admin token: generated on first start (see `privclust keys create`)"
-    print(f"\nprivclust is running\n  API:  {base}\n  docs: {base}/docs\n  {admin}\n"
-          "Press Ctrl-C to stop.\n", flush=True)
+    print(
+        f"\nprivclust is running\n  API:  {base}\n  docs: {base}/docs\n  {admin}\n"
+        "Press Ctrl-C to stop.\n",
+        flush=True,
+    )

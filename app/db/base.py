@@ -24,7 +24,7 @@ def utcnow() -> datetime:
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map = {
+    type_annotation_map = {  # noqa: RUF012 - SQLAlchemy reads this class attribute
         uuid.UUID: Uuid(),
         datetime: DateTime(timezone=True),
         dict[str, Any]: JSON(),

@@ -28,6 +28,7 @@ def add(session: Session, obj: T) -> T:
 
 # --- keyset pagination -------------------------------------------------------------------------
 
+
 def encode_cursor(created_at: datetime, id_: uuid.UUID) -> str:
     raw = json.dumps([created_at.isoformat(), str(id_)]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -42,33 +43,37 @@ def _decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         raise InvalidParameter("cursor is not one this API returned", field="cursor") from exc
 
 
-def paginate(session: Session, stmt: Select[tuple[M]], model: type[M], limit: int,
-             cursor: str | None) -> tuple[list[M], str | None]:
+def paginate(
+    session: Session, stmt: Select[Any], model: type[M], limit: int, cursor: str | None
+) -> tuple[list[M], str | None]:
     """Newest first; the cursor is the (created_at, id) of the last item of the previous page."""
     if cursor:
         ts, id_ = _decode_cursor(cursor)
-        stmt = stmt.where(or_(model.created_at < ts,
-                              and_(model.created_at == ts, model.id < id_)))
+        stmt = stmt.where(or_(model.created_at < ts, and_(model.created_at == ts, model.id < id_)))
     stmt = stmt.order_by(model.created_at.desc(), model.id.desc()).limit(limit + 1)
-    rows = list(session.scalars(stmt))
-    nxt = encode_cursor(rows[limit - 1].created_at, rows[limit - 1].id) if len(rows) > limit \
-        else None
+    rows: list[M] = list(session.scalars(stmt))
+    nxt = (
+        encode_cursor(rows[limit - 1].created_at, rows[limit - 1].id) if len(rows) > limit else None
+    )
     return rows[:limit], nxt
 
 
 # --- API keys ----------------------------------------------------------------------------------
+
 
 def api_key_by_hash(session: Session, digest: str) -> ApiKey | None:
     return session.scalar(select(ApiKey).where(ApiKey.key_hash == digest))
 
 
 def active_admin_exists(session: Session) -> bool:
-    return bool(session.scalar(select(exists().where(ApiKey.role == "admin",
-                                                     ApiKey.revoked_at.is_(None)))))
+    return bool(
+        session.scalar(select(exists().where(ApiKey.role == "admin", ApiKey.revoked_at.is_(None))))
+    )
 
 
-def list_api_keys(session: Session, limit: int, cursor: str | None,
-                  tenant: str | None = None) -> tuple[list[ApiKey], str | None]:
+def list_api_keys(
+    session: Session, limit: int, cursor: str | None, tenant: str | None = None
+) -> tuple[list[ApiKey], str | None]:
     stmt = select(ApiKey)
     if tenant is not None:
         stmt = stmt.where(ApiKey.tenant == tenant)
@@ -77,9 +82,9 @@ def list_api_keys(session: Session, limit: int, cursor: str | None,
 
 # --- datasets ----------------------------------------------------------------------------------
 
+
 def dataset_for_tenant(session: Session, dataset_id: uuid.UUID, tenant: str) -> Dataset | None:
-    return session.scalar(select(Dataset).where(Dataset.id == dataset_id,
-                                                Dataset.tenant == tenant))
+    return session.scalar(select(Dataset).where(Dataset.id == dataset_id, Dataset.tenant == tenant))
 
 
 def lock_dataset(session: Session, dataset_id: uuid.UUID) -> Dataset | None:
@@ -88,32 +93,37 @@ def lock_dataset(session: Session, dataset_id: uuid.UUID) -> Dataset | None:
     Postgres: SELECT ... FOR UPDATE. SQLite has no row locks: callers open the transaction with
     BEGIN IMMEDIATE (app.db.session.IMMEDIATE), which holds the database write lock instead.
     """
-    stmt = select(Dataset).where(Dataset.id == dataset_id).execution_options(
-        populate_existing=True)
+    stmt = select(Dataset).where(Dataset.id == dataset_id).execution_options(populate_existing=True)
     if session.get_bind().dialect.name != "sqlite":
         stmt = stmt.with_for_update()
     return session.scalar(stmt)
 
 
-def list_datasets(session: Session, tenant: str, limit: int,
-                  cursor: str | None) -> tuple[list[Dataset], str | None]:
-    return paginate(session, select(Dataset).where(Dataset.tenant == tenant), Dataset, limit,
-                    cursor)
+def list_datasets(
+    session: Session, tenant: str, limit: int, cursor: str | None
+) -> tuple[list[Dataset], str | None]:
+    return paginate(
+        session, select(Dataset).where(Dataset.tenant == tenant), Dataset, limit, cursor
+    )
 
 
 # --- ledger ------------------------------------------------------------------------------------
 
+
 def ledger_entries(session: Session, dataset_id: uuid.UUID) -> Sequence[LedgerEntry]:
-    return session.scalars(select(LedgerEntry).where(LedgerEntry.dataset_id == dataset_id)
-                           .order_by(LedgerEntry.id)).all()
+    return session.scalars(
+        select(LedgerEntry).where(LedgerEntry.dataset_id == dataset_id).order_by(LedgerEntry.id)
+    ).all()
 
 
 def all_ledger_entries_for_job(session: Session, job_id: uuid.UUID) -> Sequence[LedgerEntry]:
-    return session.scalars(select(LedgerEntry).where(LedgerEntry.job_id == job_id)
-                           .order_by(LedgerEntry.id)).all()
+    return session.scalars(
+        select(LedgerEntry).where(LedgerEntry.job_id == job_id).order_by(LedgerEntry.id)
+    ).all()
 
 
 # --- jobs --------------------------------------------------------------------------------------
+
 
 def job_for_tenant(session: Session, job_id: uuid.UUID, tenant: str) -> Job | None:
     return session.scalar(select(Job).where(Job.id == job_id, Job.tenant == tenant))
@@ -123,9 +133,14 @@ def job_by_idempotency_key(session: Session, tenant: str, key: str) -> Job | Non
     return session.scalar(select(Job).where(Job.tenant == tenant, Job.idempotency_key == key))
 
 
-def list_jobs(session: Session, tenant: str, limit: int, cursor: str | None,
-              dataset_id: uuid.UUID | None = None,
-              status: str | None = None) -> tuple[list[Job], str | None]:
+def list_jobs(
+    session: Session,
+    tenant: str,
+    limit: int,
+    cursor: str | None,
+    dataset_id: uuid.UUID | None = None,
+    status: str | None = None,
+) -> tuple[list[Job], str | None]:
     stmt = select(Job).where(Job.tenant == tenant)
     if dataset_id is not None:
         stmt = stmt.where(Job.dataset_id == dataset_id)
@@ -134,16 +149,20 @@ def list_jobs(session: Session, tenant: str, limit: int, cursor: str | None,
     return paginate(session, stmt, Job, limit, cursor)
 
 
-def transition_job(session: Session, job_id: uuid.UUID, *, from_status: str | tuple[str, ...],
-                   **values: Any) -> bool:
+def transition_job(
+    session: Session, job_id: uuid.UUID, *, from_status: str | tuple[str, ...], **values: Any
+) -> bool:
     """Conditional state change: True only if the job was in `from_status` and now is updated.
 
     This compare-and-set is what guarantees a job runs (and draws noise) at most once.
     """
     statuses = (from_status,) if isinstance(from_status, str) else from_status
     result = session.execute(
-        update(Job).where(Job.id == job_id, Job.status.in_(statuses)).values(**values)
-        .execution_options(synchronize_session=False))
+        update(Job)
+        .where(Job.id == job_id, Job.status.in_(statuses))
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
 
@@ -152,9 +171,11 @@ def update_running_job(session: Session, job_id: uuid.UUID, **values: Any) -> bo
 
 
 def stale_running_jobs(session: Session, cutoff: datetime) -> Sequence[Job]:
-    return session.scalars(select(Job).where(
-        Job.status == "running",
-        or_(Job.heartbeat_at < cutoff, Job.heartbeat_at.is_(None)))).all()
+    return session.scalars(
+        select(Job).where(
+            Job.status == "running", or_(Job.heartbeat_at < cutoff, Job.heartbeat_at.is_(None))
+        )
+    ).all()
 
 
 def now() -> datetime:

@@ -56,12 +56,13 @@ def parse_json_names(raw: str | None, field: str = "columns") -> list[str] | Non
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise InvalidParameter(f"{field} must be a JSON array of column names",
-                               field=field) from exc
-    if (not isinstance(value, list) or not value
-            or not all(isinstance(v, str) and v for v in value)):
-        raise InvalidParameter(f"{field} must be a non-empty JSON array of column names",
-                               field=field)
+        raise InvalidParameter(
+            f"{field} must be a JSON array of column names", field=field
+        ) from exc
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        raise InvalidParameter(
+            f"{field} must be a non-empty JSON array of column names", field=field
+        )
     if len(set(value)) != len(value):
         raise InvalidParameter(f"{field} names a column twice", field=field)
     return list(value)
@@ -74,15 +75,19 @@ def check_domain_shape(spec: DomainSpec) -> None:
     if has_ball == has_box:
         raise InvalidParameter(
             "declare the public domain with either `radius` (and optional `center`) or both "
-            "`lower` and `upper`; it is never computed from the data", field="radius")
+            "`lower` and `upper`; it is never computed from the data",
+            field="radius",
+        )
     if has_ball:
         assert spec.radius is not None
         if not math.isfinite(spec.radius) or spec.radius <= 0:
             raise InvalidParameter("radius must be a finite number > 0", field="radius")
     else:
         if spec.lower is None or spec.upper is None:
-            raise InvalidParameter("lower and upper must be given together",
-                                   field="upper" if spec.upper is None else "lower")
+            raise InvalidParameter(
+                "lower and upper must be given together",
+                field="upper" if spec.upper is None else "lower",
+            )
         if len(spec.lower) != len(spec.upper):
             raise InvalidParameter("lower and upper must have the same length", field="upper")
         if any(hi < lo for lo, hi in zip(spec.lower, spec.upper, strict=True)):
@@ -94,13 +99,17 @@ def resolve_domain(spec: DomainSpec, n_cols: int) -> tuple[list[float], float]:
     if spec.radius is not None:
         center = spec.center if spec.center is not None else [0.0] * n_cols
         if len(center) != n_cols:
-            raise InvalidParameter(f"center has {len(center)} values but the dataset has "
-                                   f"{n_cols} columns", field="center")
+            raise InvalidParameter(
+                f"center has {len(center)} values but the dataset has {n_cols} columns",
+                field="center",
+            )
         return center, float(spec.radius)
     assert spec.lower is not None and spec.upper is not None
     if len(spec.lower) != n_cols:
-        raise InvalidParameter(f"lower/upper have {len(spec.lower)} values but the dataset has "
-                               f"{n_cols} columns", field="lower")
+        raise InvalidParameter(
+            f"lower/upper have {len(spec.lower)} values but the dataset has {n_cols} columns",
+            field="lower",
+        )
     center = [(lo + hi) / 2 for lo, hi in zip(spec.lower, spec.upper, strict=True)]
     radius = math.hypot(*[(hi - lo) for lo, hi in zip(spec.lower, spec.upper, strict=True)]) / 2
     if not math.isfinite(radius) or radius <= 0:
@@ -116,10 +125,22 @@ def check_budget(epsilon: float, delta: float) -> float:
         raise InvalidParameter(str(exc), field=exc.field or "epsilon") from exc
 
 
-def create_dataset(session: Session, *, tenant: str, actor: uuid.UUID, name: str,
-                   src: BinaryIO, filename: str | None, content_type: str | None,
-                   storage_dir: Path, epsilon: float, delta: float, domain: DomainSpec,
-                   columns: list[str] | None, max_bytes: int) -> Dataset:
+def create_dataset(
+    session: Session,
+    *,
+    tenant: str,
+    actor: uuid.UUID,
+    name: str,
+    src: BinaryIO,
+    filename: str | None,
+    content_type: str | None,
+    storage_dir: Path,
+    epsilon: float,
+    delta: float,
+    domain: DomainSpec,
+    columns: list[str] | None,
+    max_bytes: int,
+) -> Dataset:
     """Check everything, store the matrix, and record the dataset with its budget's first entry.
 
     On any error nothing is left behind: no file, no row, no ledger entry.
@@ -133,14 +154,32 @@ def create_dataset(session: Session, *, tenant: str, actor: uuid.UUID, name: str
     check_domain_shape(domain)
     dataset_id = uuid.uuid4()
     storage_dir.mkdir(parents=True, exist_ok=True)
-    matrix = ingest_file(src, filename=filename, content_type=content_type, dest_dir=storage_dir,
-                         columns=columns, max_bytes=max_bytes, name=dataset_id.hex)
+    matrix = ingest_file(
+        src,
+        filename=filename,
+        content_type=content_type,
+        dest_dir=storage_dir,
+        columns=columns,
+        max_bytes=max_bytes,
+        name=dataset_id.hex,
+    )
     try:
         center, radius = resolve_domain(domain, matrix.n_cols)
-        dataset = Dataset(id=dataset_id, tenant=tenant, name=name, n_rows=matrix.n_rows,
-                          n_cols=matrix.n_cols, columns=list(matrix.columns), center=center,
-                          radius=radius, epsilon=epsilon, delta=delta, mu_cap=mu_cap,
-                          storage_path=str(matrix.path), created_by=actor)
+        dataset = Dataset(
+            id=dataset_id,
+            tenant=tenant,
+            name=name,
+            n_rows=matrix.n_rows,
+            n_cols=matrix.n_cols,
+            columns=list(matrix.columns),
+            center=center,
+            radius=radius,
+            epsilon=epsilon,
+            delta=delta,
+            mu_cap=mu_cap,
+            storage_path=str(matrix.path),
+            created_by=actor,
+        )
         repo.add(session, dataset)
         ledger.open_dataset_budget(session, dataset, actor)
     except BaseException:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -18,11 +17,6 @@ from app.privacy import budget as bmath
 from app.privacy import gdp
 from app.services import ledger
 
-ALGORITHMS = ("auto", "pe-means", "hdpe-means")
-HDPE_DIMENSION_THRESHOLD = 32
-"""`auto` picks HDPE-means when the dataset has more columns than this."""
-
-MAX_ITERATIONS = 1000
 MAX_K = 10_000
 
 
@@ -54,6 +48,7 @@ class JobPlan:
     sigma: float
     releases: int
     iterations: int
+    progress_total: int
     params: dict[str, Any]
 
 
@@ -61,71 +56,73 @@ def _privacy_error(exc: gdp.PrivacyParameterError) -> InvalidParameter:
     return InvalidParameter(str(exc), field=exc.field or "epsilon")
 
 
+# Library argument names -> the request fields a client sent.
+_FIELDS = {
+    "iterations": "params.iterations",
+    "variations": "params.variations",
+    "projection_dim": "params.projection_dim",
+}
+
+
 def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
     """Validate a request against a dataset and fix its mu, sigma and number of releases.
 
+    The clustering library's own planner decides T, L and the releases from public inputs
+    (N, d, k and the request), so what is charged is exactly what the worker will run.
     Raises InvalidParameter (422 `invalid-parameter`) naming the field; charges nothing.
     """
-    if req.algorithm not in ALGORITHMS:
-        raise InvalidParameter(f"algorithm must be one of {', '.join(ALGORITHMS)}",
-                               field="algorithm")
-    if req.k < 1 or req.k > MAX_K:
-        raise InvalidParameter(f"k must be between 1 and {MAX_K}", field="k")
-    if req.k > dataset.n_rows:
-        raise InvalidParameter(f"k={req.k} is larger than the dataset's {dataset.n_rows} rows",
-                               field="k")
+    from app.clustering import ClusteringInputError, plan_run
+
+    if req.k > MAX_K:
+        raise InvalidParameter(f"k must be at most {MAX_K}", field="k")
     if (req.epsilon is None) == (req.mu is None):
         raise InvalidParameter("give exactly one of `epsilon` and `mu`", field="epsilon")
     delta = dataset.delta if req.delta is None else req.delta
+    if req.algorithm == "pe-means" and req.projection_dim is not None:
+        raise InvalidParameter(
+            "params.projection_dim applies to hdpe-means only", field="params.projection_dim"
+        )
     try:
-        if req.epsilon is not None:
-            mu = gdp.mu_from_epsilon_delta(req.epsilon, delta)
-            epsilon = req.epsilon
-        else:
-            assert req.mu is not None
-            if not math.isfinite(req.mu) or req.mu <= 0:
-                raise InvalidParameter("mu must be a finite number > 0", field="mu")
-            mu = req.mu
-            epsilon = gdp.epsilon_from_mu_delta(mu, delta)
+        run = plan_run(
+            dataset.n_rows,
+            dataset.n_cols,
+            req.k,
+            algorithm=req.algorithm,
+            epsilon=req.epsilon,
+            delta=delta if req.epsilon is not None else None,
+            mu=req.mu,
+            iterations=req.iterations,
+            variations=req.variations,
+            projection_dim=req.projection_dim,
+        )
+        epsilon = (
+            req.epsilon if req.epsilon is not None else gdp.epsilon_from_mu_delta(run.mu, delta)
+        )
     except gdp.PrivacyParameterError as exc:
         raise _privacy_error(exc) from exc
-    for name, value, low in (("iterations", req.iterations, 1), ("variations", req.variations, 1),
-                             ("projection_dim", req.projection_dim, 1)):
-        if value is not None and not (low <= value <= MAX_ITERATIONS):
-            raise InvalidParameter(f"params.{name} must be between {low} and {MAX_ITERATIONS}",
-                                   field=f"params.{name}")
-    d = dataset.n_cols
-    algorithm = req.algorithm
-    if algorithm == "auto":
-        algorithm = "hdpe-means" if d > HDPE_DIMENSION_THRESHOLD else "pe-means"
-    if algorithm == "pe-means":
-        if req.projection_dim is not None:
-            raise InvalidParameter("params.projection_dim applies to hdpe-means only",
-                                   field="params.projection_dim")
-        base = max(1, math.floor(4 * math.sqrt(d)))
-        if req.iterations is not None:
-            iterations = req.iterations
-        elif req.epsilon is not None and req.epsilon > 1:
-            iterations = max(1, math.floor(req.epsilon * base))
-        else:
-            iterations = base
-        releases = iterations
-    else:
-        p = req.projection_dim or 16
-        total = req.iterations if req.iterations is not None else math.floor(4 * math.sqrt(p))
-        if total < 3:
-            raise InvalidParameter("hdpe-means needs at least 3 iterations (PE steps plus the "
-                                   "two final releases)", field="params.iterations")
-        iterations = total
-        releases = total
-    try:
-        sigma = gdp.noise_multiplier(mu, releases)
-    except gdp.PrivacyParameterError as exc:
-        raise _privacy_error(exc) from exc
-    params = {k: v for k, v in (("iterations", req.iterations), ("variations", req.variations),
-                                ("projection_dim", req.projection_dim)) if v is not None}
-    return JobPlan(algorithm=algorithm, k=req.k, mu=mu, epsilon=epsilon, delta=delta,
-                   sigma=sigma, releases=releases, iterations=iterations, params=params)
+    except ClusteringInputError as exc:
+        raise InvalidParameter(str(exc), field=_FIELDS.get(exc.field, exc.field)) from exc
+    params = {
+        name: value
+        for name, value in (
+            ("iterations", req.iterations),
+            ("variations", req.variations),
+            ("projection_dim", run.projection_dim),
+        )
+        if value is not None
+    }
+    return JobPlan(
+        algorithm=run.algorithm,
+        k=run.k,
+        mu=run.mu,
+        epsilon=epsilon,
+        delta=delta,
+        sigma=run.sigma,
+        releases=run.releases,
+        iterations=run.iterations,
+        progress_total=run.progress_total,
+        params=params,
+    )
 
 
 @dataclass(frozen=True)
@@ -141,17 +138,28 @@ def estimate(session: Session, dataset: Dataset, req: JobRequest) -> Estimate:
     state = ledger.state_of(session, dataset.id)
     before = ledger.view(dataset, state)
     ok = bmath.is_admissible(state.live_mus, plan.mu, state.mu_cap)
-    after_state = ledger.LedgerState(mu_cap=state.mu_cap, spent=dict(state.spent),
-                                     reserved=dict(state.reserved), jobs=state.jobs)
+    after_state = ledger.LedgerState(
+        mu_cap=state.mu_cap, spent=dict(state.spent), reserved=dict(state.reserved), jobs=state.jobs
+    )
     if ok:
         after_state.reserved[uuid.uuid4()] = plan.mu
         after_state.jobs += 1
-    return Estimate(plan=plan, budget_before=before,
-                    budget_after=ledger.view(dataset, after_state), admissible=ok)
+    return Estimate(
+        plan=plan,
+        budget_before=before,
+        budget_after=ledger.view(dataset, after_state),
+        admissible=ok,
+    )
 
 
-def submit(session: Session, dataset: Dataset, req: JobRequest, *, actor: uuid.UUID,
-           idempotency_key: str | None) -> tuple[Job, bool]:
+def submit(
+    session: Session,
+    dataset: Dataset,
+    req: JobRequest,
+    *,
+    actor: uuid.UUID,
+    idempotency_key: str | None,
+) -> tuple[Job, bool]:
     """Admit a job (reserve its budget) in the current transaction. Returns (job, created).
 
     The caller must start this transaction with the budget lock available (see
@@ -162,18 +170,33 @@ def submit(session: Session, dataset: Dataset, req: JobRequest, *, actor: uuid.U
     fingerprint = req.fingerprint(dataset.id)
     if idempotency_key is not None:
         if not (1 <= len(idempotency_key) <= 200):
-            raise InvalidParameter("Idempotency-Key must be 1 to 200 characters",
-                                   field="Idempotency-Key")
+            raise InvalidParameter(
+                "Idempotency-Key must be 1 to 200 characters", field="Idempotency-Key"
+            )
         # Checked after the lock below as well: two racing requests with one key serialize on it.
         existing = repo.job_by_idempotency_key(session, dataset.tenant, idempotency_key)
         if existing is not None:
             return _same_request(existing, fingerprint), False
-    job = Job(id=uuid.uuid4(), dataset_id=dataset.id, tenant=dataset.tenant,
-              algorithm=plan.algorithm, k=plan.k, params=plan.params, mu=plan.mu,
-              epsilon=plan.epsilon, delta=plan.delta, sigma=plan.sigma, releases=plan.releases,
-              iterations=plan.iterations, status="queued", progress_iteration=0,
-              progress_total=plan.iterations, idempotency_key=idempotency_key,
-              request_fingerprint=fingerprint, created_by=actor)
+    job = Job(
+        id=uuid.uuid4(),
+        dataset_id=dataset.id,
+        tenant=dataset.tenant,
+        algorithm=plan.algorithm,
+        k=plan.k,
+        params=plan.params,
+        mu=plan.mu,
+        epsilon=plan.epsilon,
+        delta=plan.delta,
+        sigma=plan.sigma,
+        releases=plan.releases,
+        iterations=plan.iterations,
+        status="queued",
+        progress_iteration=0,
+        progress_total=plan.progress_total,
+        idempotency_key=idempotency_key,
+        request_fingerprint=fingerprint,
+        created_by=actor,
+    )
     ledger.reserve(session, dataset.id, job, actor)
     return job, True
 
@@ -185,15 +208,19 @@ def recheck_idempotency(session: Session, tenant: str, key: str, fingerprint: st
 
 def _same_request(existing: Job, fingerprint: str) -> Job:
     if existing.request_fingerprint != fingerprint:
-        raise Conflict("this Idempotency-Key was already used with a different request body",
-                       code="idempotency-key-reused", job_id=str(existing.id))
+        raise Conflict(
+            "this Idempotency-Key was already used with a different request body",
+            code="idempotency-key-reused",
+            job_id=str(existing.id),
+        )
     return existing
 
 
 def cancel(session: Session, job: Job, actor: uuid.UUID | None) -> Job:
     """Queued: cancelled and refunded. Running: asked to stop; stays charged."""
-    if repo.transition_job(session, job.id, from_status="queued", status="cancelled",
-                           finished_at=repo.now()):
+    if repo.transition_job(
+        session, job.id, from_status="queued", status="cancelled", finished_at=repo.now()
+    ):
         ledger.refund(session, job, note="cancelled before it started", actor=actor)
         ledger.record(session, job, "cancelled", actor=actor)
     elif job.status == "running":
@@ -209,14 +236,17 @@ def fail_unqueued(session: Session, job_id: uuid.UUID, reason: str) -> None:
     job = session.get(Job, job_id)
     if job is None:
         return
-    if repo.transition_job(session, job_id, from_status="queued", status="failed",
-                           error=reason, finished_at=repo.now()):
+    if repo.transition_job(
+        session, job_id, from_status="queued", status="failed", error=reason, finished_at=repo.now()
+    ):
         ledger.refund(session, job, note=reason)
         ledger.record(session, job, "failed", note=reason)
 
 
-LOST_WORKER = ("the worker running this job stopped (crashed, was killed or timed out); the "
-               "privacy budget it spent stays charged and the job is never re-run")
+LOST_WORKER = (
+    "the worker running this job stopped (crashed, was killed or timed out); the "
+    "privacy budget it spent stays charged and the job is never re-run"
+)
 
 
 def sweep_stale_jobs(session: Session, stale_seconds: float) -> list[uuid.UUID]:
@@ -226,8 +256,14 @@ def sweep_stale_jobs(session: Session, stale_seconds: float) -> list[uuid.UUID]:
     cutoff = repo.now() - timedelta(seconds=stale_seconds)
     failed = []
     for job in repo.stale_running_jobs(session, cutoff):
-        if repo.transition_job(session, job.id, from_status="running", status="failed",
-                               error=LOST_WORKER, finished_at=repo.now()):
+        if repo.transition_job(
+            session,
+            job.id,
+            from_status="running",
+            status="failed",
+            error=LOST_WORKER,
+            finished_at=repo.now(),
+        ):
             ledger.record(session, job, "failed", note=LOST_WORKER)
             failed.append(job.id)
     return failed

@@ -49,8 +49,9 @@ def create_key(session: Session, *, tenant: str, role: str) -> CreatedKey:
 
 def authenticate(session: Session, secret: str | None) -> ApiKey:
     if not secret:
-        raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'",
-                           code="missing-api-key")
+        raise Unauthorized(
+            "missing API key: send 'Authorization: Bearer <key>'", code="missing-api-key"
+        )
     key = repo.api_key_by_hash(session, hash_key(secret))
     if key is None or key.revoked_at is not None:
         raise Unauthorized("invalid or revoked API key", code="invalid-api-key")
@@ -71,8 +72,9 @@ def ensure_admin_token(session: Session, token: str) -> None:
     """Make a configured PRIVCLUST_ADMIN_TOKEN a valid admin key (idempotent)."""
     digest = hash_key(token)
     if repo.api_key_by_hash(session, digest) is None:
-        repo.add(session, ApiKey(tenant=ADMIN_TENANT, role="admin", key_hash=digest,
-                                 prefix=token[:12]))
+        repo.add(
+            session, ApiKey(tenant=ADMIN_TENANT, role="admin", key_hash=digest, prefix=token[:12])
+        )
 
 
 def bootstrap_admin(session: Session, configured: str | None, data_dir: Path) -> str | None:

@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.db import repositories as repo
-from app.db.session import IMMEDIATE
 from app.db.models import Dataset, Job, LedgerEntry
+from app.db.session import IMMEDIATE
 from app.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
 from app.privacy import budget as bmath
-from app.privacy import gdp
-
 
 LOCK_OPTIONS = IMMEDIATE
 """Begin a budget-changing transaction with these execution options (SQLite write lock)."""
@@ -40,13 +38,15 @@ class LedgerState:
         return [*self.spent.values(), *self.reserved.values()]
 
 
-def replay(entries: list[LedgerEntry] | Any) -> LedgerState:
+def replay(entries: Iterable[LedgerEntry]) -> LedgerState:
     """Fold the entries, in order, into the budget state."""
     state = LedgerState(mu_cap=0.0)
     for entry in entries:
-        if entry.kind == "cap":
+        if entry.kind == "cap" and entry.mu is not None:
             state.mu_cap = float(entry.mu)
-        elif entry.kind == "reserve":
+        elif entry.job_id is None:
+            continue
+        elif entry.kind == "reserve" and entry.mu is not None:
             state.reserved[entry.job_id] = float(entry.mu)
             state.jobs += 1
         elif entry.kind == "commit":
@@ -70,15 +70,17 @@ class BudgetView:
 
 
 def view(dataset: Dataset, state: LedgerState) -> BudgetView:
-    remaining = bmath.remaining_mu(state.live_mus, state.mu_cap)
+    b = bmath.budget_state(
+        state.spent.values(), state.reserved.values(), state.mu_cap, dataset.delta
+    )
     return BudgetView(
         epsilon=dataset.epsilon,
         delta=dataset.delta,
-        mu_cap=state.mu_cap,
-        mu_spent=gdp.compose(list(state.spent.values())) if state.spent else 0.0,
-        mu_reserved=gdp.compose(list(state.reserved.values())) if state.reserved else 0.0,
-        mu_remaining=remaining,
-        epsilon_remaining=bmath.epsilon_remaining(remaining, dataset.delta),
+        mu_cap=b.mu_cap,
+        mu_spent=b.mu_spent,
+        mu_reserved=b.mu_reserved,
+        mu_remaining=b.mu_remaining,
+        epsilon_remaining=b.epsilon_remaining,
         jobs=state.jobs,
     )
 
@@ -93,9 +95,18 @@ def budget(session: Session, dataset: Dataset) -> BudgetView:
 
 def open_dataset_budget(session: Session, dataset: Dataset, actor: uuid.UUID | None) -> None:
     """First entry of a new dataset's ledger: its cap."""
-    repo.add(session, LedgerEntry(dataset_id=dataset.id, kind="cap", actor_key_id=actor,
-                                  mu=dataset.mu_cap, epsilon=dataset.epsilon,
-                                  delta=dataset.delta, note="initial budget"))
+    repo.add(
+        session,
+        LedgerEntry(
+            dataset_id=dataset.id,
+            kind="cap",
+            actor_key_id=actor,
+            mu=dataset.mu_cap,
+            epsilon=dataset.epsilon,
+            delta=dataset.delta,
+            note="initial budget",
+        ),
+    )
 
 
 def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID | None) -> Job:
@@ -109,8 +120,9 @@ def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID 
     if dataset is None:
         raise NotFound("no such dataset")
     if dataset.deleted_at is not None:
-        raise Conflict("the dataset's rows were deleted; no new jobs can run on it",
-                       code="dataset-deleted")
+        raise Conflict(
+            "the dataset's rows were deleted; no new jobs can run on it", code="dataset-deleted"
+        )
     state = state_of(session, dataset_id)
     if not bmath.is_admissible(state.live_mus, job.mu, state.mu_cap):
         remaining = bmath.remaining_mu(state.live_mus, state.mu_cap)
@@ -123,16 +135,36 @@ def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID 
             mu_cap=state.mu_cap,
         )
     repo.add(session, job)
-    repo.add(session, LedgerEntry(dataset_id=dataset_id, kind="reserve", job_id=job.id,
-                                  actor_key_id=actor, mu=job.mu, sigma=job.sigma,
-                                  releases=job.releases, epsilon=job.epsilon, delta=job.delta))
+    repo.add(
+        session,
+        LedgerEntry(
+            dataset_id=dataset_id,
+            kind="reserve",
+            job_id=job.id,
+            actor_key_id=actor,
+            mu=job.mu,
+            sigma=job.sigma,
+            releases=job.releases,
+            epsilon=job.epsilon,
+            delta=job.delta,
+        ),
+    )
     return job
 
 
 def commit(session: Session, job: Job) -> None:
     """The worker is about to draw the first noise: from here on the spend is final."""
-    repo.add(session, LedgerEntry(dataset_id=job.dataset_id, kind="commit", job_id=job.id,
-                                  mu=job.mu, sigma=job.sigma, releases=job.releases))
+    repo.add(
+        session,
+        LedgerEntry(
+            dataset_id=job.dataset_id,
+            kind="commit",
+            job_id=job.id,
+            mu=job.mu,
+            sigma=job.sigma,
+            releases=job.releases,
+        ),
+    )
 
 
 def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None) -> None:
@@ -143,19 +175,34 @@ def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None
         raise RuntimeError("refusing to refund a job whose noise may have been drawn")
     if "refund" in kinds or "reserve" not in kinds:
         return
-    repo.add(session, LedgerEntry(dataset_id=job.dataset_id, kind="refund", job_id=job.id,
-                                  actor_key_id=actor, mu=job.mu, note=note))
+    repo.add(
+        session,
+        LedgerEntry(
+            dataset_id=job.dataset_id,
+            kind="refund",
+            job_id=job.id,
+            actor_key_id=actor,
+            mu=job.mu,
+            note=note,
+        ),
+    )
 
 
-def record(session: Session, job: Job, kind: str, note: str | None = None,
-           actor: uuid.UUID | None = None) -> None:
+def record(
+    session: Session, job: Job, kind: str, note: str | None = None, actor: uuid.UUID | None = None
+) -> None:
     """An audit-only entry (succeeded, failed, cancelled): it never changes the budget."""
-    repo.add(session, LedgerEntry(dataset_id=job.dataset_id, kind=kind, job_id=job.id,
-                                  actor_key_id=actor, note=note))
+    repo.add(
+        session,
+        LedgerEntry(
+            dataset_id=job.dataset_id, kind=kind, job_id=job.id, actor_key_id=actor, note=note
+        ),
+    )
 
 
-def change_cap(session: Session, dataset_id: uuid.UUID, epsilon: float, delta: float,
-               actor: uuid.UUID | None) -> Dataset:
+def change_cap(
+    session: Session, dataset_id: uuid.UUID, epsilon: float, delta: float, actor: uuid.UUID | None
+) -> Dataset:
     """Set a new (epsilon, delta) cap; it may never fall below what is spent or reserved."""
     mu_cap = bmath.cap_from_epsilon_delta(epsilon, delta)
     dataset = repo.lock_dataset(session, dataset_id)
@@ -166,10 +213,23 @@ def change_cap(session: Session, dataset_id: uuid.UUID, epsilon: float, delta: f
     if mu_cap < used:
         raise InvalidParameter(
             f"the new cap (mu={mu_cap:.6g}) is below what is already spent or reserved "
-            f"(mu={used:.6g})", field="epsilon", mu_cap_requested=mu_cap, mu_used=used)
+            f"(mu={used:.6g})",
+            field="epsilon",
+            mu_cap_requested=mu_cap,
+            mu_used=used,
+        )
     dataset.epsilon, dataset.delta, dataset.mu_cap = epsilon, delta, mu_cap
-    repo.add(session, LedgerEntry(dataset_id=dataset_id, kind="cap", actor_key_id=actor,
-                                  mu=mu_cap, epsilon=epsilon, delta=delta,
-                                  note="cap changed by owner"))
+    repo.add(
+        session,
+        LedgerEntry(
+            dataset_id=dataset_id,
+            kind="cap",
+            actor_key_id=actor,
+            mu=mu_cap,
+            epsilon=epsilon,
+            delta=delta,
+            note="cap changed by owner",
+        ),
+    )
     session.flush()
     return dataset

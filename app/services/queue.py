@@ -27,7 +27,8 @@ def resolve_redis_url(settings: Settings) -> str:
         return path.read_text().strip()
     raise RuntimeError(
         "no Redis configured: set PRIVCLUST_REDIS_URL, or start `privclust serve`, which runs "
-        f"an embedded redis-server and records its address in {path}")
+        f"an embedded redis-server and records its address in {path}"
+    )
 
 
 _connections: dict[str, Redis] = {}
@@ -36,8 +37,9 @@ _connections: dict[str, Redis] = {}
 def redis_connection(url: str) -> Redis:
     conn = _connections.get(url)
     if conn is None:
-        conn = Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10,
-                              health_check_interval=30)
+        conn = Redis.from_url(
+            url, socket_connect_timeout=5, socket_timeout=10, health_check_interval=30
+        )
         _connections[url] = conn
     return conn
 

@@ -39,18 +39,25 @@ class Stack:
     def start_worker(self) -> subprocess.Popen[bytes]:
         n = len(self.workers)
         log = open(self.log_dir / f"worker{n}.log", "wb")  # noqa: SIM115
-        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "worker"], env=self.env,
-                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "worker"],
+            env=self.env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         self.workers.append(proc)
         return proc
 
     def client(self, key: str) -> httpx.Client:
-        return httpx.Client(base_url=self.base_url, timeout=30,
-                            headers={"Authorization": f"Bearer {key}"})
+        return httpx.Client(
+            base_url=self.base_url, timeout=30, headers={"Authorization": f"Bearer {key}"}
+        )
 
     def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}"
-                         for p in sorted(self.log_dir.glob("*.log")))
+        return "\n".join(
+            f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(self.log_dir.glob("*.log"))
+        )
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -66,15 +73,30 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 @pytest.fixture
 def stack(settings: Settings, tmp_path: Path) -> Iterator[Stack]:
     port = free_port()
-    env = {**os.environ, "PRIVCLUST_PORT": str(port), "PRIVCLUST_HOST": "127.0.0.1",
-           "PRIVCLUST_WORKER_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "PRIVCLUST_PORT": str(port),
+        "PRIVCLUST_HOST": "127.0.0.1",
+        "PRIVCLUST_WORKER_THREADS": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
     api_log = open(log_dir / "api.log", "wb")  # noqa: SIM115
-    api = subprocess.Popen([sys.executable, "-m", "app.cli", "api"], env=env, cwd=ROOT,
-                           stdout=api_log, stderr=subprocess.STDOUT)
-    s = Stack(base_url=f"http://127.0.0.1:{port}", env=env, log_dir=log_dir, api=api,
-              admin_key=make_key(settings.resolved_database_url, "admin", "admin"))
+    api = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "api"],
+        env=env,
+        cwd=ROOT,
+        stdout=api_log,
+        stderr=subprocess.STDOUT,
+    )
+    s = Stack(
+        base_url=f"http://127.0.0.1:{port}",
+        env=env,
+        log_dir=log_dir,
+        api=api,
+        admin_key=make_key(settings.resolved_database_url, "admin", "admin"),
+    )
     try:
         deadline = time.monotonic() + 60
         while True:

@@ -35,15 +35,18 @@ def _blobs_csv(n: int, d: int, k: int, seed: int = 3) -> tuple[bytes, np.ndarray
 
 
 def _upload(client: httpx.Client, data: bytes, epsilon: float, radius: float) -> dict:
-    r = client.post("/v1/datasets", data={"name": "e2e", "epsilon": str(epsilon),
-                                          "delta": "1e-6", "radius": str(radius)},
-                    files={"file": ("data.csv", io.BytesIO(data), "text/csv")})
+    r = client.post(
+        "/v1/datasets",
+        data={"name": "e2e", "epsilon": str(epsilon), "delta": "1e-6", "radius": str(radius)},
+        files={"file": ("data.csv", io.BytesIO(data), "text/csv")},
+    )
     assert r.status_code == 201, r.text
     return r.json()
 
 
-def _wait(client: httpx.Client, job_id: str, statuses: set[str], timeout: float,
-          stack: Stack) -> dict:
+def _wait(
+    client: httpx.Client, job_id: str, statuses: set[str], timeout: float, stack: Stack
+) -> dict:
     deadline = time.monotonic() + timeout
     while True:
         job = client.get(f"/v1/jobs/{job_id}").json()
@@ -72,13 +75,26 @@ def test_main_job_end_to_end(stack: Stack) -> None:
         budget = analyst.get(f"/v1/datasets/{ds['id']}/budget").json()
         assert budget["mu_spent"] == pytest.approx(job["privacy"]["mu"])
         assert budget["mu_reserved"] == 0.0
-        kinds = [e["kind"] for e in analyst.get(f"/v1/datasets/{ds['id']}/ledger")
-                 .json()["entries"]]
+        kinds = [
+            e["kind"] for e in analyst.get(f"/v1/datasets/{ds['id']}/ledger").json()["entries"]
+        ]
         assert kinds == ["cap", "reserve", "commit", "succeeded"]
         # Analysts see no exact statistics: the job carries only DP output and public metadata.
-        assert set(job) <= {"id", "dataset_id", "algorithm", "k", "status", "progress",
-                            "privacy", "result", "error", "cancel_requested", "created_at",
-                            "started_at", "finished_at"}
+        assert set(job) <= {
+            "id",
+            "dataset_id",
+            "algorithm",
+            "k",
+            "status",
+            "progress",
+            "privacy",
+            "result",
+            "error",
+            "cancel_requested",
+            "created_at",
+            "started_at",
+            "finished_at",
+        }
 
 
 def test_32_simultaneous_submissions_with_room_for_5(stack: Stack) -> None:
@@ -107,8 +123,10 @@ def test_worker_killed_mid_job(stack: Stack) -> None:
     data, _ = _blobs_csv(20000, 8, 8)
     with stack.client(owner_key) as owner, stack.client(analyst_key) as analyst:
         ds = _upload(owner, data, epsilon=8.0, radius=20.0)
-        long_job = analyst.post(f"/v1/datasets/{ds['id']}/jobs", json={
-            "k": 8, "epsilon": 1.0, "params": {"iterations": 1000}}).json()
+        long_job = analyst.post(
+            f"/v1/datasets/{ds['id']}/jobs",
+            json={"k": 8, "epsilon": 1.0, "params": {"iterations": 1000}},
+        ).json()
         running = _wait(analyst, long_job["id"], {"running", "succeeded", "failed"}, 60, stack)
         assert running["status"] == "running", running
         os.kill(stack.workers[0].pid, signal.SIGKILL)
@@ -126,8 +144,11 @@ def test_worker_killed_mid_job(stack: Stack) -> None:
         assert done["status"] == "succeeded", done
         again = analyst.get(f"/v1/jobs/{long_job['id']}").json()
         assert again["status"] == "failed"
-        kinds = [e["kind"] for e in analyst.get(f"/v1/datasets/{ds['id']}/ledger")
-                 .json()["entries"] if e["job_id"] == long_job["id"]]
+        kinds = [
+            e["kind"]
+            for e in analyst.get(f"/v1/datasets/{ds['id']}/ledger").json()["entries"]
+            if e["job_id"] == long_job["id"]
+        ]
         assert kinds == ["reserve", "commit", "failed"]
 
 
@@ -136,8 +157,10 @@ def test_cancel_a_running_job_stops_it_and_it_stays_charged(stack: Stack) -> Non
     data, _ = _blobs_csv(20000, 8, 8)
     with stack.client(owner_key) as owner, stack.client(analyst_key) as analyst:
         ds = _upload(owner, data, epsilon=8.0, radius=20.0)
-        job = analyst.post(f"/v1/datasets/{ds['id']}/jobs", json={
-            "k": 8, "epsilon": 1.0, "params": {"iterations": 1000}}).json()
+        job = analyst.post(
+            f"/v1/datasets/{ds['id']}/jobs",
+            json={"k": 8, "epsilon": 1.0, "params": {"iterations": 1000}},
+        ).json()
         assert _wait(analyst, job["id"], {"running"}, 60, stack)["status"] == "running"
         r = analyst.post(f"/v1/jobs/{job['id']}/cancel")
         assert r.status_code == 200 and r.json()["cancel_requested"]

@@ -55,13 +55,21 @@ def alive(pid: int) -> bool:
 def test_serve_runs_the_readme_walkthrough_and_stops_cleanly(tmp_path: Path) -> None:
     port = free_port()
     data_dir = tmp_path / "var"
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PRIVCLUST_")}
-    env.update(PRIVCLUST_DATA_DIR=str(data_dir), PRIVCLUST_PORT=str(port),
-               PRIVCLUST_WORKER_THREADS="1", PYTHONUNBUFFERED="1")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVCLUST_")}
+    env.update(
+        PRIVCLUST_DATA_DIR=str(data_dir),
+        PRIVCLUST_PORT=str(port),
+        PRIVCLUST_WORKER_THREADS="1",
+        PYTHONUNBUFFERED="1",
+    )
     log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115
-    serve = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], env=env, cwd=ROOT,
-                             stdout=log, stderr=subprocess.STDOUT)
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve"],
+        env=env,
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     started = time.monotonic()
     try:
@@ -78,13 +86,24 @@ def test_serve_runs_the_readme_walkthrough_and_stops_cleanly(tmp_path: Path) -> 
         assert httpx.get(base + "/readyz").status_code == 200
 
         # A second serve on the same data dir refuses clearly.
-        second = subprocess.run([sys.executable, "-m", "app.cli", "serve"], env=env, cwd=ROOT,
-                                capture_output=True, text=True, timeout=60)
+        second = subprocess.run(
+            [sys.executable, "-m", "app.cli", "serve"],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert second.returncode == 1 and "already running" in second.stderr
 
-        result = subprocess.run(["bash", "-euo", "pipefail", "-c", walkthrough()],
-                                env={**env, "PRIVCLUST": base}, cwd=tmp_path,
-                                capture_output=True, text=True, timeout=180)
+        result = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", walkthrough()],
+            env={**env, "PRIVCLUST": base},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert result.returncode == 0, result.stderr + (tmp_path / "serve.log").read_text()
         assert "'centers'" in result.stdout and "'mu_remaining'" in result.stdout
         assert "'kind': 'commit'" in result.stdout

@@ -32,14 +32,29 @@ def csv_bytes(rows: np.ndarray, header: list[str] | None = None) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def upload(client: TestClient, key: str, data: bytes, *, filename: str = "data.csv",
-           epsilon: float = 2.0, delta: float = 1e-6, **domain: str) -> dict:
+def upload(
+    client: TestClient,
+    key: str,
+    data: bytes,
+    *,
+    filename: str = "data.csv",
+    epsilon: float = 2.0,
+    delta: float = 1e-6,
+    **domain: str,
+) -> dict:
     form = {"name": "blobs", "epsilon": str(epsilon), "delta": str(delta)}
     form.update(domain or {"radius": "10"})
-    resp = client.post("/v1/datasets", headers=auth(key), data=form,
-                       files={"file": (filename, io.BytesIO(data), "text/csv")})
-    return {"status": resp.status_code, "body": resp.json(),
-            "ctype": resp.headers.get("content-type", "")}
+    resp = client.post(
+        "/v1/datasets",
+        headers=auth(key),
+        data=form,
+        files={"file": (filename, io.BytesIO(data), "text/csv")},
+    )
+    return {
+        "status": resp.status_code,
+        "body": resp.json(),
+        "ctype": resp.headers.get("content-type", ""),
+    }
 
 
 def blobs(n: int = 300, d: int = 2, seed: int = 0) -> np.ndarray:
@@ -68,8 +83,9 @@ def test_missing_and_invalid_keys_are_401_problems(client: TestClient, keys) -> 
 
 
 def test_admin_creates_lists_and_revokes_keys(client: TestClient, keys) -> None:
-    r = client.post("/v1/api-keys", headers=auth(keys["admin"]),
-                    json={"tenant": "newco", "role": "analyst"})
+    r = client.post(
+        "/v1/api-keys", headers=auth(keys["admin"]), json={"tenant": "newco", "role": "analyst"}
+    )
     assert r.status_code == 201
     created = r.json()
     assert created["key"].startswith("pck_") and created["role"] == "analyst"
@@ -82,8 +98,9 @@ def test_admin_creates_lists_and_revokes_keys(client: TestClient, keys) -> None:
     r = client.get("/v1/datasets", headers=auth(created["key"]))
     assert r.status_code == 401
     # Only admins manage keys.
-    r = client.post("/v1/api-keys", headers=auth(keys["owner"]),
-                    json={"tenant": "acme", "role": "owner"})
+    r = client.post(
+        "/v1/api-keys", headers=auth(keys["owner"]), json={"tenant": "acme", "role": "owner"}
+    )
     assert r.status_code == 403 and r.json()["code"] == "forbidden-role"
 
 
@@ -97,27 +114,31 @@ def test_upload_then_read_budget_and_ledger(client: TestClient, keys, settings) 
     assert ds["budget"]["epsilon_remaining"] == pytest.approx(2.0, rel=1e-6)
     budget = client.get(f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["analyst"]))
     assert budget.status_code == 200 and budget.json()["mu_cap"] == ds["budget"]["mu_cap"]
-    entries = client.get(f"/v1/datasets/{ds['id']}/ledger",
-                         headers=auth(keys["analyst"])).json()["entries"]
+    entries = client.get(f"/v1/datasets/{ds['id']}/ledger", headers=auth(keys["analyst"])).json()[
+        "entries"
+    ]
     assert [e["kind"] for e in entries] == ["cap"]
     assert len(stored_files(settings)) == 1
 
 
 def test_box_domain_gives_center_and_radius(client: TestClient, keys) -> None:
-    up = upload(client, keys["owner"], csv_bytes(blobs()),
-                lower="[-3, -4]", upper="[3, 4]")
+    up = upload(client, keys["owner"], csv_bytes(blobs()), lower="[-3, -4]", upper="[3, 4]")
     assert up["status"] == 201, up
     assert up["body"]["domain"] == {"center": [0.0, 0.0], "radius": 5.0}
 
 
-@pytest.mark.parametrize(("data", "code", "row", "column"), [
-    (b"a,b\n1,2\n3,x\n", "non-numeric-value", 2, "b"),
-    (b"a,b\n1,2\nnan,1\n", "non-finite-value", 2, "a"),
-    (b"a,b\n1,2\n1,2,3\n", "ragged-row", 2, None),
-    (b"a,b\n", "empty-dataset", None, None),
-])
-def test_bad_files_are_400_and_leave_nothing(client, keys, settings, data, code, row,
-                                             column) -> None:
+@pytest.mark.parametrize(
+    ("data", "code", "row", "column"),
+    [
+        (b"a,b\n1,2\n3,x\n", "non-numeric-value", 2, "b"),
+        (b"a,b\n1,2\nnan,1\n", "non-finite-value", 2, "a"),
+        (b"a,b\n1,2\n1,2,3\n", "ragged-row", 2, None),
+        (b"a,b\n", "empty-dataset", None, None),
+    ],
+)
+def test_bad_files_are_400_and_leave_nothing(
+    client, keys, settings, data, code, row, column
+) -> None:
     up = upload(client, keys["owner"], data)
     assert up["status"] == 400, up
     assert up["ctype"].startswith("application/problem+json")
@@ -130,30 +151,47 @@ def test_bad_files_are_400_and_leave_nothing(client, keys, settings, data, code,
     assert client.get("/v1/datasets", headers=auth(keys["owner"])).json()["items"] == []
 
 
-@pytest.mark.parametrize(("form", "field"), [
-    ({"radius": "0"}, "radius"),
-    ({"radius": "1", "center": "[0]"}, "center"),
-    ({}, "radius"),
-    ({"radius": "1", "lower": "[0,0]", "upper": "[1,1]"}, "radius"),
-    ({"radius": "1", "center": "not json"}, "center"),
-])
+@pytest.mark.parametrize(
+    ("form", "field"),
+    [
+        ({"radius": "0"}, "radius"),
+        ({"radius": "1", "center": "[0]"}, "center"),
+        ({}, "radius"),
+        ({"radius": "1", "lower": "[0,0]", "upper": "[1,1]"}, "radius"),
+        ({"radius": "1", "center": "not json"}, "center"),
+    ],
+)
 def test_bad_domains_are_422_and_leave_nothing(client, keys, settings, form, field) -> None:
     data = {"name": "x", "epsilon": "1", "delta": "1e-6", **form}
-    r = client.post("/v1/datasets", headers=auth(keys["owner"]), data=data,
-                    files={"file": ("d.csv", io.BytesIO(csv_bytes(blobs())), "text/csv")})
+    r = client.post(
+        "/v1/datasets",
+        headers=auth(keys["owner"]),
+        data=data,
+        files={"file": ("d.csv", io.BytesIO(csv_bytes(blobs())), "text/csv")},
+    )
     assert r.status_code == 422, r.json()
     assert r.json()["code"] == "invalid-parameter" and r.json()["field"] == field
     assert stored_files(settings) == []
 
 
-@pytest.mark.parametrize(("epsilon", "delta", "field"), [
-    ("0", "1e-6", "epsilon"), ("-1", "1e-6", "epsilon"), ("nan", "1e-6", "epsilon"),
-    ("1", "1", "delta"), ("1", "0", "delta"), ("abc", "1e-6", "epsilon"),
-])
+@pytest.mark.parametrize(
+    ("epsilon", "delta", "field"),
+    [
+        ("0", "1e-6", "epsilon"),
+        ("-1", "1e-6", "epsilon"),
+        ("nan", "1e-6", "epsilon"),
+        ("1", "1", "delta"),
+        ("1", "0", "delta"),
+        ("abc", "1e-6", "epsilon"),
+    ],
+)
 def test_bad_dataset_budgets_are_422(client, keys, settings, epsilon, delta, field) -> None:
-    r = client.post("/v1/datasets", headers=auth(keys["owner"]),
-                    data={"name": "x", "epsilon": epsilon, "delta": delta, "radius": "1"},
-                    files={"file": ("d.csv", io.BytesIO(csv_bytes(blobs())), "text/csv")})
+    r = client.post(
+        "/v1/datasets",
+        headers=auth(keys["owner"]),
+        data={"name": "x", "epsilon": epsilon, "delta": delta, "radius": "1"},
+        files={"file": ("d.csv", io.BytesIO(csv_bytes(blobs())), "text/csv")},
+    )
     assert r.status_code == 422
     assert r.json()["field"] == field
     assert stored_files(settings) == []
@@ -182,17 +220,25 @@ def test_npy_upload(client, keys) -> None:
 def test_analysts_cannot_upload_delete_or_change_budgets(client, keys) -> None:
     ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
     assert upload(client, keys["analyst"], csv_bytes(blobs()))["status"] == 403
-    assert client.delete(f"/v1/datasets/{ds['id']}",
-                         headers=auth(keys["analyst"])).status_code == 403
-    assert client.patch(f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["analyst"]),
-                        json={"epsilon": 9}).status_code == 403
+    assert (
+        client.delete(f"/v1/datasets/{ds['id']}", headers=auth(keys["analyst"])).status_code == 403
+    )
+    assert (
+        client.patch(
+            f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["analyst"]), json={"epsilon": 9}
+        ).status_code
+        == 403
+    )
 
 
 def test_other_tenants_get_404_never_403(client, keys) -> None:
     ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
     other = auth(keys["other_owner"])
-    for path in (f"/v1/datasets/{ds['id']}", f"/v1/datasets/{ds['id']}/budget",
-                 f"/v1/datasets/{ds['id']}/ledger"):
+    for path in (
+        f"/v1/datasets/{ds['id']}",
+        f"/v1/datasets/{ds['id']}/budget",
+        f"/v1/datasets/{ds['id']}/ledger",
+    ):
         r = client.get(path, headers=other)
         assert r.status_code == 404, path
     r = client.post(f"/v1/datasets/{ds['id']}/jobs", headers=other, json={"k": 2, "epsilon": 1})
@@ -200,18 +246,21 @@ def test_other_tenants_get_404_never_403(client, keys) -> None:
     assert client.get("/v1/datasets", headers=other).json()["items"] == []
 
 
-@pytest.mark.parametrize(("body", "field"), [
-    ({"k": 2, "epsilon": 0}, "epsilon"),
-    ({"k": 2, "epsilon": -1}, "epsilon"),
-    ({"k": 2, "epsilon": "abc"}, "epsilon"),
-    ({"k": 2, "epsilon": 1, "delta": 1}, "delta"),
-    ({"k": 2}, "epsilon"),
-    ({"k": 2, "epsilon": 1, "mu": 1}, "epsilon"),
-    ({"k": 301, "epsilon": 1}, "k"),
-    ({"k": 10**9, "epsilon": 1}, "k"),
-    ({"k": 2, "epsilon": 1, "algorithm": "dbscan"}, "algorithm"),
-    ({"k": 2, "epsilon": 1, "params": {"iterations": 0}}, "params.iterations"),
-])
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"k": 2, "epsilon": 0}, "epsilon"),
+        ({"k": 2, "epsilon": -1}, "epsilon"),
+        ({"k": 2, "epsilon": "abc"}, "epsilon"),
+        ({"k": 2, "epsilon": 1, "delta": 1}, "delta"),
+        ({"k": 2}, "epsilon"),
+        ({"k": 2, "epsilon": 1, "mu": 1}, "epsilon"),
+        ({"k": 301, "epsilon": 1}, "k"),
+        ({"k": 10**9, "epsilon": 1}, "k"),
+        ({"k": 2, "epsilon": 1, "algorithm": "dbscan"}, "algorithm"),
+        ({"k": 2, "epsilon": 1, "params": {"iterations": 0}}, "params.iterations"),
+    ],
+)
 def test_bad_job_parameters_are_422_and_charge_nothing(client, keys, body, field) -> None:
     ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
     r = client.post(f"/v1/datasets/{ds['id']}/jobs", headers=auth(keys["analyst"]), json=body)
@@ -224,31 +273,43 @@ def test_bad_job_parameters_are_422_and_charge_nothing(client, keys, body, field
 
 def test_nan_in_json_body_is_rejected(client, keys) -> None:
     ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
-    r = client.post(f"/v1/datasets/{ds['id']}/jobs", headers={
-        **auth(keys["analyst"]), "content-type": "application/json"},
-        content=b'{"k": 2, "epsilon": NaN}')
+    r = client.post(
+        f"/v1/datasets/{ds['id']}/jobs",
+        headers={**auth(keys["analyst"]), "content-type": "application/json"},
+        content=b'{"k": 2, "epsilon": NaN}',
+    )
     assert r.status_code == 422 and r.json()["field"] == "epsilon"
 
 
 def test_submit_estimate_budget_exceeded_idempotency_and_cancel(client, keys, settings) -> None:
     ds = upload(client, keys["owner"], csv_bytes(blobs()), epsilon=1.0, delta=1e-6)["body"]
     h = auth(keys["analyst"])
-    est = client.post(f"/v1/datasets/{ds['id']}/jobs/estimate", headers=h,
-                      json={"k": 2, "epsilon": 0.5}).json()
+    est = client.post(
+        f"/v1/datasets/{ds['id']}/jobs/estimate", headers=h, json={"k": 2, "epsilon": 0.5}
+    ).json()
     assert est["admissible"] and est["algorithm"] == "pe-means"
     assert est["budget_after"]["mu_reserved"] == pytest.approx(est["privacy"]["mu"])
-    r = client.post(f"/v1/datasets/{ds['id']}/jobs", headers={**h, "Idempotency-Key": "abc"},
-                    json={"k": 2, "epsilon": 0.5})
+    r = client.post(
+        f"/v1/datasets/{ds['id']}/jobs",
+        headers={**h, "Idempotency-Key": "abc"},
+        json={"k": 2, "epsilon": 0.5},
+    )
     assert r.status_code == 202, r.json()
     job = r.json()
     assert job["status"] == "queued" and job["privacy"]["mu"] == est["privacy"]["mu"]
     assert job["privacy"]["iterations"] == 5  # floor(4 sqrt(2))
-    again = client.post(f"/v1/datasets/{ds['id']}/jobs",
-                        headers={**h, "Idempotency-Key": "abc"}, json={"k": 2, "epsilon": 0.5})
+    again = client.post(
+        f"/v1/datasets/{ds['id']}/jobs",
+        headers={**h, "Idempotency-Key": "abc"},
+        json={"k": 2, "epsilon": 0.5},
+    )
     assert again.status_code == 202 and again.json()["id"] == job["id"]
     assert again.headers["Idempotent-Replayed"] == "true"
-    clash = client.post(f"/v1/datasets/{ds['id']}/jobs",
-                        headers={**h, "Idempotency-Key": "abc"}, json={"k": 3, "epsilon": 0.5})
+    clash = client.post(
+        f"/v1/datasets/{ds['id']}/jobs",
+        headers={**h, "Idempotency-Key": "abc"},
+        json={"k": 3, "epsilon": 0.5},
+    )
     assert clash.status_code == 409 and clash.json()["code"] == "idempotency-key-reused"
     budget = client.get(f"/v1/datasets/{ds['id']}/budget", headers=h).json()
     assert budget["jobs"] == 1
@@ -261,13 +322,16 @@ def test_submit_estimate_budget_exceeded_idempotency_and_cancel(client, keys, se
     from app.services import queue
 
     rq_job = queue.get_queue(settings).fetch_job(job["id"])
-    assert rq_job is not None and rq_job.args == [job["id"]] or rq_job.args == (job["id"],)
+    assert rq_job is not None
+    assert list(rq_job.args) == [job["id"]]
     cancelled = client.post(f"/v1/jobs/{job['id']}/cancel", headers=h)
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
     budget = client.get(f"/v1/datasets/{ds['id']}/budget", headers=h).json()
     assert budget["mu_reserved"] == 0.0 and budget["mu_spent"] == 0.0
-    kinds = [e["kind"] for e in client.get(f"/v1/datasets/{ds['id']}/ledger",
-                                           headers=h).json()["entries"]]
+    kinds = [
+        e["kind"]
+        for e in client.get(f"/v1/datasets/{ds['id']}/ledger", headers=h).json()["entries"]
+    ]
     assert kinds == ["cap", "reserve", "refund", "cancelled"]
     assert client.post(f"/v1/jobs/{job['id']}/cancel", headers=h).status_code == 409
 
@@ -275,8 +339,11 @@ def test_submit_estimate_budget_exceeded_idempotency_and_cancel(client, keys, se
 def test_redis_down_means_503_and_nothing_charged(client, keys, settings) -> None:
     ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
     settings.redis_url = "redis://127.0.0.1:1/0"
-    r = client.post(f"/v1/datasets/{ds['id']}/jobs", headers=auth(keys["analyst"]),
-                    json={"k": 2, "epsilon": 0.5})
+    r = client.post(
+        f"/v1/datasets/{ds['id']}/jobs",
+        headers=auth(keys["analyst"]),
+        json={"k": 2, "epsilon": 0.5},
+    )
     assert r.status_code == 503 and r.json()["code"] == "queue-unavailable"
     budget = client.get(f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["owner"])).json()
     assert budget["jobs"] == 0
@@ -285,12 +352,14 @@ def test_redis_down_means_503_and_nothing_charged(client, keys, settings) -> Non
 
 def test_budget_patch_is_audited(client, keys) -> None:
     ds = upload(client, keys["owner"], csv_bytes(blobs()), epsilon=1.0)["body"]
-    r = client.patch(f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["owner"]),
-                     json={"epsilon": 3.0})
+    r = client.patch(
+        f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["owner"]), json={"epsilon": 3.0}
+    )
     assert r.status_code == 200 and r.json()["epsilon"] == 3.0
     assert r.json()["mu_cap"] > ds["budget"]["mu_cap"]
-    entries = client.get(f"/v1/datasets/{ds['id']}/ledger",
-                         headers=auth(keys["owner"])).json()["entries"]
+    entries = client.get(f"/v1/datasets/{ds['id']}/ledger", headers=auth(keys["owner"])).json()[
+        "entries"
+    ]
     assert [e["kind"] for e in entries] == ["cap", "cap"]
 
 
@@ -315,10 +384,15 @@ def test_delete_removes_rows_but_keeps_ledger(client, keys, settings) -> None:
     r = client.delete(f"/v1/datasets/{ds['id']}", headers=auth(keys["owner"]))
     assert r.status_code == 200 and r.json()["deleted_at"]
     assert stored_files(settings) == []
-    assert client.get(f"/v1/datasets/{ds['id']}/ledger",
-                      headers=auth(keys["owner"])).status_code == 200
-    r = client.post(f"/v1/datasets/{ds['id']}/jobs", headers=auth(keys["analyst"]),
-                    json={"k": 2, "epsilon": 0.5})
+    assert (
+        client.get(f"/v1/datasets/{ds['id']}/ledger", headers=auth(keys["owner"])).status_code
+        == 200
+    )
+    r = client.post(
+        f"/v1/datasets/{ds['id']}/jobs",
+        headers=auth(keys["analyst"]),
+        json={"k": 2, "epsilon": 0.5},
+    )
     assert r.status_code == 409 and r.json()["code"] == "dataset-deleted"
 
 
@@ -326,14 +400,21 @@ def test_cors_is_off_by_default_and_configurable(settings) -> None:
     from app.main import create_app
 
     with TestClient(create_app(settings)) as c:
-        r = c.options("/v1/datasets", headers={"Origin": "https://dash.example",
-                                               "Access-Control-Request-Method": "GET"})
+        r = c.options(
+            "/v1/datasets",
+            headers={"Origin": "https://dash.example", "Access-Control-Request-Method": "GET"},
+        )
         assert "access-control-allow-origin" not in r.headers
     settings.cors_origins = ["https://dash.example"]
     with TestClient(create_app(settings)) as c:
-        r = c.options("/v1/datasets", headers={
-            "Origin": "https://dash.example", "Access-Control-Request-Method": "POST",
-            "Access-Control-Request-Headers": "Authorization, Idempotency-Key"})
+        r = c.options(
+            "/v1/datasets",
+            headers={
+                "Origin": "https://dash.example",
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "Authorization, Idempotency-Key",
+            },
+        )
         assert r.headers["access-control-allow-origin"] == "https://dash.example"
         allowed = r.headers["access-control-allow-headers"].lower()
         assert "idempotency-key" in allowed and "authorization" in allowed
@@ -342,12 +423,18 @@ def test_cors_is_off_by_default_and_configurable(settings) -> None:
 def test_openapi_operation_ids_read_well(client) -> None:
     spec = client.get("/openapi.json").json()
     ops = {op["operationId"] for path in spec["paths"].values() for op in path.values()}
-    assert {"datasets_create", "datasets_get", "jobs_create", "jobs_get", "jobs_cancel",
-            "budget_get", "keys_create"} <= ops
+    assert {
+        "datasets_create",
+        "datasets_get",
+        "jobs_create",
+        "jobs_get",
+        "jobs_cancel",
+        "budget_get",
+        "keys_create",
+    } <= ops
     for path in spec["paths"].values():
         for op in path.values():
-            assert "200" in op["responses"] or "201" in op["responses"] \
-                or "202" in op["responses"]
+            assert "200" in op["responses"] or "201" in op["responses"] or "202" in op["responses"]
 
 
 def test_unknown_job_id_is_404(client, keys) -> None:

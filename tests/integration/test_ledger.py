@@ -67,9 +67,12 @@ def test_two_processes_competing_for_one_budget(db_url: str) -> None:
     dataset_id = make_dataset(db_url, mu_cap=2.0)
     ctx = mp.get_context("spawn")
     out: mp.Queue = ctx.Queue()
-    procs = [ctx.Process(target=_process_main, args=(db_url, str(dataset_id),
-                                                      2.0 / math.sqrt(10), 32, out))
-             for _ in range(2)]
+    procs = [
+        ctx.Process(
+            target=_process_main, args=(db_url, str(dataset_id), 2.0 / math.sqrt(10), 32, out)
+        )
+        for _ in range(2)
+    ]
     for p in procs:
         p.start()
     admitted = [out.get(timeout=120) for _ in procs]
@@ -96,8 +99,9 @@ def test_the_last_of_the_budget_can_be_spent_exactly(session, db_url) -> None:
     ds = repo.dataset_for_tenant(session, dataset_id, "acme")
     before = ledger.budget(session, ds)
     # Spend exactly the epsilon that the budget endpoint reports as remaining.
-    assert admit(session, dataset_id, jobs_service.JobRequest(
-        k=2, epsilon=before.epsilon_remaining))
+    assert admit(
+        session, dataset_id, jobs_service.JobRequest(k=2, epsilon=before.epsilon_remaining)
+    )
     after = ledger.budget(session, ds)
     assert after.mu_remaining == 0.0 and after.epsilon_remaining == 0.0
     assert admit(session, dataset_id, jobs_service.JobRequest(k=2, mu=1e-9)) is None
@@ -109,8 +113,9 @@ def test_overshoot_is_a_409_with_the_numbers_and_charges_nothing(session, db_url
     session.commit()
     session.connection(execution_options=ledger.LOCK_OPTIONS)
     with pytest.raises(BudgetExceeded) as err:
-        jobs_service.submit(session, ds, jobs_service.JobRequest(k=2, mu=1.5), actor=None,
-                            idempotency_key=None)
+        jobs_service.submit(
+            session, ds, jobs_service.JobRequest(k=2, mu=1.5), actor=None, idempotency_key=None
+        )
     session.rollback()
     assert err.value.code == "budget-exceeded"
     assert err.value.extra["mu_requested"] == 1.5
@@ -130,8 +135,7 @@ def test_idempotency_key_charges_once_and_refuses_a_different_body(session, db_u
     ds = repo.dataset_for_tenant(session, dataset_id, "acme")
     assert ledger.budget(session, ds).mu_reserved == pytest.approx(0.5)
     with pytest.raises(Conflict) as err:
-        admit(session, dataset_id, jobs_service.JobRequest(k=3, mu=0.5),
-              idempotency_key="retry-1")
+        admit(session, dataset_id, jobs_service.JobRequest(k=3, mu=0.5), idempotency_key="retry-1")
     session.rollback()
     assert err.value.code == "idempotency-key-reused"
 

@@ -27,9 +27,13 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 JSON_ARRAY = "A JSON array, e.g. [0, 0, 0]."
 
 
-@router.post("", status_code=201, response_model=DatasetOut,
-             responses=responses(400, 401, 403, 413, 415, 422, 503),
-             summary="Upload a dataset with its public domain and total privacy budget")
+@router.post(
+    "",
+    status_code=201,
+    response_model=DatasetOut,
+    responses=responses(400, 401, 403, 413, 415, 422, 503),
+    summary="Upload a dataset with its public domain and total privacy budget",
+)
 def datasets_create(
     session: SessionDep,
     settings: SettingsDep,
@@ -40,12 +44,9 @@ def datasets_create(
     delta: Annotated[float, Form(description="The dataset's delta, in (0, 1).")],
     radius: Annotated[float | None, Form(description="Radius of the public ball.")] = None,
     center: Annotated[str | None, Form(description="Ball centre. " + JSON_ARRAY)] = None,
-    lower: Annotated[str | None, Form(description="Per-column lower bounds. " + JSON_ARRAY)]
-    = None,
-    upper: Annotated[str | None, Form(description="Per-column upper bounds. " + JSON_ARRAY)]
-    = None,
-    columns: Annotated[str | None, Form(description="Columns to use, by name. JSON array.")]
-    = None,
+    lower: Annotated[str | None, Form(description="Per-column lower bounds. " + JSON_ARRAY)] = None,
+    upper: Annotated[str | None, Form(description="Per-column upper bounds. " + JSON_ARRAY)] = None,
+    columns: Annotated[str | None, Form(description="Columns to use, by name. JSON array.")] = None,
 ) -> DatasetOut:
     """Rows are checked completely before the dataset exists; rows outside the declared domain
     are clipped into it when clustering (never rejected, never counted for analysts). N and d
@@ -58,10 +59,20 @@ def datasets_create(
         upper=datasets_service.parse_json_vector(upper, "upper"),
     )
     dataset = datasets_service.create_dataset(
-        session, tenant=key.tenant, actor=key.id, name=name, src=file.file,
-        filename=file.filename, content_type=file.content_type,
-        storage_dir=settings.datasets_dir, epsilon=epsilon, delta=delta, domain=domain,
-        columns=datasets_service.parse_json_names(columns), max_bytes=settings.max_upload_bytes)
+        session,
+        tenant=key.tenant,
+        actor=key.id,
+        name=name,
+        src=file.file,
+        filename=file.filename,
+        content_type=file.content_type,
+        storage_dir=settings.datasets_dir,
+        epsilon=epsilon,
+        delta=delta,
+        domain=domain,
+        columns=datasets_service.parse_json_names(columns),
+        max_bytes=settings.max_upload_bytes,
+    )
     try:
         session.commit()
     except BaseException:
@@ -71,12 +82,16 @@ def datasets_create(
 
 
 @router.get("", response_model=Page[DatasetOut], responses=responses(401, 403, 422))
-def datasets_list(session: SessionDep, key: TenantKey,
-                  limit: Annotated[int, Query(ge=1, le=200)] = 50,
-                  cursor: str | None = None) -> Page[DatasetOut]:
+def datasets_list(
+    session: SessionDep,
+    key: TenantKey,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: str | None = None,
+) -> Page[DatasetOut]:
     items, nxt = repo.list_datasets(session, key.tenant, limit, cursor)
-    return Page[DatasetOut](items=[DatasetOut.of(d, ledger.budget(session, d)) for d in items],
-                            next_cursor=nxt)
+    return Page[DatasetOut](
+        items=[DatasetOut.of(d, ledger.budget(session, d)) for d in items], next_cursor=nxt
+    )
 
 
 @router.get("/{dataset_id}", response_model=DatasetOut, responses=responses(401, 403, 404))
@@ -95,17 +110,26 @@ def datasets_delete(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) 
     return DatasetOut.of(dataset, ledger.budget(session, dataset))
 
 
-@router.get("/{dataset_id}/budget", response_model=Budget, tags=["budget"],
-            responses=responses(401, 403, 404))
+@router.get(
+    "/{dataset_id}/budget",
+    response_model=Budget,
+    tags=["budget"],
+    responses=responses(401, 403, 404),
+)
 def budget_get(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) -> Budget:
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
     return Budget.of(ledger.budget(session, dataset))
 
 
-@router.patch("/{dataset_id}/budget", response_model=Budget, tags=["budget"],
-              responses=responses(401, 403, 404, 422))
-def budget_update(dataset_id: uuid.UUID, body: BudgetPatch, session: SessionDep,
-                  key: TenantKey) -> Budget:
+@router.patch(
+    "/{dataset_id}/budget",
+    response_model=Budget,
+    tags=["budget"],
+    responses=responses(401, 403, 404, 422),
+)
+def budget_update(
+    dataset_id: uuid.UUID, body: BudgetPatch, session: SessionDep, key: TenantKey
+) -> Budget:
     """Change the cap (audited in the ledger); it can never go below what is spent."""
     require(key, "owner")
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
@@ -118,10 +142,17 @@ def budget_update(dataset_id: uuid.UUID, body: BudgetPatch, session: SessionDep,
     return Budget.of(ledger.budget(session, dataset))
 
 
-@router.get("/{dataset_id}/ledger", response_model=LedgerOut, tags=["budget"],
-            responses=responses(401, 403, 404))
+@router.get(
+    "/{dataset_id}/ledger",
+    response_model=LedgerOut,
+    tags=["budget"],
+    responses=responses(401, 403, 404),
+)
 def ledger_get(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) -> LedgerOut:
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
     entries = repo.ledger_entries(session, dataset.id)
-    return LedgerOut(dataset_id=dataset.id, entries=[LedgerEntryOut.of(e) for e in entries],
-                     budget=Budget.of(ledger.view(dataset, ledger.replay(entries))))
+    return LedgerOut(
+        dataset_id=dataset.id,
+        entries=[LedgerEntryOut.of(e) for e in entries],
+        budget=Budget.of(ledger.view(dataset, ledger.replay(entries))),
+    )

@@ -22,8 +22,7 @@ def health_live() -> Health:
     return Health(status="ok")
 
 
-@router.get("/readyz", response_model=Health, operation_id="health_ready",
-            responses=responses(503))
+@router.get("/readyz", response_model=Health, operation_id="health_ready", responses=responses(503))
 def health_ready(request: Request) -> Health | JSONResponse:
     settings = request.app.state.settings
     failing = []
@@ -37,6 +36,11 @@ def health_ready(request: Request) -> Health | JSONResponse:
     except Exception as exc:
         failing.append(f"redis: {type(exc).__name__}: {exc}"[:200])
     if failing:
-        return problem_response(503, "not-ready", "Not ready", "; ".join(failing),
-                                failing=[f.split(":")[0] for f in failing])
+        return problem_response(
+            503,
+            "not-ready",
+            "Not ready",
+            "; ".join(failing),
+            failing=[f.split(":")[0] for f in failing],
+        )
     return Health(status="ready")

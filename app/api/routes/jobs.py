@@ -20,31 +20,56 @@ from app.services import ledger, queue
 
 router = APIRouter(prefix="/v1", tags=["jobs"])
 
-IdempotencyKey = Annotated[str | None, Header(
-    alias="Idempotency-Key", max_length=200,
-    description="Makes retries safe: the same key and body return the same job, charged once.")]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        max_length=200,
+        description="Makes retries safe: the same key and body return the same job, charged once.",
+    ),
+]
 
 
 def _request_of(body: JobCreate) -> jobs_service.JobRequest:
     params = body.params
     return jobs_service.JobRequest(
-        algorithm=body.algorithm, k=body.k, epsilon=body.epsilon, delta=body.delta, mu=body.mu,
+        algorithm=body.algorithm,
+        k=body.k,
+        epsilon=body.epsilon,
+        delta=body.delta,
+        mu=body.mu,
         iterations=params.iterations if params else None,
         variations=params.variations if params else None,
-        projection_dim=params.projection_dim if params else None)
+        projection_dim=params.projection_dim if params else None,
+    )
 
 
 def _privacy(plan: jobs_service.JobPlan) -> Privacy:
-    return Privacy(mu=plan.mu, epsilon=plan.epsilon, delta=plan.delta, sigma=plan.sigma,
-                   iterations=plan.releases)
+    return Privacy(
+        mu=plan.mu,
+        epsilon=plan.epsilon,
+        delta=plan.delta,
+        sigma=plan.sigma,
+        iterations=plan.releases,
+    )
 
 
-@router.post("/datasets/{dataset_id}/jobs", status_code=202, response_model=JobOut,
-             responses=responses(401, 403, 404, 409, 422, 503),
-             summary="Submit a private clustering job (its budget is charged atomically)")
-def jobs_create(dataset_id: uuid.UUID, body: JobCreate, session: SessionDep,
-                settings: SettingsDep, key: TenantKey, response: Response,
-                idempotency_key: IdempotencyKey = None) -> JobOut:
+@router.post(
+    "/datasets/{dataset_id}/jobs",
+    status_code=202,
+    response_model=JobOut,
+    responses=responses(401, 403, 404, 409, 422, 503),
+    summary="Submit a private clustering job (its budget is charged atomically)",
+)
+def jobs_create(
+    dataset_id: uuid.UUID,
+    body: JobCreate,
+    session: SessionDep,
+    settings: SettingsDep,
+    key: TenantKey,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
+) -> JobOut:
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
     req = _request_of(body)
     jobs_service.plan_job(dataset, req)  # invalid parameters: 422 before anything else
@@ -53,15 +78,17 @@ def jobs_create(dataset_id: uuid.UUID, body: JobCreate, session: SessionDep,
     session.commit()  # end the read; admission starts its own transaction holding the lock
     session.connection(execution_options=ledger.LOCK_OPTIONS)
     try:
-        job, created = jobs_service.submit(session, dataset, req, actor=key.id,
-                                           idempotency_key=idempotency_key)
+        job, created = jobs_service.submit(
+            session, dataset, req, actor=key.id, idempotency_key=idempotency_key
+        )
         session.commit()
     except IntegrityError:
         # The same Idempotency-Key raced in on another dataset's lock: return that job.
         session.rollback()
         assert idempotency_key is not None
-        existing = jobs_service.recheck_idempotency(session, key.tenant, idempotency_key,
-                                                    req.fingerprint(dataset.id))
+        existing = jobs_service.recheck_idempotency(
+            session, key.tenant, idempotency_key, req.fingerprint(dataset.id)
+        )
         if existing is None:
             raise
         job, created = existing, False
@@ -71,25 +98,36 @@ def jobs_create(dataset_id: uuid.UUID, body: JobCreate, session: SessionDep,
         except Exception as exc:
             jobs_service.fail_unqueued(session, job.id, "the job could not be queued")
             session.commit()
-            raise ServiceUnavailable("the job queue could not be reached; the job was not "
-                                     "started and its budget was refunded",
-                                     code="queue-unavailable", job_id=str(job.id)) from exc
+            raise ServiceUnavailable(
+                "the job queue could not be reached; the job was not "
+                "started and its budget was refunded",
+                code="queue-unavailable",
+                job_id=str(job.id),
+            ) from exc
     else:
         response.headers["Idempotent-Replayed"] = "true"
         session.refresh(job)
     return JobOut.of(job, dataset.columns)
 
 
-@router.post("/datasets/{dataset_id}/jobs/estimate", response_model=Estimate,
-             responses=responses(401, 403, 404, 422),
-             summary="What a job would cost and the budget after it; charges nothing")
-def jobs_estimate(dataset_id: uuid.UUID, body: JobCreate, session: SessionDep,
-                  key: TenantKey) -> Estimate:
+@router.post(
+    "/datasets/{dataset_id}/jobs/estimate",
+    response_model=Estimate,
+    responses=responses(401, 403, 404, 422),
+    summary="What a job would cost and the budget after it; charges nothing",
+)
+def jobs_estimate(
+    dataset_id: uuid.UUID, body: JobCreate, session: SessionDep, key: TenantKey
+) -> Estimate:
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
     est = jobs_service.estimate(session, dataset, _request_of(body))
-    return Estimate(algorithm=est.plan.algorithm, privacy=_privacy(est.plan),
-                    admissible=est.admissible, budget=Budget.of(est.budget_before),
-                    budget_after=Budget.of(est.budget_after))
+    return Estimate(
+        algorithm=est.plan.algorithm,
+        privacy=_privacy(est.plan),
+        admissible=est.admissible,
+        budget=Budget.of(est.budget_before),
+        budget_after=Budget.of(est.budget_after),
+    )
 
 
 def _job(session: SessionDep, job_id: uuid.UUID, tenant: str) -> tuple[Job, Dataset]:
@@ -108,23 +146,26 @@ def jobs_get(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOut:
 
 
 @router.get("/jobs", response_model=Page[JobOut], responses=responses(401, 403, 422))
-def jobs_list(session: SessionDep, key: TenantKey, dataset_id: uuid.UUID | None = None,
-              status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
-              | None = None,
-              limit: Annotated[int, Query(ge=1, le=200)] = 50,
-              cursor: str | None = None) -> Page[JobOut]:
+def jobs_list(
+    session: SessionDep,
+    key: TenantKey,
+    dataset_id: uuid.UUID | None = None,
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: str | None = None,
+) -> Page[JobOut]:
     items, nxt = repo.list_jobs(session, key.tenant, limit, cursor, dataset_id, status)
     columns: dict[uuid.UUID, list[str]] = {}
     for job in items:
         if job.dataset_id not in columns:
             ds = session.get(Dataset, job.dataset_id)
             columns[job.dataset_id] = list(ds.columns) if ds else []
-    return Page[JobOut](items=[JobOut.of(j, columns[j.dataset_id]) for j in items],
-                        next_cursor=nxt)
+    return Page[JobOut](items=[JobOut.of(j, columns[j.dataset_id]) for j in items], next_cursor=nxt)
 
 
-@router.post("/jobs/{job_id}/cancel", response_model=JobOut,
-             responses=responses(401, 403, 404, 409))
+@router.post(
+    "/jobs/{job_id}/cancel", response_model=JobOut, responses=responses(401, 403, 404, 409)
+)
 def jobs_cancel(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOut:
     """A queued job is cancelled and refunded; a running job is stopped and stays charged."""
     job, dataset = _job(session, job_id, key.tenant)

@@ -16,8 +16,7 @@ from app.services import keys as keys_service
 router = APIRouter(prefix="/v1/api-keys", tags=["keys"])
 
 
-@router.post("", status_code=201, response_model=ApiKeyCreated,
-             responses=responses(401, 403, 422))
+@router.post("", status_code=201, response_model=ApiKeyCreated, responses=responses(401, 403, 422))
 def keys_create(body: ApiKeyCreate, session: SessionDep, key: CurrentKey) -> ApiKeyCreated:
     require(key, "admin")
     created = keys_service.create_key(session, tenant=body.tenant, role=body.role)
@@ -26,9 +25,13 @@ def keys_create(body: ApiKeyCreate, session: SessionDep, key: CurrentKey) -> Api
 
 
 @router.get("", response_model=Page[ApiKeyOut], responses=responses(401, 403, 422))
-def keys_list(session: SessionDep, key: CurrentKey,
-              limit: Annotated[int, Query(ge=1, le=200)] = 50,
-              cursor: str | None = None, tenant: str | None = None) -> Page[ApiKeyOut]:
+def keys_list(
+    session: SessionDep,
+    key: CurrentKey,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: str | None = None,
+    tenant: str | None = None,
+) -> Page[ApiKeyOut]:
     require(key, "admin")
     items, nxt = repo.list_api_keys(session, limit, cursor, tenant)
     return Page[ApiKeyOut](items=[ApiKeyOut.of(k) for k in items], next_cursor=nxt)
