@@ -16,8 +16,9 @@ class PrivclustError(Exception):
     code: str = "error"
     title: str = "Bad request"
 
-    def __init__(self, detail: str, *, code: str | None = None, status: int | None = None,
-                 **extra: Any) -> None:
+    def __init__(
+        self, detail: str, *, code: str | None = None, status: int | None = None, **extra: Any
+    ) -> None:
         super().__init__(detail)
         self.detail = detail
         if code is not None:
