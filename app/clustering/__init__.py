@@ -1,0 +1,34 @@
+"""Differentially private k-means: PE-means and HDPE-means (pure numpy/scipy/scikit-learn).
+
+Public entry points: `pe_means`, `hdpe_means` and `cluster` (which resolves algorithm="auto"),
+returning a `ClusteringResult`; `plan_run` prices and validates a job from public inputs only;
+`ClusteringInputError` names the argument at fault. N and d are treated as public.
+"""
+
+from app.clustering.dispatch import cluster
+from app.clustering.errors import ClusteringInputError
+from app.clustering.hdpe import hdpe_means
+from app.clustering.params import (
+    AUTO_HDPE_ABOVE_DIM,
+    DEFAULT_MAX_POPULATION,
+    DEFAULT_PROJECTION_DIM,
+    RunPlan,
+    plan_run,
+    resolve_algorithm,
+)
+from app.clustering.pe import pe_means
+from app.clustering.result import ClusteringResult
+
+__all__ = [
+    "AUTO_HDPE_ABOVE_DIM",
+    "DEFAULT_MAX_POPULATION",
+    "DEFAULT_PROJECTION_DIM",
+    "ClusteringInputError",
+    "ClusteringResult",
+    "RunPlan",
+    "cluster",
+    "hdpe_means",
+    "pe_means",
+    "plan_run",
+    "resolve_algorithm",
+]

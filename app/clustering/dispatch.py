@@ -1,0 +1,70 @@
+"""`cluster`: one entry point that resolves "auto" and runs PE-means or HDPE-means."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.clustering.hdpe import hdpe_means
+from app.clustering.params import (
+    DEFAULT_MAX_POPULATION,
+    DEFAULT_PROJECTION_DIM,
+    data_shape,
+    resolve_algorithm,
+)
+from app.clustering.pe import Progress, pe_means
+from app.clustering.result import ClusteringResult
+
+
+def cluster(
+    X: np.ndarray,
+    k: int,
+    *,
+    algorithm: str = "auto",
+    radius: float,
+    center: np.ndarray | None = None,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    mu: float | None = None,
+    iterations: int | None = None,
+    variations: int | None = None,
+    projection_dim: int = DEFAULT_PROJECTION_DIM,
+    rng: np.random.Generator | None = None,
+    progress: Progress | None = None,
+    max_population: int = DEFAULT_MAX_POPULATION,
+) -> ClusteringResult:
+    """Run the chosen algorithm; "auto" is HDPE-means when d > 32, PE-means otherwise.
+
+    `projection_dim` only matters for HDPE-means. See pe_means and hdpe_means for the rest.
+    """
+    _, n_cols = data_shape(X)
+    chosen = resolve_algorithm(algorithm, n_cols)
+    if chosen == "hdpe-means":
+        return hdpe_means(
+            X,
+            k,
+            radius=radius,
+            center=center,
+            epsilon=epsilon,
+            delta=delta,
+            mu=mu,
+            projection_dim=projection_dim,
+            iterations=iterations,
+            variations=variations,
+            rng=rng,
+            progress=progress,
+            max_population=max_population,
+        )
+    return pe_means(
+        X,
+        k,
+        radius=radius,
+        center=center,
+        epsilon=epsilon,
+        delta=delta,
+        mu=mu,
+        iterations=iterations,
+        variations=variations,
+        rng=rng,
+        progress=progress,
+        max_population=max_population,
+    )

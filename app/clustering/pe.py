@@ -1,0 +1,159 @@
+"""PE-means (ALGORITHM.md section 2): private evolution of candidate centres by noisy votes."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.clustering import noise
+from app.clustering.histogram import adapt_variations, postprocess_votes
+from app.clustering.packing import sphere_packing
+from app.clustering.params import (
+    DEFAULT_MAX_POPULATION,
+    data_shape,
+    plan_run,
+    prepare_rows,
+)
+from app.clustering.result import ClusteringResult
+from app.clustering.selection import select_centres
+from app.clustering.variation import levy_variations
+from app.clustering.voting import GroupLayout, nearest_candidate_votes
+
+Progress = Callable[[int, int], object]
+
+
+@functools.lru_cache(maxsize=8)
+def _unit_packing(n: int, d: int) -> np.ndarray:
+    # Data-independent, so one packing per shape can serve every job in this process.
+    points = sphere_packing(n, d, 1.0, np.random.default_rng())
+    points.flags.writeable = False
+    return points
+
+
+def initial_population(
+    n: int, d: int, radius: float, rng: np.random.Generator | None
+) -> np.ndarray:
+    """The sphere-packing population of n candidates in the ball of `radius` around 0.
+
+    With a caller's generator (tests, benchmarks) it is drawn from it; otherwise a packing of the
+    unit ball per (n, d) is computed once from OS entropy and rescaled.
+    """
+    if rng is not None:
+        return sphere_packing(n, d, radius, rng)
+    return _unit_packing(n, d) * radius
+
+
+@dataclass(frozen=True)
+class Evolution:
+    centres: np.ndarray
+    final_variations: int
+
+
+def evolve(
+    points: np.ndarray,
+    k: int,
+    *,
+    radius: float,
+    sigma: float,
+    iterations: int,
+    variations: int,
+    rng: np.random.Generator,
+    packing_rng: np.random.Generator | None,
+    progress: Progress | None,
+    progress_total: int,
+) -> Evolution:
+    """The PE-means loop on centred rows: T noisy nearest-candidate histograms, each a Gaussian
+    release of sensitivity 1 with noise `sigma`; everything else is post-processing."""
+    n_rows, d = points.shape
+    population = initial_population((variations + 1) * k, d, radius, packing_rng)
+    current_l = variations
+    selection: np.ndarray | None = None
+    layout: GroupLayout | None = None  # the sphere packing has no group structure
+    for t in range(1, iterations + 1):
+        votes = nearest_candidate_votes(points, population, layout)
+        noisy = noise.gaussian_release(votes, sensitivity=1.0, sigma=sigma, rng=rng)
+        processed = postprocess_votes(noisy, n_rows)
+        selection = select_centres(population, processed, k, selection, rng)
+        current_l = adapt_variations(current_l, processed, sigma, len(population))
+        if t < iterations:
+            population = np.concatenate(
+                [selection, levy_variations(selection, current_l, radius, rng)]
+            )
+            layout = GroupLayout(anchors=k, per_anchor=current_l)
+        if progress is not None:
+            progress(t, progress_total)
+    assert selection is not None  # iterations >= 1
+    return Evolution(centres=selection, final_variations=current_l)
+
+
+def pe_means(
+    X: np.ndarray,
+    k: int,
+    *,
+    radius: float,
+    center: np.ndarray | None = None,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    mu: float | None = None,
+    iterations: int | None = None,
+    variations: int | None = None,
+    rng: np.random.Generator | None = None,
+    progress: Progress | None = None,
+    max_population: int = DEFAULT_MAX_POPULATION,
+) -> ClusteringResult:
+    """Differentially private k-means centres of X by PE-means; mu-GDP for the requested mu.
+
+    X is N x d (any real dtype; a read-only memmap is fine); rows are clipped into the ball of
+    `radius` around `center` (the origin when None), which the data owner declares. Privacy is
+    (epsilon, delta) or mu, exactly one. T defaults to floor(4 sqrt(d)), times epsilon when
+    epsilon > 1 (no scaling when only mu is given); L to max(N/(5k), 4) capped so the
+    population stays within `max_population`. `progress(t, T)` is called after each iteration
+    and anything it raises propagates. `rng` is for tests only: by default the noise comes from
+    a generator seeded from OS entropy.
+    """
+    n_rows, n_cols = data_shape(X)
+    plan = plan_run(
+        n_rows,
+        n_cols,
+        k,
+        algorithm="pe-means",
+        epsilon=epsilon,
+        delta=delta,
+        mu=mu,
+        iterations=iterations,
+        variations=variations,
+        max_population=max_population,
+    )
+    points, c = prepare_rows(X, radius, center)
+    noise_rng = rng if rng is not None else np.random.default_rng()
+    outcome = evolve(
+        points,
+        plan.k,
+        radius=float(radius),
+        sigma=plan.sigma,
+        iterations=plan.iterations,
+        variations=plan.variations,
+        rng=noise_rng,
+        packing_rng=rng,
+        progress=progress,
+        progress_total=plan.progress_total,
+    )
+    del points
+    centres = outcome.centres + c
+    centres.flags.writeable = False
+    return ClusteringResult(
+        centers=centres,
+        algorithm="pe-means",
+        mu=plan.mu,
+        sigma=plan.sigma,
+        releases=plan.releases,
+        iterations=plan.iterations,
+        epsilon=plan.epsilon,
+        delta=plan.delta,
+        variations=plan.variations,
+        final_variations=outcome.final_variations,
+        population_size=plan.population_size,
+    )

@@ -1,0 +1,58 @@
+"""Levy-flight variations of selected centres (Mantegna's algorithm), the PE-means VARIATION_API."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+LEVY_BETA = 1.75
+VARIATION_GAMMA = 0.01
+
+
+def mantegna_sigma_u(beta: float = LEVY_BETA) -> float:
+    """Standard deviation of the numerator u in Mantegna's Levy-stable sampler."""
+    numerator = math.gamma(1.0 + beta) * math.sin(math.pi * beta / 2.0)
+    denominator = math.gamma((1.0 + beta) / 2.0) * beta * 2.0 ** ((beta - 1.0) / 2.0)
+    return float((numerator / denominator) ** (1.0 / beta))
+
+
+def levy_steps(rng: np.random.Generator, n: int, d: int, beta: float = LEVY_BETA) -> np.ndarray:
+    """n x d i.i.d. Levy(beta) draws: u / |v|^(1/beta), u ~ N(0, sigma_u^2), v ~ N(0, 1)."""
+    u = rng.normal(0.0, mantegna_sigma_u(beta), size=(n, d))
+    v = rng.standard_normal(size=(n, d))
+    np.abs(v, out=v)
+    # |v| < 1e-12 has probability ~1e-12 per draw; the floor keeps steps finite (at most ~1e8 * u,
+    # far outside any ball, so they are projected onto the sphere anyway) without overflow.
+    np.maximum(v, 1e-12, out=v)
+    np.power(v, 1.0 / beta, out=v)
+    u /= v
+    return u
+
+
+def project_into_ball(points: np.ndarray, radius: float) -> np.ndarray:
+    """Rescale (in place) every row whose norm exceeds `radius` onto the sphere of that radius."""
+    norms = np.sqrt(np.einsum("ij,ij->i", points, points))
+    outside = norms > radius
+    if outside.any():
+        points[outside] *= (radius / norms[outside])[:, None]
+    return points
+
+
+def levy_variations(
+    centres: np.ndarray,
+    variations: int,
+    radius: float,
+    rng: np.random.Generator,
+    gamma: float = VARIATION_GAMMA,
+) -> np.ndarray:
+    """`variations` mutants of each centre (centred coordinates), grouped by centre, in the ball.
+
+    Row i*variations + l is the l-th mutant of centre i: centre + gamma * R * Levy step, rescaled
+    onto the sphere of radius R when it lands outside.
+    """
+    k, d = centres.shape
+    steps = levy_steps(rng, k * variations, d)
+    steps *= gamma * radius
+    steps += np.repeat(centres, variations, axis=0)
+    return project_into_ball(steps, radius)

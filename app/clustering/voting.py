@@ -1,0 +1,234 @@
+"""Exact nearest-candidate search in bounded memory: the hot loop of PE-means.
+
+Every row's answer is the lowest index j minimising the directly computed squared distance
+sum_l (x_l - c_jl)^2: a deterministic function of that row and the candidate set alone, never of
+the other rows. That is what keeps the vote histogram's sensitivity at 1: adding or removing a
+row changes exactly one bin by one. Faster arithmetic (BLAS scores, KD-trees, pruning) is used
+to find that answer, with rigorous rounding windows so the result is the same as the slow one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial import cKDTree
+
+# At or below this dimension a KD-tree beats chunked BLAS for an unstructured candidate set
+# (measured in bench/RESULTS.md, "nearest-candidate backend").
+TREE_MAX_DIM = 8
+# Rows per KD-tree query call: bounds the temporary distance/index arrays for very large N.
+TREE_CHUNK_ROWS = 1 << 16
+# Target size in bytes of one rows x candidates block of BLAS scores.
+BLAS_BLOCK_BYTES = 1 << 21
+# Share of each group's mutants (the nearest ones to its anchor) forming the group's "core";
+# the rest are heavy-tailed Levy jumps, searched for every row (see grouped search below).
+CORE_QUANTILE = 0.95
+# Rows per block of the grouped search (bounds its rows x anchors temporaries).
+GROUPED_CHUNK_ROWS = 1 << 15
+_EPS = float(np.finfo(np.float64).eps)
+
+
+def worker_count() -> int:
+    """CPU threads to use: the affinity mask, capped by OMP_NUM_THREADS when a worker sets it."""
+    try:
+        available = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        available = os.cpu_count() or 1
+    limit = os.environ.get("OMP_NUM_THREADS", "")
+    if limit.isdigit() and int(limit) > 0:
+        available = min(available, int(limit))
+    return max(available, 1)
+
+
+def _rounding_window(d: int, norms: np.ndarray, cand_norm: float) -> np.ndarray:
+    # Rigorous (generous) bound, per row, on |BLAS score - exact score| + |direct sq / 2 -
+    # exact|, doubled: a candidate that can be the direct-distance minimiser scores within it of
+    # the best BLAS score; squared distances computed any other way are within twice it.
+    return 8.0 * (d + 4) * _EPS * (norms + cand_norm) ** 2
+
+
+def _direct_sq(row: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    diff = candidates - row
+    return np.sum(diff * diff, axis=1)
+
+
+def _lowest_direct_argmin(row: np.ndarray, candidates: np.ndarray, index: np.ndarray) -> int:
+    """Lowest index in `index` (ascending) minimising the direct squared distance to `row`."""
+    return int(index[np.argmin(_direct_sq(row, candidates[index]))])
+
+
+def _blas_search(
+    points: np.ndarray, candidates: np.ndarray, subset: np.ndarray | None = None
+) -> np.ndarray:
+    """Nearest candidate (global index) per row among `subset` (ascending indices; None = all).
+
+    Scores s_j = |c_j|^2 / 2 - x . c_j come from one gemm per row block ([x, 1] against
+    [-c, |c|^2/2]). Rows whose second-best score lies within the rounding window of the best are
+    re-decided on direct distances among every candidate within that window.
+    """
+    index = np.arange(len(candidates)) if subset is None else subset
+    chosen = candidates[index]
+    n_cand, d = chosen.shape
+    weights = np.empty((d + 1, n_cand))
+    weights[:d] = -chosen.T
+    weights[d] = 0.5 * np.einsum("ij,ij->i", chosen, chosen)
+    cand_norm = float(np.sqrt(2.0 * weights[d].max()))
+    out = np.empty(len(points), dtype=np.intp)
+    rows = int(np.clip(BLAS_BLOCK_BYTES // (8 * n_cand), 16, 8192))
+    augmented = np.empty((min(rows, len(points)), d + 1))
+    augmented[:, d] = 1.0
+    for start in range(0, len(points), rows):
+        block = augmented[: min(rows, len(points) - start)]
+        block[:, :d] = points[start : start + rows]
+        scores = block @ weights
+        positions = np.arange(len(block))
+        best = scores.argmin(axis=1)
+        threshold = scores[positions, best]
+        threshold += _rounding_window(
+            d, np.sqrt(np.einsum("ij,ij->i", block, block) - 1.0), cand_norm
+        )
+        if n_cand > 1:
+            scores[positions, best] = np.inf
+            for r in np.flatnonzero(scores.min(axis=1) <= threshold):
+                scores[r, best[r]] = -np.inf
+                best[r] = _lowest_direct_argmin(
+                    block[r, :d], chosen, np.flatnonzero(scores[r] <= threshold[r])
+                )
+        out[start : start + len(block)] = index[best]
+    return out
+
+
+def _tree_search(points: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """Nearest candidate per row from a KD-tree over the candidates (two nearest per query, so
+    rows whose two best distances are within the rounding window are re-decided directly)."""
+    out = np.empty(len(points), dtype=np.intp)
+    if len(candidates) == 1:
+        out[:] = 0
+        return out
+    tree = cKDTree(candidates)
+    workers = worker_count()
+    cand_norm = float(np.sqrt(np.einsum("ij,ij->i", candidates, candidates).max()))
+    d = candidates.shape[1]
+    everything = np.arange(len(candidates))
+    for start in range(0, len(points), TREE_CHUNK_ROWS):
+        block = np.asarray(points[start : start + TREE_CHUNK_ROWS], dtype=np.float64)
+        dist, idx = tree.query(block, k=2, workers=workers)
+        window = 2.0 * _rounding_window(d, np.sqrt(np.einsum("ij,ij->i", block, block)), cand_norm)
+        best = idx[:, 0]
+        for r in np.flatnonzero(dist[:, 1] ** 2 - dist[:, 0] ** 2 <= window):
+            best[r] = _lowest_direct_argmin(block[r], candidates, everything)
+        out[start : start + len(block)] = best
+    return out
+
+
+def _full_search(points: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    if candidates.shape[1] <= TREE_MAX_DIM:
+        return _tree_search(points, candidates)
+    return _blas_search(points, candidates)
+
+
+@dataclass(frozen=True)
+class GroupLayout:
+    """Population layout of PE-means after the first iteration: rows 0..k-1 are the selected
+    centres ("anchors"); rows k + g*per_anchor ... k + (g+1)*per_anchor - 1 mutate anchor g."""
+
+    anchors: int
+    per_anchor: int
+
+
+def _grouped_search(points: np.ndarray, candidates: np.ndarray, layout: GroupLayout) -> np.ndarray:
+    """Exact nearest candidate exploiting that mutants cluster around their anchor.
+
+    Each group's core is its anchor plus the CORE_QUANTILE of its mutants nearest to it, within
+    radius r_g of the anchor; the other mutants ("far") are searched for every row. A row is
+    searched among the core of its nearest anchor plus the far set, giving a best squared
+    distance b. Every candidate in another group's core is at least |x - a_h| - r_h away, so if
+    that bound exceeds sqrt(b) (with rounding margins) for every other group the answer is
+    final; otherwise the row falls back to a search over all candidates.
+    """
+    k, per = layout.anchors, layout.per_anchor
+    d = candidates.shape[1]
+    anchors = candidates[:k]
+    mutants = candidates[k:].reshape(k, per, d)
+    offsets = np.sqrt(np.sum((mutants - anchors[:, None, :]) ** 2, axis=2))
+    radii = np.quantile(offsets, CORE_QUANTILE, axis=1, method="higher")
+    in_core = offsets <= radii[:, None]
+    mutant_index = (k + np.arange(k * per)).reshape(k, per)
+    far = np.sort(mutant_index[~in_core])
+    cores = [np.concatenate(([g], mutant_index[g][in_core[g]])) for g in range(k)]
+
+    cand_norm = float(np.sqrt(np.einsum("ij,ij->i", candidates, candidates).max()))
+    subsets = [np.union1d(core, far) if far.size else core for core in cores]
+    out = np.empty(len(points), dtype=np.intp)
+    for start in range(0, len(points), GROUPED_CHUNK_ROWS):
+        block = np.asarray(points[start : start + GROUPED_CHUNK_ROWS], dtype=np.float64)
+        out[start : start + len(block)] = _grouped_block(
+            block, candidates, anchors, radii, subsets, cand_norm
+        )
+    return out
+
+
+def _grouped_block(
+    block: np.ndarray,
+    candidates: np.ndarray,
+    anchors: np.ndarray,
+    radii: np.ndarray,
+    subsets: list[np.ndarray],
+    cand_norm: float,
+) -> np.ndarray:
+    n, d = block.shape
+    k = len(anchors)
+    out = np.empty(n, dtype=np.intp)
+    # Squared distances to the anchors from BLAS; their rounding is covered by `err` below.
+    point_sq = np.einsum("ij,ij->i", block, block)
+    dist_sq = block @ (-2.0 * anchors.T)
+    dist_sq += point_sq[:, None]
+    dist_sq += np.einsum("ij,ij->i", anchors, anchors)[None, :]
+    nearest_anchor = dist_sq.argmin(axis=1)
+    order = np.argsort(nearest_anchor, kind="stable")
+    bounds = np.searchsorted(nearest_anchor[order], np.arange(k + 1))
+    for g in range(k):
+        rows = order[bounds[g] : bounds[g + 1]]
+        if rows.size:
+            out[rows] = _blas_search(block[rows], candidates, subsets[g])
+
+    # Verify every row: could a core member of another group be at least as close?
+    diff = block - candidates[out]
+    best = np.sqrt(np.sum(diff * diff, axis=1))
+    err = 16.0 * (d + 4) * _EPS * (np.sqrt(point_sq) + cand_norm) ** 2
+    dist_sq -= err[:, None]
+    np.maximum(dist_sq, 0.0, out=dist_sq)
+    lower = np.sqrt(dist_sq, out=dist_sq)
+    lower -= radii[None, :] * (1.0 + 1e-12)
+    lower[np.arange(n), nearest_anchor] = np.inf
+    slack = best * (1.0 + 1e-9) + np.sqrt(err)
+    unsafe = np.flatnonzero((lower <= slack[:, None]).any(axis=1))
+    if unsafe.size:
+        out[unsafe] = _full_search(block[unsafe], candidates)
+    return out
+
+
+def nearest_candidates(
+    points: np.ndarray, candidates: np.ndarray, layout: GroupLayout | None = None
+) -> np.ndarray:
+    """Index of the nearest candidate (Euclidean; lowest index on exact ties) for every row.
+
+    With a `layout` (PE-means populations after the first iteration) a pruned grouped search;
+    otherwise a KD-tree in low dimension and chunked BLAS above it. Memory is O(block), never
+    N x candidates.
+    """
+    if len(points) == 0:
+        return np.empty(0, dtype=np.intp)
+    if layout is not None and layout.anchors > 1 and layout.per_anchor >= 1:
+        return _grouped_search(points, candidates, layout)
+    return _full_search(points, candidates)
+
+
+def nearest_candidate_votes(
+    points: np.ndarray, candidates: np.ndarray, layout: GroupLayout | None = None
+) -> np.ndarray:
+    """Vote histogram: how many rows have each candidate as their nearest (sums to N)."""
+    labels = nearest_candidates(points, candidates, layout)
+    return np.bincount(labels, minlength=len(candidates)).astype(np.float64)

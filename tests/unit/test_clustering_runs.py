@@ -1,0 +1,301 @@
+"""Whole-run tests of pe_means / hdpe_means / cluster: privacy accounting, HDPE's final releases,
+progress and cancellation, input checks, and the memmap / randomness contract."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.clustering import (
+    ClusteringInputError,
+    ClusteringResult,
+    cluster,
+    hdpe_means,
+    noise,
+    pe_means,
+    plan_run,
+)
+from app.clustering.hdpe import noisy_means
+from app.privacy.gdp import PrivacyParameterError, mu_from_epsilon_delta
+
+
+def _blobs(n: int, d: int, k: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(-0.6, 0.6, size=(k, d))
+    return centres[rng.integers(k, size=n)] + rng.normal(scale=0.05, size=(n, d))
+
+
+class ReleaseLog:
+    """Wraps noise.gaussian_release to record every Gaussian release of a run."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[tuple[float, float, tuple[int, ...]]] = []
+        original = noise.gaussian_release
+
+        def recording(
+            values: np.ndarray, *, sensitivity: float, sigma: float, rng: np.random.Generator
+        ) -> np.ndarray:
+            self.calls.append((sensitivity, sigma, np.shape(values)))
+            return original(values, sensitivity=sensitivity, sigma=sigma, rng=rng)
+
+        monkeypatch.setattr(noise, "gaussian_release", recording)
+
+    def composed_mu(self) -> float:
+        # Each release adds N(0, (sensitivity*sigma)^2) to a statistic of that sensitivity, so it
+        # is 1/sigma-GDP; GDP composes as the root of the sum of squares.
+        return math.sqrt(sum(1.0 / sigma**2 for _, sigma, _ in self.calls))
+
+
+# ---------------------------------------------------------------------------------------------
+# Privacy accounting
+
+
+@pytest.mark.parametrize("epsilon", [0.25, 1.0, 3.0])
+def test_pe_means_spends_exactly_the_requested_mu(
+    monkeypatch: pytest.MonkeyPatch, epsilon: float
+) -> None:
+    log = ReleaseLog(monkeypatch)
+    X = _blobs(600, 3, 3)
+    delta = 1e-6
+    result = pe_means(X, 3, radius=1.5, epsilon=epsilon, delta=delta, rng=np.random.default_rng(1))
+    mu = mu_from_epsilon_delta(epsilon, delta)
+    assert result.mu == mu and result.epsilon == epsilon and result.delta == delta
+    # T = floor(4 sqrt(3)) = 6, times epsilon when epsilon > 1.
+    assert result.iterations == result.releases == (18 if epsilon == 3.0 else 6)
+    assert len(log.calls) == result.releases
+    assert all(s == 1.0 and sig == result.sigma for s, sig, _ in log.calls)
+    assert log.composed_mu() <= mu
+    assert log.composed_mu() == pytest.approx(mu, rel=1e-12)
+    assert math.sqrt(result.releases) / result.sigma <= mu
+
+
+def test_hdpe_means_spends_exactly_the_requested_mu(monkeypatch: pytest.MonkeyPatch) -> None:
+    log = ReleaseLog(monkeypatch)
+    X = _blobs(800, 40, 4)
+    result = hdpe_means(X, 4, radius=2.0, mu=0.8, rng=np.random.default_rng(2))
+    # T_total = floor(4 sqrt(16)) = 16: 14 PE iterations in R^16 plus the noisy sums and counts,
+    # all with sigma = sqrt(16) / mu.
+    assert (result.iterations, result.releases, result.projection_dim) == (14, 16, 16)
+    assert result.sigma >= 4 / 0.8 and result.sigma == pytest.approx(5.0, rel=1e-15)
+    assert len(log.calls) == 16
+    assert all(sig == result.sigma for _, sig, _ in log.calls)
+    sums, counts = log.calls[-2], log.calls[-1]
+    assert sums == (2.0, result.sigma, (4, 40))  # sensitivity R, one draw per coordinate
+    assert counts == (1.0, result.sigma, (4,))
+    assert log.composed_mu() <= 0.8
+    assert log.composed_mu() == pytest.approx(0.8, rel=1e-12)
+
+
+def test_plan_prices_a_job_before_it_runs() -> None:
+    plan = plan_run(20_000, 16, 16, epsilon=1.0, delta=1 / 20_000**1.1)
+    assert (plan.algorithm, plan.iterations, plan.releases, plan.variations) == (
+        "pe-means",
+        16,
+        16,
+        250,
+    )
+    assert plan.population_size == 251 * 16 and plan.progress_total == 16
+    # epsilon > 1 scales T; mu alone does not.
+    assert plan_run(20_000, 16, 16, epsilon=2.5, delta=1e-6).iterations == 40
+    assert plan_run(20_000, 16, 16, mu=3.0).iterations == 16
+    high = plan_run(20_000, 64, 4, epsilon=1.0, delta=1e-6)
+    assert (high.algorithm, high.iterations, high.releases, high.progress_total) == (
+        "hdpe-means",
+        14,
+        16,
+        15,
+    )
+    # The population cap: L = N/(5k) = 12,500 at a million rows, capped to (L+1)*k <= 8192.
+    big = plan_run(1_000_000, 16, 16, epsilon=1.0, delta=1e-7)
+    assert big.variations == 511 and big.population_size == 8192
+
+
+# ---------------------------------------------------------------------------------------------
+# HDPE final step
+
+
+def test_hdpe_noise_on_sums_is_isotropic() -> None:
+    # The published code adds one scalar per cluster to every coordinate (correlation 1 between
+    # coordinates). Here each coordinate gets its own draw: over 4000 releases the sample
+    # correlation of two coordinates has standard error ~0.016; |r| < 0.1 for all 28 pairs
+    # fails with probability < 1e-8, and the variance is within 8% of (R sigma)^2 (over 9 SE).
+    rng = np.random.default_rng(11)
+    sums = np.zeros((1, 8))
+    counts = np.array([1e12])  # divide by a huge count so the centre is the noise / 1e12
+    draws = np.array(
+        [noisy_means(sums, counts, radius=3.0, sigma=2.0, rng=rng)[0] * 1e12 for _ in range(4000)]
+    )
+    corr = np.corrcoef(draws.T)
+    off_diagonal = corr[~np.eye(8, dtype=bool)]
+    assert np.abs(off_diagonal).max() < 0.1
+    np.testing.assert_allclose(draws.var(axis=0), 36.0, rtol=0.08)
+
+
+def test_hdpe_returns_k_centres_even_when_clusters_are_empty() -> None:
+    # Every row is the same point: at most one low-dimensional cluster gets any rows, the other
+    # k - 1 are empty, and each is still released (noise only) and returned, inside the ball.
+    X = np.tile(np.linspace(-1, 1, 40), (300, 1))
+    result = hdpe_means(
+        X, 6, radius=10.0, center=np.zeros(40), mu=1.0, rng=np.random.default_rng(4)
+    )
+    assert result.centers.shape == (6, 40)
+    assert np.isfinite(result.centers).all()
+    assert np.all(np.linalg.norm(result.centers, axis=1) <= 10.0 * (1 + 1e-12))
+    # The small-sample edge: k = N.
+    tiny = hdpe_means(X[:3], 3, radius=10.0, mu=1.0, rng=np.random.default_rng(5))
+    assert tiny.centers.shape == (3, 40)
+
+
+def test_pe_means_returns_original_coordinates() -> None:
+    # Data far from the origin, with the domain declared around it: centres land on the blobs.
+    offset = np.array([100.0, -50.0, 7.0])
+    X = _blobs(3000, 3, 2, seed=3) + offset
+    result = pe_means(
+        X, 2, radius=1.5, center=offset, epsilon=4.0, delta=1e-6, rng=np.random.default_rng(6)
+    )
+    assert isinstance(result, ClusteringResult) and result.algorithm == "pe-means"
+    true_centres = np.random.default_rng(3).uniform(-0.6, 0.6, size=(2, 3)) + offset
+    gaps = np.linalg.norm(result.centers[:, None, :] - true_centres[None], axis=2).min(axis=0)
+    assert gaps.max() < 0.05
+    assert not result.centers.flags.writeable
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress and cancellation
+
+
+def test_progress_reports_every_iteration_and_hdpe_final_step() -> None:
+    seen: list[tuple[int, int]] = []
+    pe_means(
+        _blobs(300, 2, 2),
+        2,
+        radius=1.5,
+        mu=1.0,
+        rng=np.random.default_rng(0),
+        progress=lambda i, n: seen.append((i, n)),
+    )
+    assert seen == [(t, 5) for t in range(1, 6)]  # T = floor(4 sqrt(2)) = 5
+    seen.clear()
+    hdpe_means(
+        _blobs(300, 20, 2),
+        2,
+        radius=2.0,
+        mu=1.0,
+        iterations=3,
+        rng=np.random.default_rng(0),
+        progress=lambda i, n: seen.append((i, n)),
+    )
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
+
+
+class Cancelled(Exception):
+    pass
+
+
+@pytest.mark.parametrize("algorithm", ["pe-means", "hdpe-means"])
+def test_an_exception_from_progress_stops_the_run(algorithm: str) -> None:
+    calls: list[int] = []
+
+    def progress(iteration: int, total: int) -> None:
+        calls.append(iteration)
+        if iteration == 2:
+            raise Cancelled
+
+    with pytest.raises(Cancelled):
+        cluster(_blobs(300, 20, 2), 2, algorithm=algorithm, radius=2.0, mu=1.0, progress=progress)
+    assert calls == [1, 2]
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"X": np.zeros(10)}, "X"),
+        ({"X": np.zeros((2, 3, 4))}, "X"),
+        ({"X": np.zeros((0, 3))}, "X"),
+        ({"X": np.array([[0.0, 1.0], [np.nan, 0.0]])}, "X"),
+        ({"X": np.array([[0.0, np.inf]] * 3)}, "X"),
+        ({"X": np.array([["a", "b"]] * 3)}, "X"),
+        ({"k": 0}, "k"),
+        ({"k": 11}, "k"),
+        ({"k": 2.5}, "k"),
+        ({"k": True}, "k"),
+        ({"radius": 0.0}, "radius"),
+        ({"radius": -1.0}, "radius"),
+        ({"radius": float("nan")}, "radius"),
+        ({"center": [0.0, 0.0, 0.0]}, "center"),
+        ({"center": [0.0, float("inf")]}, "center"),
+        ({"mu": 1.0, "epsilon": 1.0, "delta": 1e-6}, "mu"),
+        ({"mu": None}, "epsilon"),
+        ({"mu": None, "epsilon": 1.0}, "delta"),
+        ({"mu": 0.0}, "mu"),
+        ({"mu": float("nan")}, "mu"),
+        ({"iterations": 0}, "iterations"),
+        ({"variations": 0}, "variations"),
+        ({"variations": 10**6}, "variations"),
+        ({"algorithm": "kmeans"}, "algorithm"),
+        ({"algorithm": "hdpe-means", "projection_dim": 0}, "projection_dim"),
+    ],
+)
+def test_invalid_inputs_name_the_field(kwargs: dict[str, object], field: str) -> None:
+    args: dict[str, object] = {"X": np.zeros((10, 2)), "k": 2, "radius": 1.0, "mu": 1.0}
+    args.update(kwargs)
+    X, k = args.pop("X"), args.pop("k")
+    with pytest.raises(ClusteringInputError) as info:
+        cluster(X, k, **args)  # type: ignore[arg-type]
+    assert info.value.field == field
+    assert isinstance(info.value, ValueError) and str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "delta", "field"),
+    [(0.0, 1e-6, "epsilon"), (1.0, 1.5, "delta"), (-1.0, 1e-6, "epsilon")],
+)
+def test_bad_epsilon_delta_raise_the_privacy_error(
+    epsilon: float, delta: float, field: str
+) -> None:
+    with pytest.raises(PrivacyParameterError) as info:
+        pe_means(np.zeros((10, 2)), 2, radius=1.0, epsilon=epsilon, delta=delta)
+    assert info.value.field == field
+
+
+def test_auto_picks_by_dimension() -> None:
+    low = cluster(_blobs(200, 32, 2), 2, radius=2.0, mu=1.0, iterations=2)
+    high = cluster(_blobs(200, 33, 2), 2, radius=2.0, mu=1.0, iterations=2)
+    assert (low.algorithm, high.algorithm) == ("pe-means", "hdpe-means")
+
+
+# ---------------------------------------------------------------------------------------------
+# Data handling and randomness
+
+
+def test_read_only_memmap_input_is_not_modified(tmp_path: Path) -> None:
+    path = tmp_path / "rows.npy"
+    data = _blobs(2000, 5, 3) * 3  # many rows outside the radius-1 ball: clipping happens
+    np.save(path, data)
+    X = np.load(path, mmap_mode="r")
+    result = pe_means(X, 3, radius=1.0, mu=2.0)
+    assert result.centers.shape == (3, 5)
+    np.testing.assert_array_equal(np.load(path), data)
+
+
+def test_default_noise_is_fresh_every_run() -> None:
+    # Without a test generator every run draws new noise (OS entropy): two runs on the same
+    # data differ. (Equal outputs would need identical continuous noise: probability 0.)
+    X = _blobs(500, 2, 2)
+    first = pe_means(X, 2, radius=1.5, mu=0.5).centers
+    second = pe_means(X, 2, radius=1.5, mu=0.5).centers
+    assert not np.array_equal(first, second)
+
+
+def test_a_test_generator_makes_runs_reproducible() -> None:
+    X = _blobs(500, 2, 2)
+    a = pe_means(X, 2, radius=1.5, mu=0.5, rng=np.random.default_rng(9)).centers
+    b = pe_means(X, 2, radius=1.5, mu=0.5, rng=np.random.default_rng(9)).centers
+    np.testing.assert_array_equal(a, b)
