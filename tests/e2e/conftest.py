@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import httpx
 import pytest
@@ -35,10 +36,12 @@ class Stack:
     api: subprocess.Popen[bytes]
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     admin_key: str = ""
+    handles: list[IO[bytes]] = field(default_factory=list)
 
     def start_worker(self) -> subprocess.Popen[bytes]:
         n = len(self.workers)
         log = open(self.log_dir / f"worker{n}.log", "wb")  # noqa: SIM115
+        self.handles.append(log)
         proc = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "worker"],
             env=self.env,
@@ -113,4 +116,5 @@ def stack(settings: Settings, tmp_path: Path) -> Iterator[Stack]:
     finally:
         for p in [*s.workers, api]:
             _stop(p)
-        api_log.close()
+        for handle in [api_log, *s.handles]:
+            handle.close()
