@@ -1,0 +1,108 @@
+"""Benchmark: peak memory of the API process while a large CSV is uploaded over HTTP.
+
+Starts a real `privclust api` process on a temporary data dir (SQLite), generates a
+1,000,000 x 32 CSV (about 300 MB, deleted afterwards), streams it to POST /v1/datasets and reads
+the API process's peak resident memory (VmHWM) before and after. Prints a table; never asserts.
+
+    .venv/bin/python bench/upload_memory.py [--rows 1000000] [--cols 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from ingest_memory import generate  # noqa: E402
+
+
+def vm_hwm_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--cols", type=int, default=32)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmpdir = Path(tmp)
+        csv_path = tmpdir / "big.csv"
+        generate(csv_path, "csv", args.rows, args.cols, seed=0)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = {
+            **os.environ,
+            "PRIVCLUST_DATA_DIR": str(tmpdir / "var"),
+            "PRIVCLUST_PORT": str(port),
+            "PRIVCLUST_REDIS_URL": "redis://127.0.0.1:1/0",
+        }
+        env.pop("PRIVCLUST_DATABASE_URL", None)
+        subprocess.run(
+            [sys.executable, "-m", "app.cli", "migrate"],
+            env=env,
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        token = (tmpdir / "var" / "admin-token").read_text().strip()
+        api = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "api"],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            base = f"http://127.0.0.1:{port}"
+            for _ in range(300):
+                try:
+                    httpx.get(base + "/healthz", timeout=1)
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            admin = {"Authorization": f"Bearer {token}"}
+            owner = httpx.post(
+                base + "/v1/api-keys", headers=admin, json={"tenant": "bench", "role": "owner"}
+            ).json()["key"]
+            idle = vm_hwm_mib(api.pid)
+            started = time.perf_counter()
+            with csv_path.open("rb") as fh:
+                r = httpx.post(
+                    base + "/v1/datasets",
+                    timeout=600,
+                    headers={"Authorization": f"Bearer {owner}"},
+                    data={"name": "big", "epsilon": "1", "delta": "1e-7", "radius": "1000"},
+                    files={"file": ("big.csv", fh, "text/csv")},
+                )
+            seconds = time.perf_counter() - started
+            peak = vm_hwm_mib(api.pid)
+        finally:
+            api.terminate()
+            api.wait()
+        size = csv_path.stat().st_size / 2**20
+        print("| rows x cols | CSV size | status | upload time | API peak RSS | API RSS idle |")
+        print("|---|---|---|---|---|---|")
+        print(
+            f"| {args.rows:,} x {args.cols} | {size:.0f} MiB | {r.status_code} | "
+            f"{seconds:.1f} s | {peak:.0f} MiB | {idle:.0f} MiB |"
+        )
+
+
+if __name__ == "__main__":
+    main()
