@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from app.clustering import ClusteringInputError, cluster, plan_run
+from app.clustering import cluster, plan_run
 from app.config import get_settings
 from app.db import repositories as repo
 from app.db.models import Dataset, Job
@@ -194,11 +194,11 @@ def run_clustering_job(job_id: str) -> str:
         return "cancelled"
     except Exception as exc:
         log.exception("job %s failed", jid)
-        # Never echo internals that could depend on the data; the log has the details.
+        # Analysts read this: never echo a message that could depend on the rows (e.g. which
+        # row overflowed). Parameters were validated at admission; the log has the details.
         message = (
-            ("clustering failed: " + str(exc))
-            if isinstance(exc, ClusteringInputError)
-            else "clustering failed with an internal error; see the worker log"
+            f"clustering failed ({type(exc).__name__}); the privacy budget it spent stays "
+            f"charged. The worker log has the details (job {jid})."
         )
         with session_scope(db_url) as s:
             if repo.update_running_job(
