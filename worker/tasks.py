@@ -192,12 +192,12 @@ def run_clustering_job(job_id: str) -> str:
                 assert job is not None
                 ledger.record(s, job, "cancelled", note="stopped while running; stays charged")
         return "cancelled"
-    except Exception as exc:
+    except Exception:
         log.exception("job %s failed", jid)
         # Analysts read this: never echo a message that could depend on the rows (e.g. which
         # row overflowed). Parameters were validated at admission; the log has the details.
         message = (
-            f"clustering failed ({type(exc).__name__}); the privacy budget it spent stays "
+            "clustering failed; the privacy budget it spent stays "
             f"charged. The worker log has the details (job {jid})."
         )
         with session_scope(db_url) as s:
