@@ -1,0 +1,240 @@
+"""A Python client generated from the live /openapi.json runs the whole main job end to end.
+
+openapi-python-client (a dev dependency) turns the document the running API serves into a
+package; everything after that goes only through the generated functions and models, the way a
+user of a generated client would work. The generator runs with the virtualenv's bin directory on
+PATH so its ruff post-processing hook runs too, and any generator warning (a skipped endpoint or
+model, a failed hook) fails the test.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.e2e.conftest import Stack
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+
+PACKAGE = "privclust_client"
+VENV_BIN = Path(sys.executable).parent
+GENERATOR = VENV_BIN / "openapi-python-client"
+# Three blobs far apart (pairwise distance >= 6.4) with spread 0.8, inside a radius-10 ball.
+TRUE_CENTERS = np.array([[-4.0, -4.0], [0.0, 5.0], [5.0, -1.0]])
+N_ROWS = 3000
+
+Loader = Callable[[str], Any]
+
+
+class ErrorNotParsed(AssertionError):
+    """The generated client returned no Problem model for a problem+json error response."""
+
+
+def _blobs_csv(seed: int = 11) -> bytes:
+    rng = np.random.default_rng(seed)
+    x = TRUE_CENTERS[np.arange(N_ROWS) % 3] + rng.normal(0.0, 0.8, (N_ROWS, 2))
+    rows = "\n".join(f"{a:.6f},{b:.6f}" for a, b in x)
+    return f"x,y\n{rows}\n".encode()
+
+
+@pytest.fixture
+def generated(stack: Stack, tmp_path: Path) -> Iterator[Loader]:
+    """Generate the client from the running API; yield an importer for its modules.
+
+    The package is importable only for the test's duration: its sys.path entry and every
+    `privclust_client*` module are removed afterwards, so a later test generates afresh.
+    """
+    spec = httpx.get(stack.base_url + "/openapi.json", timeout=30)
+    assert spec.status_code == 200, spec.text
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_bytes(spec.content)
+    out_root = tmp_path / "generated"
+    out_root.mkdir()
+    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    run = subprocess.run(
+        [
+            str(GENERATOR),
+            "generate",
+            "--path",
+            str(spec_path),
+            "--output-path",
+            str(out_root / PACKAGE),
+            "--meta",
+            "none",
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output
+    # The generator still exits 0 when it had to skip parts of the document; it says so.
+    assert "warning" not in output.lower(), output
+
+    sys.path.insert(0, str(out_root))
+    importlib.invalidate_caches()
+    try:
+        yield lambda name: importlib.import_module(f"{PACKAGE}.{name}" if name else PACKAGE)
+    finally:
+        sys.path.remove(str(out_root))
+        for mod in [m for m in sys.modules if m == PACKAGE or m.startswith(PACKAGE + ".")]:
+            del sys.modules[mod]
+
+
+def _connect(load: Loader, stack: Stack, key: str) -> Any:
+    # Undocumented status codes raise instead of silently parsing to None.
+    return load("").AuthenticatedClient(
+        base_url=stack.base_url,
+        token=key,
+        timeout=httpx.Timeout(30.0),
+        raise_on_unexpected_status=True,
+    )
+
+
+def _create_key(load: Loader, admin: Any, role: str) -> str:
+    models = load("models")
+    r = load("api.keys.keys_create").sync_detailed(
+        client=admin, body=models.ApiKeyCreate(tenant="acme", role=models.ApiKeyCreateRole(role))
+    )
+    assert r.status_code == 201, r.content
+    assert isinstance(r.parsed, models.ApiKeyCreated) and r.parsed.role == role
+    return str(r.parsed.key)
+
+
+def test_main_job_through_the_generated_client(stack: Stack, generated: Loader) -> None:
+    load = generated
+    models, types = load("models"), load("types")
+    datasets_create = load("api.datasets.datasets_create")
+    budget_get = load("api.datasets.budget_get")
+    ledger_get = load("api.datasets.ledger_get")
+    jobs_estimate = load("api.jobs.jobs_estimate")
+    jobs_create = load("api.jobs.jobs_create")
+    jobs_get = load("api.jobs.jobs_get")
+
+    with _connect(load, stack, stack.admin_key) as admin:
+        owner_key = _create_key(load, admin, "owner")
+        analyst_key = _create_key(load, admin, "analyst")
+
+    with _connect(load, stack, owner_key) as owner:
+        upload = models.BodyDatasetsCreate(
+            file=types.File(
+                payload=io.BytesIO(_blobs_csv()), file_name="blobs.csv", mime_type="text/csv"
+            ),
+            name="blobs",
+            epsilon=3.0,
+            delta=1e-6,
+            radius=10.0,
+        )
+        r = datasets_create.sync_detailed(client=owner, body=upload)
+        assert r.status_code == 201, r.content
+        ds = r.parsed
+        assert isinstance(ds, models.DatasetOut)
+        assert (ds.n_rows, ds.n_cols, ds.columns) == (N_ROWS, 2, ["x", "y"])
+        assert ds.domain.radius == 10.0 and ds.domain.center == [0.0, 0.0]
+        assert (ds.budget.epsilon, ds.budget.delta, ds.budget.mu_spent) == (3.0, 1e-6, 0.0)
+
+    with _connect(load, stack, analyst_key) as analyst:
+        request = models.JobCreate(k=3, algorithm=models.JobCreateAlgorithm.AUTO, epsilon=1.0)
+        est = jobs_estimate.sync(ds.id, client=analyst, body=request)
+        assert isinstance(est, models.Estimate)
+        assert est.admissible and est.algorithm == "pe-means"
+        assert est.budget.mu_remaining == pytest.approx(ds.budget.mu_cap)
+        assert est.budget_after.mu_remaining == pytest.approx(
+            math.sqrt(ds.budget.mu_cap**2 - est.privacy.mu**2)
+        )
+        assert budget_get.sync(ds.id, client=analyst).jobs == 0  # the estimate charged nothing
+
+        # The generated function exposes the Idempotency-Key header as a keyword argument.
+        idem = f"generated-client-{uuid.uuid4()}"
+        r = jobs_create.sync_detailed(ds.id, client=analyst, body=request, idempotency_key=idem)
+        assert r.status_code == 202, r.content
+        job = r.parsed
+        assert isinstance(job, models.JobOut)
+        assert job.privacy.mu == pytest.approx(est.privacy.mu)
+        retry = jobs_create.sync_detailed(ds.id, client=analyst, body=request, idempotency_key=idem)
+        assert retry.status_code == 202, retry.content
+        assert retry.parsed.id == job.id and retry.headers.get("Idempotent-Replayed") == "true"
+
+        deadline = time.monotonic() + 120
+        while True:
+            job = jobs_get.sync(job.id, client=analyst)
+            assert isinstance(job, models.JobOut)
+            if job.status.value in ("succeeded", "failed", "cancelled"):
+                break
+            assert time.monotonic() < deadline, f"job stuck: {job}\n{stack.logs()}"
+            time.sleep(0.2)
+        assert job.status == models.JobOutStatus.SUCCEEDED, f"{job}\n{stack.logs()}"
+        assert isinstance(job.result, models.JobResult) and job.result.columns == ["x", "y"]
+        centers = np.array(job.result.centers)
+        assert centers.shape == (3, 2)
+        # epsilon=1 on 3000 rows: mu ~ 0.24, noise sigma ~ 9.4 per vote bin against ~1000 votes
+        # per blob, so the noise barely moves the selection. 1200 offline runs of the same data
+        # through app.clustering.cluster gave a worst gap of 0.35 (median 0.17); the bound 1.0
+        # was never reached (false-failure rate < 0.25% at 95% confidence by the rule of three)
+        # while a centre in the wrong blob or two in one blob is off by >= 6.
+        gaps = np.linalg.norm(TRUE_CENTERS[:, None, :] - centers[None], axis=2).min(axis=1)
+        assert gaps.max() < 1.0, (gaps, centers)
+
+        budget = budget_get.sync(ds.id, client=analyst)
+        assert isinstance(budget, models.Budget)
+        assert budget.mu_spent == pytest.approx(job.privacy.mu) and budget.mu_reserved == 0.0
+        assert budget.jobs == 1
+        ledger = ledger_get.sync(ds.id, client=analyst)
+        assert isinstance(ledger, models.LedgerOut)
+        assert [e.kind.value for e in ledger.entries] == ["cap", "reserve", "commit", "succeeded"]
+
+        # Over the remaining budget: 409 budget-exceeded, and nothing is charged.
+        greedy = models.JobCreate(k=3, epsilon=budget.epsilon_remaining + 0.5)
+        refused = jobs_create.sync_detailed(ds.id, client=analyst, body=greedy)
+        assert refused.status_code == 409, refused.content
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        problem = json.loads(refused.content)
+        assert problem["code"] == "budget-exceeded" and problem["status"] == 409
+        assert problem["mu_remaining"] == pytest.approx(budget.mu_remaining)
+        assert problem["mu_requested"] > problem["mu_remaining"]
+        after = budget_get.sync(ds.id, client=analyst)
+        assert (after.mu_spent, after.mu_reserved, after.jobs) == (budget.mu_spent, 0.0, 1)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "error responses declare `application/problem+json: {}` with no schema (the Problem schema "
+        "sits only under application/json, which the API never sends), so the generated client "
+        "parses every error to None instead of Problem; see app/api/problems.py responses()"
+    ),
+    raises=ErrorNotParsed,
+)
+def test_error_responses_parse_into_the_generated_problem_model(
+    stack: Stack, generated: Loader
+) -> None:
+    load = generated
+    models = load("models")
+    datasets_get = load("api.datasets.datasets_get")
+    with _connect(load, stack, stack.admin_key) as admin:
+        owner_key = _create_key(load, admin, "owner")
+    with _connect(load, stack, owner_key) as owner:
+        missing = datasets_get.sync_detailed(uuid.uuid4(), client=owner)
+    assert missing.status_code == 404, missing.content
+    raw = json.loads(missing.content)  # the server side is right: a problem document
+    assert raw["status"] == 404 and raw["code"].endswith("not-found"), raw
+    if not isinstance(missing.parsed, models.Problem):
+        raise ErrorNotParsed(f"parsed={missing.parsed!r}")
+    assert (missing.parsed.code, missing.parsed.status) == (raw["code"], 404)
