@@ -18,9 +18,10 @@ def select_centres(
     previous: np.ndarray | None,
     rng: np.random.Generator,
     *,
-    restarts: int = KMEANS_RESTARTS,
+    restarts: int | None = None,
 ) -> np.ndarray:
-    """k centres: weighted k-means (k-means++ init, `restarts` runs) on positive-weight candidates.
+    """k centres: weighted k-means (k-means++ init, `restarts` runs, default KMEANS_RESTARTS) on
+    the positive-weight candidates.
 
     With fewer than k positive-weight candidates there is nothing to cluster; the previous
     selection is kept, or in the first iteration the positive candidates are completed with
@@ -38,7 +39,7 @@ def select_centres(
     model = KMeans(
         n_clusters=k,
         init="k-means++",
-        n_init=restarts,
+        n_init=KMEANS_RESTARTS if restarts is None else restarts,
         random_state=int(rng.integers(2**31 - 1)),
     )
     with warnings.catch_warnings():

@@ -15,16 +15,18 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
-# At or below this dimension a KD-tree beats chunked BLAS for an unstructured candidate set
-# (measured in bench/RESULTS.md, "nearest-candidate backend").
+# At or below this dimension a KD-tree is as fast as or faster than the alternatives, for
+# sphere-packed and for evolved populations (measured in bench/RESULTS.md, "nearest-candidate
+# backend").
 TREE_MAX_DIM = 8
 # Rows per KD-tree query call: bounds the temporary distance/index arrays for very large N.
 TREE_CHUNK_ROWS = 1 << 16
 # Target size in bytes of one rows x candidates block of BLAS scores.
 BLAS_BLOCK_BYTES = 1 << 21
-# Share of each group's mutants (the nearest ones to its anchor) forming the group's "core";
-# the rest are heavy-tailed Levy jumps, searched for every row (see grouped search below).
-CORE_QUANTILE = 0.95
+# A group's "core" holds the mutants within this fraction of the distance from its anchor to
+# the nearest other anchor; the rest are heavy-tailed Levy jumps searched for every row
+# (see the grouped search below; measured in bench/RESULTS.md, "nearest-candidate backend").
+CORE_FRACTION = 0.25
 # Rows per block of the grouped search (bounds its rows x anchors temporaries).
 GROUPED_CHUNK_ROWS = 1 << 15
 _EPS = float(np.finfo(np.float64).eps)
@@ -59,14 +61,15 @@ def _lowest_direct_argmin(row: np.ndarray, candidates: np.ndarray, index: np.nda
     return int(index[np.argmin(_direct_sq(row, candidates[index]))])
 
 
-def _blas_search(
+def _blas_best(
     points: np.ndarray, candidates: np.ndarray, subset: np.ndarray | None = None
-) -> np.ndarray:
-    """Nearest candidate (global index) per row among `subset` (ascending indices; None = all).
+) -> tuple[np.ndarray, np.ndarray]:
+    """Nearest candidate (global index) per row among `subset` (ascending indices; None = all),
+    and its BLAS score |c|^2 / 2 - x . c (exact to within `_rounding_window` / 2).
 
-    Scores s_j = |c_j|^2 / 2 - x . c_j come from one gemm per row block ([x, 1] against
-    [-c, |c|^2/2]). Rows whose second-best score lies within the rounding window of the best are
-    re-decided on direct distances among every candidate within that window.
+    Scores come from one gemm per row block ([x, 1] against [-c, |c|^2/2]). Rows whose
+    second-best score lies within the rounding window of the best are re-decided on direct
+    distances among every candidate within that window.
     """
     index = np.arange(len(candidates)) if subset is None else subset
     chosen = candidates[index]
@@ -76,6 +79,7 @@ def _blas_search(
     weights[d] = 0.5 * np.einsum("ij,ij->i", chosen, chosen)
     cand_norm = float(np.sqrt(2.0 * weights[d].max()))
     out = np.empty(len(points), dtype=np.intp)
+    out_scores = np.empty(len(points))
     rows = int(np.clip(BLAS_BLOCK_BYTES // (8 * n_cand), 16, 8192))
     augmented = np.empty((min(rows, len(points)), d + 1))
     augmented[:, d] = 1.0
@@ -85,11 +89,11 @@ def _blas_search(
         scores = block @ weights
         positions = np.arange(len(block))
         best = scores.argmin(axis=1)
-        threshold = scores[positions, best]
-        threshold += _rounding_window(
-            d, np.sqrt(np.einsum("ij,ij->i", block, block) - 1.0), cand_norm
-        )
+        lowest = scores[positions, best]
+        out_scores[start : start + len(block)] = lowest
         if n_cand > 1:
+            norms = np.sqrt(np.einsum("ij,ij->i", block, block) - 1.0)
+            threshold = lowest + _rounding_window(d, norms, cand_norm)
             scores[positions, best] = np.inf
             for r in np.flatnonzero(scores.min(axis=1) <= threshold):
                 scores[r, best[r]] = -np.inf
@@ -97,7 +101,14 @@ def _blas_search(
                     block[r, :d], chosen, np.flatnonzero(scores[r] <= threshold[r])
                 )
         out[start : start + len(block)] = index[best]
-    return out
+    return out, out_scores
+
+
+def _blas_search(
+    points: np.ndarray, candidates: np.ndarray, subset: np.ndarray | None = None
+) -> np.ndarray:
+    """Nearest candidate (global index) per row among `subset` (None = all), by BLAS."""
+    return _blas_best(points, candidates, subset)[0]
 
 
 def _tree_search(points: np.ndarray, candidates: np.ndarray) -> np.ndarray:
@@ -141,31 +152,33 @@ class GroupLayout:
 def _grouped_search(points: np.ndarray, candidates: np.ndarray, layout: GroupLayout) -> np.ndarray:
     """Exact nearest candidate exploiting that mutants cluster around their anchor.
 
-    Each group's core is its anchor plus the CORE_QUANTILE of its mutants nearest to it, within
-    radius r_g of the anchor; the other mutants ("far") are searched for every row. A row is
-    searched among the core of its nearest anchor plus the far set, giving a best squared
-    distance b. Every candidate in another group's core is at least |x - a_h| - r_h away, so if
-    that bound exceeds sqrt(b) (with rounding margins) for every other group the answer is
-    final; otherwise the row falls back to a search over all candidates.
+    Group g's core is its anchor and the mutants within CORE_FRACTION of the distance to the
+    nearest other anchor (radius r_g: the largest such offset); the other mutants are "far"
+    (the heavy-tailed Levy jumps) and searched for every row. A row is searched among the core of
+    its nearest anchor and the far set, giving a best distance b. Every member of another
+    group's core is at least |x - a_h| - r_h away, so when that bound exceeds b (with rounding
+    margins) for every other group the answer is final; otherwise the row falls back to a search
+    over all candidates.
     """
     k, per = layout.anchors, layout.per_anchor
     d = candidates.shape[1]
     anchors = candidates[:k]
     mutants = candidates[k:].reshape(k, per, d)
     offsets = np.sqrt(np.sum((mutants - anchors[:, None, :]) ** 2, axis=2))
-    radii = np.quantile(offsets, CORE_QUANTILE, axis=1, method="higher")
-    in_core = offsets <= radii[:, None]
+    gaps = np.sqrt(np.sum((anchors[:, None, :] - anchors[None, :, :]) ** 2, axis=2))
+    np.fill_diagonal(gaps, np.inf)
+    in_core = offsets <= CORE_FRACTION * gaps.min(axis=1)[:, None]
+    radii = np.where(in_core, offsets, 0.0).max(axis=1)
     mutant_index = (k + np.arange(k * per)).reshape(k, per)
     far = np.sort(mutant_index[~in_core])
     cores = [np.concatenate(([g], mutant_index[g][in_core[g]])) for g in range(k)]
 
     cand_norm = float(np.sqrt(np.einsum("ij,ij->i", candidates, candidates).max()))
-    subsets = [np.union1d(core, far) if far.size else core for core in cores]
     out = np.empty(len(points), dtype=np.intp)
     for start in range(0, len(points), GROUPED_CHUNK_ROWS):
         block = np.asarray(points[start : start + GROUPED_CHUNK_ROWS], dtype=np.float64)
         out[start : start + len(block)] = _grouped_block(
-            block, candidates, anchors, radii, subsets, cand_norm
+            block, candidates, anchors, radii, cores, far, cand_norm
         )
     return out
 
@@ -175,12 +188,14 @@ def _grouped_block(
     candidates: np.ndarray,
     anchors: np.ndarray,
     radii: np.ndarray,
-    subsets: list[np.ndarray],
+    cores: list[np.ndarray],
+    far: np.ndarray,
     cand_norm: float,
 ) -> np.ndarray:
     n, d = block.shape
     k = len(anchors)
     out = np.empty(n, dtype=np.intp)
+    score = np.empty(n)
     # Squared distances to the anchors from BLAS; their rounding is covered by `err` below.
     point_sq = np.einsum("ij,ij->i", block, block)
     dist_sq = block @ (-2.0 * anchors.T)
@@ -192,7 +207,16 @@ def _grouped_block(
     for g in range(k):
         rows = order[bounds[g] : bounds[g + 1]]
         if rows.size:
-            out[rows] = _blas_search(block[rows], candidates, subsets[g])
+            out[rows], score[rows] = _blas_best(block[rows], candidates, cores[g])
+    window = _rounding_window(d, np.sqrt(point_sq), cand_norm)
+    if far.size:
+        far_best, far_score = _blas_best(block, candidates, far)
+        take_far = far_score < score - window
+        out[take_far] = far_best[take_far]
+        # Core and far bests within rounding of each other: decide on direct distances.
+        everything = np.arange(len(candidates))
+        for r in np.flatnonzero(np.abs(far_score - score) <= window):
+            out[r] = _lowest_direct_argmin(block[r], candidates, everything)
 
     # Verify every row: could a core member of another group be at least as close?
     diff = block - candidates[out]
@@ -215,15 +239,17 @@ def nearest_candidates(
 ) -> np.ndarray:
     """Index of the nearest candidate (Euclidean; lowest index on exact ties) for every row.
 
-    With a `layout` (PE-means populations after the first iteration) a pruned grouped search;
-    otherwise a KD-tree in low dimension and chunked BLAS above it. Memory is O(block), never
-    N x candidates.
+    A KD-tree up to TREE_MAX_DIM dimensions; above it the pruned grouped search when the
+    population has a `layout` (PE-means after its first iteration), else chunked BLAS. Memory
+    is O(block), never N x candidates.
     """
     if len(points) == 0:
         return np.empty(0, dtype=np.intp)
+    if candidates.shape[1] <= TREE_MAX_DIM:
+        return _tree_search(points, candidates)
     if layout is not None and layout.anchors > 1 and layout.per_anchor >= 1:
         return _grouped_search(points, candidates, layout)
-    return _full_search(points, candidates)
+    return _blas_search(points, candidates)
 
 
 def nearest_candidate_votes(

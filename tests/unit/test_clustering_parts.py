@@ -234,6 +234,7 @@ def test_nearest_candidates_is_exact_for_every_backend(d: int) -> None:
     expected = _brute_force(points, candidates)
     layout = voting.GroupLayout(anchors=k, per_anchor=per)
     np.testing.assert_array_equal(voting.nearest_candidates(points, candidates, layout), expected)
+    np.testing.assert_array_equal(voting._grouped_search(points, candidates, layout), expected)
     np.testing.assert_array_equal(voting.nearest_candidates(points, candidates), expected)
     np.testing.assert_array_equal(voting._blas_search(points, candidates), expected)
     np.testing.assert_array_equal(voting._tree_search(points, candidates), expected)
@@ -254,6 +255,17 @@ def test_exact_ties_go_to_the_lowest_index_whatever_the_other_rows() -> None:
         alone = np.array([search(grid[i : i + 1], candidates)[0] for i in range(len(grid))])
         np.testing.assert_array_equal(together, expected)
         np.testing.assert_array_equal(alone, expected)
+
+
+def test_grouped_search_breaks_exact_ties_across_groups_by_lowest_index() -> None:
+    # Two anchors with one mutant each; rows on the bisector x = 0.5 are exactly equidistant
+    # from candidates of both groups.
+    candidates = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 0.5], [1.0, 0.5]])
+    layout = voting.GroupLayout(anchors=2, per_anchor=1)
+    rows = np.array([[0.5, y] for y in np.linspace(-1, 1.5, 11)] + [[0.2, 0.3], [0.9, 0.6]])
+    expected = _brute_force(rows, candidates)
+    np.testing.assert_array_equal(voting._grouped_search(rows, candidates, layout), expected)
+    assert set(expected[:11]) <= {0, 2}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,158 @@
+"""`privclust cluster FILE`: differentially private k-means of a local CSV or .npy file, no server.
+
+Prints the centres to stdout (CSV with a header row, or JSON) and the privacy spent (mu, epsilon,
+delta, sigma, releases) to stderr for CSV output, or inside the JSON document. The noise always
+comes from OS entropy; there is deliberately no seed option.
+
+delta defaults to min(1e-6, 1/N^1.1) for N rows: below 1/N, as the usual guidance asks, and
+never looser than 1e-6. N and d are treated as public, as in the service.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+DEFAULT_MAX_DELTA = 1e-6
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "cluster",
+        help="cluster a local CSV/.npy file with PE-means or HDPE-means (no server)",
+        description="Differentially private k-means of a local file. The domain (--radius and "
+        "--center) must come from public knowledge, never from the data. Rows outside it are "
+        "clipped onto its boundary.",
+    )
+    p.add_argument("file", type=Path, help="a CSV file with a header row, or a .npy matrix")
+    p.add_argument("--k", type=int, required=True, help="number of clusters")
+    budget = p.add_mutually_exclusive_group(required=True)
+    budget.add_argument("--epsilon", type=float, help="privacy budget epsilon of this run")
+    budget.add_argument("--mu", type=float, help="privacy budget as mu-GDP (instead of epsilon)")
+    p.add_argument(
+        "--delta",
+        type=float,
+        help="delta for --epsilon (default min(1e-6, 1/N^1.1) for N rows)",
+    )
+    p.add_argument("--radius", type=float, required=True, help="radius R of the public domain")
+    p.add_argument(
+        "--center",
+        type=float,
+        nargs="+",
+        metavar="C",
+        help="centre of the public domain, one value per column (default: the origin)",
+    )
+    p.add_argument(
+        "--algorithm",
+        choices=["auto", "pe-means", "hdpe-means"],
+        default="auto",
+        help="auto = HDPE-means when there are more than 32 columns (default auto)",
+    )
+    p.add_argument("--iterations", type=int, help="override the number of PE iterations")
+    p.add_argument("--variations", type=int, help="override the initial variations per centre")
+    p.add_argument("--projection-dim", type=int, default=16, help="HDPE projection dimension")
+    p.add_argument("--format", choices=["csv", "json"], default="csv", help="output format")
+    p.set_defaults(func=run)
+
+
+def _read_matrix(path: Path) -> tuple[Any, list[str]]:
+    """(N x d float64 array, column names) from a .npy file or a CSV file with a header row."""
+    import numpy as np
+
+    with path.open("rb") as handle:
+        is_npy = handle.read(6) == b"\x93NUMPY"
+    if is_npy:
+        matrix = np.load(path, mmap_mode="r", allow_pickle=False)
+        if matrix.ndim != 2:
+            raise ValueError(f"{path} holds a {matrix.ndim}-D array; a 2-D matrix is needed")
+        return matrix, [f"c{i}" for i in range(matrix.shape[1])]
+
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    table = pa_csv.read_csv(path)
+    columns = [str(name) for name in table.column_names]
+    if not columns or table.num_rows == 0:
+        raise ValueError(f"{path} has no data rows")
+    matrix = np.empty((table.num_rows, len(columns)), dtype=np.float64)
+    for j, name in enumerate(columns):
+        column = table.column(j)
+        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
+            raise ValueError(f"column {name!r} is not numeric ({column.type})")
+        if column.null_count:
+            raise ValueError(f"column {name!r} has {column.null_count} empty values")
+        matrix[:, j] = column.to_numpy()
+    return matrix, columns
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from app.clustering import ClusteringInputError, cluster
+    from app.privacy.gdp import PrivacyParameterError
+
+    if args.mu is not None and args.delta is not None:
+        print("privclust cluster: error: --delta goes with --epsilon, not --mu", file=sys.stderr)
+        return 2
+    try:
+        X, columns = _read_matrix(args.file)
+    except (OSError, ValueError, ArithmeticError) as exc:
+        print(f"privclust cluster: error: cannot read {args.file}: {exc}", file=sys.stderr)
+        return 2
+    delta = args.delta
+    if args.epsilon is not None and delta is None:
+        delta = min(DEFAULT_MAX_DELTA, float(X.shape[0]) ** -1.1)
+    try:
+        result = cluster(
+            X,
+            args.k,
+            algorithm=args.algorithm,
+            radius=args.radius,
+            center=None if args.center is None else np.asarray(args.center),
+            epsilon=args.epsilon,
+            delta=delta if args.epsilon is not None else None,
+            mu=args.mu,
+            iterations=args.iterations,
+            variations=args.variations,
+            projection_dim=args.projection_dim,
+        )
+    except (ClusteringInputError, PrivacyParameterError) as exc:
+        field = getattr(exc, "field", None)
+        where = f" ({field})" if field else ""
+        print(f"privclust cluster: error{where}: {exc}", file=sys.stderr)
+        return 2
+
+    privacy = {
+        "mu": result.mu,
+        "epsilon": result.epsilon,
+        "delta": result.delta,
+        "sigma": result.sigma,
+        "releases": result.releases,
+        "iterations": result.iterations,
+    }
+    centres = result.centers.tolist()
+    if args.format == "json":
+        document = {
+            "algorithm": result.algorithm,
+            "k": len(centres),
+            "columns": columns,
+            "centers": centres,
+            "privacy": privacy,
+        }
+        print(json.dumps(document, indent=2))
+    else:
+        print(",".join(_csv_field(name) for name in columns))
+        for centre in centres:
+            print(",".join(repr(value) for value in centre))
+        spent = ", ".join(f"{key}={value}" for key, value in privacy.items())
+        print(f"{result.algorithm}: privacy spent: {spent}", file=sys.stderr)
+    return 0
+
+
+def _csv_field(text: str) -> str:
+    if any(ch in text for ch in ',"\n\r'):
+        return '"' + text.replace('"', '""') + '"'
+    return text

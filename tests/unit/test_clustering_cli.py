@@ -1,0 +1,147 @@
+"""Tests of `privclust cluster`: local clustering of CSV and .npy files from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from app.commands import cluster as cluster_command
+from app.privacy.gdp import mu_from_epsilon_delta
+
+
+def _run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="privclust")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    cluster_command.register(subparsers)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+def _blobs(n: int = 900) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    centres = np.array([[10.0, 10.0, 0.0], [12.0, 8.0, 1.0], [9.0, 11.5, -1.0]])
+    return centres[rng.integers(3, size=n)] + rng.normal(scale=0.1, size=(n, 3))
+
+
+@pytest.fixture
+def csv_file(tmp_path: Path) -> Path:
+    path = tmp_path / "points.csv"
+    rows = "\n".join(",".join(f"{v:.6f}" for v in row) for row in _blobs())
+    path.write_text("height,weight,score\n" + rows + "\n")
+    return path
+
+
+def test_csv_in_csv_out_with_privacy_on_stderr(
+    csv_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = _run(
+        [
+            "cluster",
+            str(csv_file),
+            "--k",
+            "3",
+            "--epsilon",
+            "2",
+            "--radius",
+            "4",
+            "--center",
+            "10.5",
+            "10",
+            "0",
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0
+    lines = out.strip().splitlines()
+    assert lines[0] == "height,weight,score"
+    centres = np.array([[float(v) for v in line.split(",")] for line in lines[1:]])
+    assert centres.shape == (3, 3)
+    # The centres are in the file's coordinates, near the three blobs.
+    truth = np.array([[10.0, 10.0, 0.0], [12.0, 8.0, 1.0], [9.0, 11.5, -1.0]])
+    assert np.linalg.norm(centres[:, None] - truth[None], axis=2).min(axis=0).max() < 0.3
+    # Default delta = min(1e-6, 1/N^1.1) = 1e-6 for 900 rows; the mu is the exact conversion.
+    assert "delta=1e-06" in err and "epsilon=2.0" in err
+    assert f"mu={mu_from_epsilon_delta(2.0, 1e-6)!r}" in err
+    # T = floor(4 sqrt(3)) = 6, doubled because epsilon = 2 > 1.
+    assert "sigma=" in err and "releases=12" in err
+
+
+def test_npy_in_json_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "points.npy"
+    np.save(path, _blobs())
+    code = _run(
+        ["cluster", str(path), "--k", "2", "--mu", "1.5", "--radius", "20", "--format", "json"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0 and err == ""
+    document = json.loads(out)
+    assert document["algorithm"] == "pe-means" and document["k"] == 2
+    assert document["columns"] == ["c0", "c1", "c2"]
+    assert np.array(document["centers"]).shape == (2, 3)
+    privacy = document["privacy"]
+    assert privacy["mu"] == 1.5 and privacy["epsilon"] is None and privacy["delta"] is None
+    assert privacy["releases"] == privacy["iterations"] == 6
+    assert np.sqrt(privacy["releases"]) / privacy["sigma"] <= 1.5
+
+
+def test_default_delta_shrinks_with_large_n(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "many.npy"
+    np.save(path, np.random.default_rng(1).normal(size=(300_000, 2)))
+    assert (
+        _run(
+            [
+                "cluster",
+                str(path),
+                "--k",
+                "2",
+                "--epsilon",
+                "1",
+                "--radius",
+                "3",
+                "--iterations",
+                "1",
+            ]
+        )
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert f"delta={300_000**-1.1!r}" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--k", "0", "--epsilon", "1", "--radius", "1"], "error (k)"),
+        (["--k", "2", "--epsilon", "1", "--radius", "-1"], "error (radius)"),
+        (["--k", "2", "--epsilon", "1", "--radius", "1", "--center", "0"], "error (center)"),
+        (["--k", "2", "--epsilon", "0", "--radius", "1"], "error (epsilon)"),
+        (["--k", "2", "--epsilon", "1", "--delta", "2", "--radius", "1"], "error (delta)"),
+        (["--k", "2", "--mu", "1", "--delta", "0.1", "--radius", "1"], "--delta goes with"),
+    ],
+)
+def test_invalid_arguments_exit_2_naming_the_field(
+    csv_file: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    assert _run(["cluster", str(csv_file), *extra]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and message in err
+
+
+def test_non_numeric_csv_column_is_rejected(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text("a,name\n1,x\n2,y\n")
+    assert _run(["cluster", str(path), "--k", "1", "--epsilon", "1", "--radius", "1"]) == 2
+    assert "column 'name' is not numeric" in capsys.readouterr().err
+
+
+def test_budget_is_required(csv_file: Path) -> None:
+    with pytest.raises(SystemExit):
+        _run(["cluster", str(csv_file), "--k", "2", "--radius", "1"])
