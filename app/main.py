@@ -111,17 +111,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             expose_headers=["Idempotent-Replayed"],
             max_age=600,
         )
-    for router in (health.router, keys.router, datasets.router, jobs.router):
+    for router in (
+        health.router,
+        keys.router,
+        datasets.router,
+        datasets.budget_router,
+        jobs.router,
+    ):
         app.include_router(router)
-    _mark_uploads_binary(app)
+    _polish_openapi(app)
     return app
 
 
-def _mark_uploads_binary(app: FastAPI) -> None:
-    """Tag file parts as `format: binary` so client generators give them a file type.
+def _polish_openapi(app: FastAPI) -> None:
+    """Two fixes to the generated document that make generated clients pleasant.
 
-    OpenAPI 3.1 output describes an UploadFile only by `contentMediaType`, which generators
-    such as openapi-python-client turn into a plain string sent as text.
+    - The Problem schema is registered once; routes reference it under
+      `application/problem+json` (see app.api.problems.responses).
+    - File parts are tagged `format: binary`: OpenAPI 3.1 output describes an UploadFile only by
+      `contentMediaType`, which generators such as openapi-python-client send as plain text.
     """
     from typing import Any
 
@@ -130,7 +138,11 @@ def _mark_uploads_binary(app: FastAPI) -> None:
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = original()
-            for component in schema.get("components", {}).get("schemas", {}).values():
+            schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+            schemas["Problem"] = problems.Problem.model_json_schema(
+                ref_template="#/components/schemas/{model}"
+            )
+            for component in schemas.values():
                 for prop in component.get("properties", {}).values():
                     if prop.get("contentMediaType") == "application/octet-stream":
                         prop["format"] = "binary"

@@ -139,8 +139,15 @@ def install(app: FastAPI) -> None:
         )
 
 
-def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI `responses=` entries for the problems a route can return."""
+PROBLEM_SCHEMA_REF = {"$ref": "#/components/schemas/Problem"}
+
+
+def responses(*statuses: int, validation: bool = True) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses=` entries for the problems a route can return.
+
+    Described under `application/problem+json` only (what the API sends), so generated clients
+    parse errors into the Problem model. `app.main` registers the Problem schema.
+    """
     descriptions = {
         400: "Bad input file",
         401: "Missing or invalid API key",
@@ -152,9 +159,13 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         422: "Invalid parameter",
         503: "Database or queue unavailable",
     }
-    # 422 is always listed so FastAPI's default validation schema never appears: every
-    # validation error is a problem document too.
+    # 422 is listed on every route that takes input, so FastAPI's default validation schema
+    # never appears: every validation error is a problem document too.
+    codes = {*statuses, 422} if validation else set(statuses)
     return {
-        s: {"model": Problem, "description": descriptions[s], "content": {PROBLEM_JSON: {}}}
-        for s in sorted({*statuses, 422})
+        s: {
+            "description": descriptions[s],
+            "content": {PROBLEM_JSON: {"schema": PROBLEM_SCHEMA_REF}},
+        }
+        for s in sorted(codes)
     }

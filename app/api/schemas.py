@@ -32,10 +32,14 @@ class ApiKeyCreate(BaseModel):
     role: Literal["admin", "owner", "analyst"]
 
 
+Role = Literal["admin", "owner", "analyst"]
+AlgorithmName = Literal["pe-means", "hdpe-means"]
+
+
 class ApiKeyOut(BaseModel):
     id: uuid.UUID
     tenant: str
-    role: str
+    role: Role
     prefix: str = Field(description="The first characters of the key, to tell keys apart.")
     created_at: datetime
     revoked_at: datetime | None
@@ -220,7 +224,7 @@ class JobResult(BaseModel):
 class JobOut(BaseModel):
     id: uuid.UUID
     dataset_id: uuid.UUID
-    algorithm: str
+    algorithm: AlgorithmName
     k: int
     status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
     progress: Progress
@@ -263,7 +267,7 @@ class JobOut(BaseModel):
 
 
 class Estimate(BaseModel):
-    algorithm: str
+    algorithm: AlgorithmName
     privacy: Privacy
     admissible: bool = Field(description="Whether the job would be admitted now.")
     budget: Budget = Field(description="The budget now.")

@@ -23,6 +23,7 @@ from app.services import datasets as datasets_service
 from app.services import ledger
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+budget_router = APIRouter(prefix="/v1/datasets", tags=["budget"])
 
 JSON_ARRAY = "A JSON array, e.g. [0, 0, 0]."
 
@@ -96,6 +97,7 @@ def datasets_list(
 
 @router.get("/{dataset_id}", response_model=DatasetOut, responses=responses(401, 403, 404))
 def datasets_get(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) -> DatasetOut:
+    """A dataset's public metadata, declared domain and budget."""
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
     return DatasetOut.of(dataset, ledger.budget(session, dataset))
 
@@ -110,21 +112,20 @@ def datasets_delete(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) 
     return DatasetOut.of(dataset, ledger.budget(session, dataset))
 
 
-@router.get(
+@budget_router.get(
     "/{dataset_id}/budget",
     response_model=Budget,
-    tags=["budget"],
     responses=responses(401, 403, 404),
 )
 def budget_get(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) -> Budget:
+    """The dataset's privacy budget: cap, spent, reserved and remaining (as mu and epsilon)."""
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
     return Budget.of(ledger.budget(session, dataset))
 
 
-@router.patch(
+@budget_router.patch(
     "/{dataset_id}/budget",
     response_model=Budget,
-    tags=["budget"],
     responses=responses(401, 403, 404, 422),
 )
 def budget_update(
@@ -142,13 +143,13 @@ def budget_update(
     return Budget.of(ledger.budget(session, dataset))
 
 
-@router.get(
+@budget_router.get(
     "/{dataset_id}/ledger",
     response_model=LedgerOut,
-    tags=["budget"],
     responses=responses(401, 403, 404),
 )
 def ledger_get(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) -> LedgerOut:
+    """The append-only ledger entries behind the budget, oldest first."""
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
     entries = repo.ledger_entries(session, dataset.id)
     return LedgerOut(

@@ -19,11 +19,18 @@ class Health(BaseModel):
 
 @router.get("/healthz", response_model=Health, operation_id="health_live")
 def health_live() -> Health:
+    """Liveness: the API process answers."""
     return Health(status="ok")
 
 
-@router.get("/readyz", response_model=Health, operation_id="health_ready", responses=responses(503))
+@router.get(
+    "/readyz",
+    response_model=Health,
+    operation_id="health_ready",
+    responses=responses(503, validation=False),
+)
 def health_ready(request: Request) -> Health | JSONResponse:
+    """Readiness: the database and Redis are reachable (503 names the one that is not)."""
     settings = request.app.state.settings
     failing = []
     try:

@@ -141,6 +141,7 @@ def _job(session: SessionDep, job_id: uuid.UUID, tenant: str) -> tuple[Job, Data
 
 @router.get("/jobs/{job_id}", response_model=JobOut, responses=responses(401, 403, 404))
 def jobs_get(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOut:
+    """A job's status, progress, privacy cost and, once succeeded, its private centres."""
     job, dataset = _job(session, job_id, key.tenant)
     return JobOut.of(job, dataset.columns)
 

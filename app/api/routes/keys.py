@@ -18,6 +18,7 @@ router = APIRouter(prefix="/v1/api-keys", tags=["keys"])
 
 @router.post("", status_code=201, response_model=ApiKeyCreated, responses=responses(401, 403, 422))
 def keys_create(body: ApiKeyCreate, session: SessionDep, key: CurrentKey) -> ApiKeyCreated:
+    """Create an API key (admin only). The secret `key` is shown in this response only."""
     require(key, "admin")
     created = keys_service.create_key(session, tenant=body.tenant, role=body.role)
     session.commit()
@@ -39,6 +40,7 @@ def keys_list(
 
 @router.delete("/{key_id}", response_model=ApiKeyOut, responses=responses(401, 403, 404))
 def keys_revoke(key_id: uuid.UUID, session: SessionDep, key: CurrentKey) -> ApiKeyOut:
+    """Revoke an API key (admin only); it stops working at once."""
     require(key, "admin")
     revoked = keys_service.revoke_key(session, key_id)
     session.commit()
