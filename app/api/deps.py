@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.config import Settings
 from app.db.models import ApiKey
+from app.db.session import unit_of_work
 from app.errors import Forbidden
 from app.services import keys as keys_service
 
@@ -24,15 +25,8 @@ def get_settings_dep(request: Request) -> Settings:
 
 def get_session(request: Request) -> Iterator[Session]:
     """One session per request: commit on success, roll back on any error."""
-    session: Session = request.app.state.sessionmaker()
-    try:
+    with unit_of_work(request.app.state.sessionmaker) as session:
         yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]

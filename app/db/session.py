@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
@@ -62,9 +62,9 @@ def session_factory(url: str) -> sessionmaker[Session]:
 
 
 @contextmanager
-def session_scope(url: str) -> Iterator[Session]:
-    """A unit of work outside HTTP (worker, CLI): commit on success, roll back on error."""
-    session = session_factory(url)()
+def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
+    """A session that commits on success and rolls back on any error."""
+    session = factory()
     try:
         yield session
         session.commit()
@@ -73,3 +73,8 @@ def session_scope(url: str) -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def session_scope(url: str) -> AbstractContextManager[Session]:
+    """A unit of work outside HTTP (worker, CLI) on the database at `url`."""
+    return unit_of_work(session_factory(url))
