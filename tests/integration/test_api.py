@@ -134,6 +134,7 @@ def test_box_domain_gives_center_and_radius(client: TestClient, keys) -> None:
         (b"a,b\n1,2\nnan,1\n", "non-finite-value", 2, "a"),
         (b"a,b\n1,2\n1,2,3\n", "ragged-row", 2, None),
         (b"a,b\n", "empty-dataset", None, None),
+        (b"PK\x03\x04\x00\x00binary spreadsheet", "invalid-file", None, None),
     ],
 )
 def test_bad_files_are_400_and_leave_nothing(
@@ -441,3 +442,14 @@ def test_unknown_job_id_is_404(client, keys) -> None:
     r = client.get(f"/v1/jobs/{uuid.uuid4()}", headers=auth(keys["analyst"]))
     assert r.status_code == 404 and r.json()["code"] == "job-not-found"
     assert json.loads(r.content)["type"].endswith("job-not-found")
+
+
+def test_database_down_means_503_and_readyz_names_it(settings, keys) -> None:
+    from app.main import create_app
+
+    settings.database_url = "postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=2"
+    with TestClient(create_app(settings)) as c:
+        r = c.get("/v1/datasets", headers=auth(keys["owner"]))
+        assert r.status_code == 503 and r.json()["code"] == "database-unavailable"
+        ready = c.get("/readyz")
+        assert ready.status_code == 503 and ready.json()["failing"] == ["database"]
