@@ -23,6 +23,9 @@ from app.clustering.variation import levy_variations
 from app.clustering.voting import GroupLayout, nearest_candidate_votes
 
 Progress = Callable[[int, int], object]
+# Packings up to this many coordinates (16 MiB) are cached per shape; bigger ones are rare
+# (high-dimensional PE-means) and would pin too much memory in a long-running worker.
+PACKING_CACHE_MAX_VALUES = 1 << 21
 
 
 @functools.lru_cache(maxsize=8)
@@ -39,10 +42,13 @@ def initial_population(
     """The sphere-packing population of n candidates in the ball of `radius` around 0.
 
     With a caller's generator (tests, benchmarks) it is drawn from it; otherwise a packing of the
-    unit ball per (n, d) is computed once from OS entropy and rescaled.
+    unit ball per (n, d) is computed once from OS entropy and rescaled. It uses no private data,
+    so sharing it between jobs costs no privacy.
     """
     if rng is not None:
         return sphere_packing(n, d, radius, rng)
+    if n * d > PACKING_CACHE_MAX_VALUES:
+        return sphere_packing(n, d, radius, np.random.default_rng())
     return _unit_packing(n, d) * radius
 
 

@@ -118,7 +118,9 @@ def _tree_search(points: np.ndarray, candidates: np.ndarray) -> np.ndarray:
     if len(candidates) == 1:
         out[:] = 0
         return out
-    tree = cKDTree(candidates)
+    # Sliding-midpoint splits (balanced_tree=False) build faster and, on the tight clumps of
+    # mutants PE-means produces, query about twice as fast as median splits (measured).
+    tree = cKDTree(candidates, balanced_tree=False)
     workers = worker_count()
     cand_norm = float(np.sqrt(np.einsum("ij,ij->i", candidates, candidates).max()))
     d = candidates.shape[1]

@@ -1,0 +1,256 @@
+"""Benchmark: PE-means / HDPE-means wall time and peak memory against scikit-learn KMeans.
+
+Sections (all by default; pick with --sections):
+  jobs     per-job time at epsilon 1 on the paper's sets, beside KMeans(n_init=10) in the same run
+  scale    d = 16, k = 16, epsilon 1 at N = 20k, 100k and 1M: time, peak RSS, loss vs KMeans
+  cap      the population cap (max_population) at N = 100k and 1M: time and loss per cap
+  backend  nearest-candidate search: KD-tree vs chunked BLAS vs the grouped search, by d
+
+Each measurement runs in a fresh subprocess so its peak RSS (ru_maxrss) is its own; "base" is
+that process after loading the data, before the job. Timings are printed, never asserted. The
+noise uses OS entropy as in production; "warm" runs reuse the per-shape sphere packing cached by
+the first ("cold") run in the same process.
+
+    .venv/bin/python bench/speed.py --sections jobs --repeats 3
+    .venv/bin/python bench/speed.py --sections scale cap
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from datasets import load, normalise
+
+DELTA_EXPONENT = 1.1
+
+
+def _rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _scaled_blobs(n: int, d: int, k: int) -> np.ndarray:
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(n_samples=n, n_features=d, centers=k, random_state=1)
+    return normalise(X)
+
+
+def child(spec: dict[str, Any]) -> dict[str, Any]:
+    """One measurement, in this (fresh) process."""
+    from sklearn.cluster import KMeans
+
+    from app.clustering import cluster
+    from app.clustering.metrics import kmeans_loss
+
+    if "dataset" in spec:
+        data = load(spec["dataset"])
+        X, k = data.X, data.k
+    else:
+        X = _scaled_blobs(spec["n"], spec["d"], spec["k"])
+        k = spec["k"]
+    delta = len(X) ** -DELTA_EXPONENT
+    base = _rss_mib()
+    out: dict[str, Any] = {"base_mib": base}
+    times: list[float] = []
+    loss = float("nan")
+    for _ in range(spec.get("repeats", 1)):
+        start = time.perf_counter()
+        if spec["method"] == "kmeans":
+            centres = KMeans(k, n_init=10).fit(X).cluster_centers_
+        else:
+            result = cluster(
+                X,
+                k,
+                algorithm=spec["method"],
+                radius=1.0,
+                epsilon=spec.get("epsilon", 1.0),
+                delta=delta,
+                **({"max_population": spec["cap"]} if "cap" in spec else {}),
+            )
+            centres = result.centers
+            out["population"] = result.population_size
+            out["iterations"] = result.iterations
+        times.append(time.perf_counter() - start)
+        loss = kmeans_loss(X, centres)
+    out.update(times=times, peak_mib=_rss_mib(), loss=loss)
+    return out
+
+
+def measure(spec: dict[str, Any]) -> dict[str, Any]:
+    env = dict(os.environ)
+    proc = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"measurement {spec} failed:\n{proc.stderr}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def section_jobs(repeats: int, datasets: list[str]) -> None:
+    print("## Per job at epsilon 1 (N = 20,000 unless noted), median of warm runs")
+    print()
+    print(
+        "| data set | algorithm | KMeans(n_init=10) s | ours cold s | ours warm s | "
+        "ratio warm/KMeans | ours peak MiB (base) | KMeans peak MiB | loss ours / KMeans |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name in datasets:
+        d = load(name).X.shape[1]
+        algorithm = "hdpe-means" if d > 32 else "pe-means"
+        km = measure({"dataset": name, "method": "kmeans", "repeats": repeats})
+        ours = measure({"dataset": name, "method": algorithm, "repeats": repeats + 1})
+        km_s = statistics.median(km["times"])
+        warm = statistics.median(ours["times"][1:])
+        print(
+            f"| {name} | {algorithm} | {km_s:.3f} | {ours['times'][0]:.3f} | {warm:.3f} | "
+            f"{warm / km_s:.1f}x | {ours['peak_mib']:.0f} ({ours['base_mib']:.0f}) | "
+            f"{km['peak_mib']:.0f} | {ours['loss']:.4f} / {km['loss']:.4f} |",
+            flush=True,
+        )
+    print()
+
+
+def section_scale(sizes: list[int], with_kmeans: bool) -> None:
+    print("## Scaling: d = 16, k = 16, epsilon 1, PE-means (one cold run each)")
+    print()
+    print(
+        "| N | population | iterations | ours s | ours peak MiB (base) | KMeans s | "
+        "KMeans peak MiB | loss ours / KMeans |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for n in sizes:
+        ours = measure({"n": n, "d": 16, "k": 16, "method": "pe-means"})
+        km: dict[str, Any] = {
+            "times": [float("nan")],
+            "peak_mib": float("nan"),
+            "loss": float("nan"),
+        }
+        if with_kmeans:
+            km = measure({"n": n, "d": 16, "k": 16, "method": "kmeans"})
+        print(
+            f"| {n:,} | {ours['population']} | {ours['iterations']} | {ours['times'][0]:.1f} | "
+            f"{ours['peak_mib']:.0f} ({ours['base_mib']:.0f}) | {km['times'][0]:.1f} | "
+            f"{km['peak_mib']:.0f} | {ours['loss']:.5f} / {km['loss']:.5f} |",
+            flush=True,
+        )
+    print()
+
+
+def section_cap(sizes: list[int], caps: list[int], repeats: int) -> None:
+    print("## Population cap: d = 16, k = 16, epsilon 1, PE-means")
+    print()
+    print("| N | max_population | population | s per job | peak MiB | loss (mean of runs) |")
+    print("|---|---|---|---|---|---|")
+    for n in sizes:
+        for cap in caps:
+            ours = measure(
+                {"n": n, "d": 16, "k": 16, "method": "pe-means", "cap": cap, "repeats": repeats}
+            )
+            print(
+                f"| {n:,} | {cap} | {ours['population']} | "
+                f"{statistics.median(ours['times']):.1f} | {ours['peak_mib']:.0f} | "
+                f"{ours['loss']:.5f} |",
+                flush=True,
+            )
+    print()
+
+
+def _median_ms(fn: Any, repeats: int) -> str:
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return f"{1000 * statistics.median(samples):.0f}"
+
+
+def section_backend(repeats: int) -> None:
+    from app.clustering import voting
+    from app.clustering.packing import sphere_packing
+    from app.clustering.variation import levy_variations
+
+    print("## Nearest-candidate search, N = 20,000 blob rows (ms, median)")
+    print()
+    print(
+        "'packing' is the first iteration's sphere-packed population; 'evolved' is a later one "
+        "(k anchors near the blob centres plus Levy mutants), where the grouped search applies."
+    )
+    print()
+    print("| d | candidates | population | KD-tree | BLAS | grouped |")
+    print("|---|---|---|---|---|---|")
+    rng = np.random.default_rng(0)
+    for d in (2, 4, 8, 12, 16, 32, 64):
+        for k, per in ((4, 1000), (16, 250), (64, 62)):
+            X = _scaled_blobs(20_000, d, k)
+            n_cand = k * (per + 1)
+            labels = np.arange(len(X)) % k
+            anchors = np.array([X[labels == j].mean(axis=0) for j in range(k)])
+            anchors += rng.normal(scale=0.01, size=anchors.shape)
+            evolved = np.concatenate([anchors, levy_variations(anchors, per, 1.0, rng)])
+            packed = sphere_packing(n_cand, d, 1.0, rng)
+            layout = voting.GroupLayout(k, per)
+            for label, cands in (("packing", packed), ("evolved", evolved)):
+                tree = _median_ms(lambda c=cands, x=X: voting._tree_search(x, c), repeats)
+                blas = _median_ms(lambda c=cands, x=X: voting._blas_search(x, c), repeats)
+                grouped = "-"
+                if label == "evolved":
+                    grouped = _median_ms(
+                        lambda c=cands, x=X, g=layout: voting._grouped_search(x, c, g), repeats
+                    )
+                print(f"| {d} | {n_cand} (k={k}) | {label} | {tree} | {blas} | {grouped} |")
+    print()
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        print(json.dumps(child(json.loads(sys.argv[2]))))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--sections",
+        nargs="*",
+        default=["jobs", "scale", "cap", "backend"],
+        choices=["jobs", "scale", "cap", "backend"],
+    )
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--datasets",
+        nargs="*",
+        default=["sklearn_4_4", "sklearn_16_16", "sklearn_64_4", "sklearn_4_16", "sklearn_16_64"],
+    )
+    parser.add_argument("--sizes", nargs="*", type=int, default=[20_000, 100_000, 1_000_000])
+    parser.add_argument("--caps", nargs="*", type=int, default=[4096, 8192, 16384])
+    parser.add_argument("--cap-sizes", nargs="*", type=int, default=[100_000, 1_000_000])
+    parser.add_argument("--no-kmeans-at-scale", action="store_true")
+    args = parser.parse_args()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, numpy {np.__version__}")
+    print()
+    if "jobs" in args.sections:
+        section_jobs(args.repeats, args.datasets)
+    if "scale" in args.sections:
+        section_scale(args.sizes, not args.no_kmeans_at_scale)
+    if "cap" in args.sections:
+        section_cap(args.cap_sizes, args.caps, 1)
+    if "backend" in args.sections:
+        section_backend(args.repeats)
+
+
+if __name__ == "__main__":
+    main()
