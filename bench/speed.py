@@ -24,6 +24,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -40,11 +41,12 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _scaled_blobs(n: int, d: int, k: int) -> np.ndarray:
+def _scaled_blobs(n: int, d: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """make_blobs(n, d, k, random_state=1), normalised, and its blob labels."""
     from sklearn.datasets import make_blobs
 
-    X, _ = make_blobs(n_samples=n, n_features=d, centers=k, random_state=1)
-    return normalise(X)
+    X, labels = make_blobs(n_samples=n, n_features=d, centers=k, random_state=1)
+    return normalise(X), labels
 
 
 def child(spec: dict[str, Any]) -> dict[str, Any]:
@@ -58,7 +60,9 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         data = load(spec["dataset"])
         X, k = data.X, data.k
     else:
-        X = _scaled_blobs(spec["n"], spec["d"], spec["k"])
+        # Memory-mapped like the service's datasets: the job's peak RSS counts the pages of
+        # data it touches, not the generation of the data.
+        X = np.load(spec["path"], mmap_mode="r")
         k = spec["k"]
     delta = len(X) ** -DELTA_EXPONENT
     base = _rss_mib()
@@ -83,12 +87,35 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             out["population"] = result.population_size
             out["iterations"] = result.iterations
         times.append(time.perf_counter() - start)
+        out["peak_mib"] = _rss_mib()
         loss = kmeans_loss(X, centres)
-    out.update(times=times, peak_mib=_rss_mib(), loss=loss)
+    out.update(times=times, loss=loss)
     return out
 
 
+_DATA_FILES: dict[tuple[int, int, int], str] = {}
+
+
+def _data_file(n: int, d: int, k: int) -> str:
+    """A normalised make_blobs set saved as .npy in a temporary directory (made once per run)."""
+    key = (n, d, k)
+    if key not in _DATA_FILES:
+        directory = tempfile.mkdtemp(prefix="privclust-bench-")
+        path = os.path.join(directory, f"blobs_{n}_{d}_{k}.npy")
+        np.save(path, _scaled_blobs(n, d, k)[0])
+        _DATA_FILES[key] = path
+    return _DATA_FILES[key]
+
+
+def _remove_data_files() -> None:
+    for path in _DATA_FILES.values():
+        os.remove(path)
+        os.rmdir(os.path.dirname(path))
+
+
 def measure(spec: dict[str, Any]) -> dict[str, Any]:
+    if "n" in spec:
+        spec = {**spec, "path": _data_file(spec["n"], spec["d"], spec["k"])}
     env = dict(os.environ)
     proc = subprocess.run(
         [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)],
@@ -153,20 +180,35 @@ def section_scale(sizes: list[int], with_kmeans: bool) -> None:
     print()
 
 
-def section_cap(sizes: list[int], caps: list[int], repeats: int) -> None:
+def section_cap(sizes: list[int], caps: list[int], repeats: list[int]) -> None:
     print("## Population cap: d = 16, k = 16, epsilon 1, PE-means")
     print()
-    print("| N | max_population | population | s per job | peak MiB | loss (mean of runs) |")
-    print("|---|---|---|---|---|---|")
-    for n in sizes:
-        for cap in caps:
-            ours = measure(
-                {"n": n, "d": 16, "k": 16, "method": "pe-means", "cap": cap, "repeats": repeats}
-            )
+    print(
+        "Default L = N/(5k) gives a population of about N/5 + k; 'none' runs it uncapped. Each "
+        "run has fresh noise; time and loss are the mean over the runs."
+    )
+    print()
+    print("| N | max_population | population | runs | s per job | peak MiB | loss | KMeans loss |")
+    print("|---|---|---|---|---|---|---|---|")
+    for index, n in enumerate(sizes):
+        runs = repeats[min(index, len(repeats) - 1)]
+        km = measure({"n": n, "d": 16, "k": 16, "method": "kmeans"})
+        uncapped = (n // 80 + 1) * 16 if n // 80 + 1 > 4 else 80
+        for cap in [*caps, *([None] if uncapped <= 32_768 else [])]:
+            losses, seconds, peaks = [], [], []
+            population = 0
+            for _ in range(runs):
+                ours = measure(
+                    {"n": n, "d": 16, "k": 16, "method": "pe-means", "cap": cap or 10**9}
+                )
+                losses.append(ours["loss"])
+                seconds.append(ours["times"][0])
+                peaks.append(ours["peak_mib"])
+                population = ours["population"]
             print(
-                f"| {n:,} | {cap} | {ours['population']} | "
-                f"{statistics.median(ours['times']):.1f} | {ours['peak_mib']:.0f} | "
-                f"{ours['loss']:.5f} |",
+                f"| {n:,} | {cap or 'none'} | {population} | {runs} | "
+                f"{statistics.mean(seconds):.1f} | {max(peaks):.0f} | "
+                f"{statistics.mean(losses):.5f} | {km['loss']:.5f} |",
                 flush=True,
             )
     print()
@@ -181,7 +223,7 @@ def _median_ms(fn: Any, repeats: int) -> str:
     return f"{1000 * statistics.median(samples):.0f}"
 
 
-def section_backend(repeats: int) -> None:
+def section_backend(repeats: int, dims: list[int]) -> None:
     from app.clustering import voting
     from app.clustering.packing import sphere_packing
     from app.clustering.variation import levy_variations
@@ -196,11 +238,10 @@ def section_backend(repeats: int) -> None:
     print("| d | candidates | population | KD-tree | BLAS | grouped |")
     print("|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
-    for d in (2, 4, 8, 12, 16, 32, 64):
+    for d in dims:
         for k, per in ((4, 1000), (16, 250), (64, 62)):
-            X = _scaled_blobs(20_000, d, k)
+            X, labels = _scaled_blobs(20_000, d, k)
             n_cand = k * (per + 1)
-            labels = np.arange(len(X)) % k
             anchors = np.array([X[labels == j].mean(axis=0) for j in range(k)])
             anchors += rng.normal(scale=0.01, size=anchors.shape)
             evolved = np.concatenate([anchors, levy_variations(anchors, per, 1.0, rng)])
@@ -238,18 +279,27 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="*", type=int, default=[20_000, 100_000, 1_000_000])
     parser.add_argument("--caps", nargs="*", type=int, default=[4096, 8192, 16384])
     parser.add_argument("--cap-sizes", nargs="*", type=int, default=[100_000, 1_000_000])
+    parser.add_argument(
+        "--cap-repeats", nargs="*", type=int, default=[3, 1], help="runs per cap, per size"
+    )
     parser.add_argument("--no-kmeans-at-scale", action="store_true")
+    parser.add_argument(
+        "--dims", nargs="*", type=int, default=[2, 4, 5, 6, 8, 12, 16, 32, 64], help="backend d"
+    )
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, numpy {np.__version__}")
     print()
-    if "jobs" in args.sections:
-        section_jobs(args.repeats, args.datasets)
-    if "scale" in args.sections:
-        section_scale(args.sizes, not args.no_kmeans_at_scale)
-    if "cap" in args.sections:
-        section_cap(args.cap_sizes, args.caps, 1)
-    if "backend" in args.sections:
-        section_backend(args.repeats)
+    try:
+        if "jobs" in args.sections:
+            section_jobs(args.repeats, args.datasets)
+        if "scale" in args.sections:
+            section_scale(args.sizes, not args.no_kmeans_at_scale)
+        if "cap" in args.sections:
+            section_cap(args.cap_sizes, args.caps, args.cap_repeats)
+        if "backend" in args.sections:
+            section_backend(args.repeats, args.dims)
+    finally:
+        _remove_data_files()
 
 
 if __name__ == "__main__":

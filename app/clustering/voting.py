@@ -15,10 +15,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
-# At or below this dimension a KD-tree is as fast as or faster than the alternatives, for
-# sphere-packed and for evolved populations (measured in bench/RESULTS.md, "nearest-candidate
-# backend").
-TREE_MAX_DIM = 8
+# Backend choice by dimension (measured in bench/RESULTS.md, "nearest-candidate backend"): a
+# KD-tree beats chunked BLAS on an unstructured (sphere-packed) population up to d = 6, the two
+# cross near d = 8; on an evolved population the grouped search is as fast as the tree at d = 4
+# and faster from d = 5 on.
+TREE_MAX_DIM = 6
+GROUPED_MIN_DIM = 5
 # Rows per KD-tree query call: bounds the temporary distance/index arrays for very large N.
 TREE_CHUNK_ROWS = 1 << 16
 # Target size in bytes of one rows x candidates block of BLAS scores.
@@ -241,16 +243,19 @@ def nearest_candidates(
 ) -> np.ndarray:
     """Index of the nearest candidate (Euclidean; lowest index on exact ties) for every row.
 
-    A KD-tree up to TREE_MAX_DIM dimensions; above it the pruned grouped search when the
-    population has a `layout` (PE-means after its first iteration), else chunked BLAS. Memory
-    is O(block), never N x candidates.
+    With a `layout` (PE-means populations after the first iteration) the pruned grouped search
+    from GROUPED_MIN_DIM dimensions on; otherwise a KD-tree up to TREE_MAX_DIM dimensions and
+    chunked BLAS above. Memory is O(block), never N x candidates.
     """
     if len(points) == 0:
         return np.empty(0, dtype=np.intp)
-    if candidates.shape[1] <= TREE_MAX_DIM:
-        return _tree_search(points, candidates)
-    if layout is not None and layout.anchors > 1 and layout.per_anchor >= 1:
+    d = candidates.shape[1]
+    grouped = layout is not None and layout.anchors > 1 and layout.per_anchor >= 1
+    if grouped and d >= GROUPED_MIN_DIM:
+        assert layout is not None
         return _grouped_search(points, candidates, layout)
+    if d <= TREE_MAX_DIM:
+        return _tree_search(points, candidates)
     return _blas_search(points, candidates)
 
 
