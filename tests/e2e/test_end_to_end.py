@@ -118,17 +118,23 @@ def test_32_simultaneous_submissions_with_room_for_5(stack: Stack) -> None:
     assert math.sqrt(math.fsum(m * m for m in reserves)) <= ds["budget"]["mu_cap"] * (1 + 1e-12)
 
 
+def _start_long_job(stack: Stack, owner: httpx.Client, analyst: httpx.Client) -> tuple[dict, dict]:
+    """A dataset and a job of 1000 iterations (tens of seconds), once it is running."""
+    data, _ = _blobs_csv(20000, 8, 8)
+    ds = _upload(owner, data, epsilon=8.0, radius=20.0)
+    job = analyst.post(
+        f"/v1/datasets/{ds['id']}/jobs",
+        json={"k": 8, "epsilon": 1.0, "params": {"iterations": 1000}},
+    ).json()
+    running = _wait(analyst, job["id"], {"running", "succeeded", "failed"}, 60, stack)
+    assert running["status"] == "running", running
+    return ds, job
+
+
 def test_worker_killed_mid_job(stack: Stack) -> None:
     owner_key, analyst_key = _keys(stack)
-    data, _ = _blobs_csv(20000, 8, 8)
     with stack.client(owner_key) as owner, stack.client(analyst_key) as analyst:
-        ds = _upload(owner, data, epsilon=8.0, radius=20.0)
-        long_job = analyst.post(
-            f"/v1/datasets/{ds['id']}/jobs",
-            json={"k": 8, "epsilon": 1.0, "params": {"iterations": 1000}},
-        ).json()
-        running = _wait(analyst, long_job["id"], {"running", "succeeded", "failed"}, 60, stack)
-        assert running["status"] == "running", running
+        ds, long_job = _start_long_job(stack, owner, analyst)
         os.kill(stack.workers[0].pid, signal.SIGKILL)
         stack.workers[0].wait()
         failed = _wait(analyst, long_job["id"], {"failed", "succeeded"}, 60, stack)
@@ -154,14 +160,8 @@ def test_worker_killed_mid_job(stack: Stack) -> None:
 
 def test_cancel_a_running_job_stops_it_and_it_stays_charged(stack: Stack) -> None:
     owner_key, analyst_key = _keys(stack)
-    data, _ = _blobs_csv(20000, 8, 8)
     with stack.client(owner_key) as owner, stack.client(analyst_key) as analyst:
-        ds = _upload(owner, data, epsilon=8.0, radius=20.0)
-        job = analyst.post(
-            f"/v1/datasets/{ds['id']}/jobs",
-            json={"k": 8, "epsilon": 1.0, "params": {"iterations": 1000}},
-        ).json()
-        assert _wait(analyst, job["id"], {"running"}, 60, stack)["status"] == "running"
+        ds, job = _start_long_job(stack, owner, analyst)
         r = analyst.post(f"/v1/jobs/{job['id']}/cancel")
         assert r.status_code == 200 and r.json()["cancel_requested"]
         stopped = _wait(analyst, job["id"], {"cancelled", "failed", "succeeded"}, 60, stack)
