@@ -51,8 +51,8 @@ def normalise(X: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=32)
 def load(name: str, n_rows: int = 20_000) -> Dataset:
-    """"iris", or "sklearn_K_D": make_blobs(n_samples=n_rows, n_features=D, centers=K,
-    random_state=1), sklearn defaults otherwise (the paper's sets use n_rows = 20,000)."""
+    """The data set `name`: iris, or sklearn_K_D = make_blobs(n_samples=n_rows, n_features=D,
+    centers=K, random_state=1), sklearn defaults otherwise (the paper uses n_rows = 20,000)."""
     if name == "iris":
         return Dataset(name, normalise(load_iris().data), 3)
     match = re.fullmatch(r"sklearn_(\d+)_(\d+)", name)
