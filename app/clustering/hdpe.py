@@ -133,20 +133,6 @@ def hdpe_means(
     sums, counts = cluster_sums(points, labels, plan.k)
     del points
     centres = noisy_means(sums, counts, radius=radius, sigma=plan.sigma, rng=noise_rng) + c
-    centres.flags.writeable = False
     if progress is not None:
         progress(plan.progress_total, plan.progress_total)
-    return ClusteringResult(
-        centers=centres,
-        algorithm="hdpe-means",
-        mu=plan.mu,
-        sigma=plan.sigma,
-        releases=plan.releases,
-        iterations=plan.iterations,
-        epsilon=plan.epsilon,
-        delta=plan.delta,
-        variations=plan.variations,
-        final_variations=outcome.final_variations,
-        population_size=plan.population_size,
-        projection_dim=plan.projection_dim,
-    )
+    return plan.result(centres, outcome.final_variations)

@@ -15,7 +15,7 @@ import numpy as np
 
 from app.clustering.errors import ClusteringInputError
 from app.clustering.histogram import MIN_VARIATIONS
-from app.clustering.result import Algorithm
+from app.clustering.result import Algorithm, ClusteringResult
 from app.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 
 AlgorithmChoice = Literal["auto", "pe-means", "hdpe-means"]
@@ -127,6 +127,24 @@ class RunPlan:
     population_size: int
     projection_dim: int | None
     progress_total: int
+
+    def result(self, centres: np.ndarray, final_variations: int) -> ClusteringResult:
+        """The run's outcome: `centres` (original coordinates, made read-only) and this plan."""
+        centres.flags.writeable = False
+        return ClusteringResult(
+            centers=centres,
+            algorithm=self.algorithm,
+            mu=self.mu,
+            sigma=self.sigma,
+            releases=self.releases,
+            iterations=self.iterations,
+            epsilon=self.epsilon,
+            delta=self.delta,
+            variations=self.variations,
+            final_variations=final_variations,
+            population_size=self.population_size,
+            projection_dim=self.projection_dim,
+        )
 
 
 def plan_run(

@@ -148,18 +148,4 @@ def pe_means(
         progress_total=plan.progress_total,
     )
     del points
-    centres = outcome.centres + c
-    centres.flags.writeable = False
-    return ClusteringResult(
-        centers=centres,
-        algorithm="pe-means",
-        mu=plan.mu,
-        sigma=plan.sigma,
-        releases=plan.releases,
-        iterations=plan.iterations,
-        epsilon=plan.epsilon,
-        delta=plan.delta,
-        variations=plan.variations,
-        final_variations=outcome.final_variations,
-        population_size=plan.population_size,
-    )
+    return plan.result(outcome.centres + c, outcome.final_variations)
