@@ -162,8 +162,8 @@ def submit(
 ) -> tuple[Job, bool]:
     """Admit a job (reserve its budget) in the current transaction. Returns (job, created).
 
-    The caller must start this transaction with the budget lock available (see
-    `repo.lock_dataset`), commit, and only then enqueue. With an Idempotency-Key already used
+    The caller must start this transaction with `ledger.begin_budget_transaction`, commit,
+    and only then enqueue. With an Idempotency-Key already used
     for the same body, the original job comes back and nothing is charged again.
     """
     plan = plan_job(dataset, req)

@@ -20,8 +20,16 @@ from app.db.session import IMMEDIATE
 from app.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
 from app.privacy import budget as bmath
 
-LOCK_OPTIONS = IMMEDIATE
-"""Begin a budget-changing transaction with these execution options (SQLite write lock)."""
+
+def begin_budget_transaction(session: Session) -> None:
+    """End the session's read transaction and open one that can take the budget lock.
+
+    Every budget change (admit, cancel, cap change) must start its transaction this way: on
+    SQLite the BEGIN itself takes the write lock (BEGIN IMMEDIATE); on Postgres the change then
+    takes the dataset row with SELECT ... FOR UPDATE (`repo.lock_dataset`).
+    """
+    session.commit()
+    session.connection(execution_options=IMMEDIATE)
 
 
 @dataclass
@@ -112,8 +120,8 @@ def open_dataset_budget(session: Session, dataset: Dataset, actor: uuid.UUID | N
 def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID | None) -> Job:
     """Admit `job` against the dataset's budget, or raise BudgetExceeded with nothing charged.
 
-    The caller must have opened this transaction with the dataset's budget lock available:
-    this function takes it (FOR UPDATE / BEGIN IMMEDIATE), replays the ledger, and inserts the
+    The caller must have opened this transaction with `begin_budget_transaction`: this
+    function takes the lock (FOR UPDATE / BEGIN IMMEDIATE), replays the ledger, and inserts the
     job and its reserve entry. The caller commits, and only then enqueues.
     """
     dataset = repo.lock_dataset(session, dataset_id)

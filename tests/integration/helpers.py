@@ -53,8 +53,7 @@ def admit(
     """One admission exactly as the API does it. None when the budget refuses."""
     dataset = session.get(Dataset, dataset_id)
     assert dataset is not None
-    session.commit()
-    session.connection(execution_options=ledger.LOCK_OPTIONS)
+    ledger.begin_budget_transaction(session)
     try:
         job, created = jobs_service.submit(
             session, dataset, req, actor=None, idempotency_key=idempotency_key

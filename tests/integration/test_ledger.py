@@ -110,8 +110,7 @@ def test_the_last_of_the_budget_can_be_spent_exactly(session, db_url) -> None:
 def test_overshoot_is_a_409_with_the_numbers_and_charges_nothing(session, db_url) -> None:
     dataset_id = make_dataset(db_url, mu_cap=1.0)
     ds = repo.dataset_for_tenant(session, dataset_id, "acme")
-    session.commit()
-    session.connection(execution_options=ledger.LOCK_OPTIONS)
+    ledger.begin_budget_transaction(session)
     with pytest.raises(BudgetExceeded) as err:
         jobs_service.submit(
             session, ds, jobs_service.JobRequest(k=2, mu=1.5), actor=None, idempotency_key=None
@@ -174,14 +173,13 @@ def test_cap_can_be_raised_but_never_below_what_is_spent(session, db_url) -> Non
     cap = bmath.cap_from_epsilon_delta(1.0, 1e-6)
     dataset_id = make_dataset(db_url, mu_cap=cap, epsilon=1.0, delta=1e-6)
     assert admit(session, dataset_id, jobs_service.JobRequest(k=2, mu=cap * 0.9))
-    session.commit()
-    session.connection(execution_options=ledger.LOCK_OPTIONS)
+    ledger.begin_budget_transaction(session)
     from app.errors import InvalidParameter
 
     with pytest.raises(InvalidParameter):
         ledger.change_cap(session, dataset_id, 0.1, 1e-6, None)
     session.rollback()
-    session.connection(execution_options=ledger.LOCK_OPTIONS)
+    ledger.begin_budget_transaction(session)
     ledger.change_cap(session, dataset_id, 4.0, 1e-6, None)
     session.commit()
     ds = repo.dataset_for_tenant(session, dataset_id, "acme")

@@ -136,8 +136,7 @@ def budget_update(
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
     delta = dataset.delta if body.delta is None else body.delta
     datasets_service.check_budget(body.epsilon, delta)
-    session.commit()
-    session.connection(execution_options=ledger.LOCK_OPTIONS)
+    ledger.begin_budget_transaction(session)
     dataset = ledger.change_cap(session, dataset_id, body.epsilon, delta, key.id)
     session.commit()
     return Budget.of(ledger.budget(session, dataset))

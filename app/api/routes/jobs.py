@@ -75,8 +75,7 @@ def jobs_create(
     jobs_service.plan_job(dataset, req)  # invalid parameters: 422 before anything else
     # Refuse cleanly while the queue is down, before anything is charged.
     queue.redis_connection(queue.resolve_redis_url(settings)).ping()
-    session.commit()  # end the read; admission starts its own transaction holding the lock
-    session.connection(execution_options=ledger.LOCK_OPTIONS)
+    ledger.begin_budget_transaction(session)
     try:
         job, created = jobs_service.submit(
             session, dataset, req, actor=key.id, idempotency_key=idempotency_key
@@ -170,8 +169,7 @@ def jobs_list(
 def jobs_cancel(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOut:
     """A queued job is cancelled and refunded; a running job is stopped and stays charged."""
     job, dataset = _job(session, job_id, key.tenant)
-    session.commit()
-    session.connection(execution_options=ledger.LOCK_OPTIONS)
+    ledger.begin_budget_transaction(session)
     job = jobs_service.cancel(session, job, key.id)
     session.commit()
     return JobOut.of(job, dataset.columns)
