@@ -157,16 +157,19 @@ def submit(
     dataset: Dataset,
     req: JobRequest,
     *,
-    actor: uuid.UUID,
+    actor: uuid.UUID | None,
     idempotency_key: str | None,
+    plan: JobPlan | None = None,
 ) -> tuple[Job, bool]:
     """Admit a job (reserve its budget) in the current transaction. Returns (job, created).
+
+    `plan` is `plan_job(dataset, req)` when the caller already computed it.
 
     The caller must start this transaction with `ledger.begin_budget_transaction`, commit,
     and only then enqueue. With an Idempotency-Key already used
     for the same body, the original job comes back and nothing is charged again.
     """
-    plan = plan_job(dataset, req)
+    plan = plan or plan_job(dataset, req)
     fingerprint = req.fingerprint(dataset.id)
     if idempotency_key is not None:
         if not (1 <= len(idempotency_key) <= 200):

@@ -72,13 +72,13 @@ def jobs_create(
 ) -> JobOut:
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
     req = _request_of(body)
-    jobs_service.plan_job(dataset, req)  # invalid parameters: 422 before anything else
+    plan = jobs_service.plan_job(dataset, req)  # invalid parameters: 422 before anything else
     # Refuse cleanly while the queue is down, before anything is charged.
     queue.redis_connection(queue.resolve_redis_url(settings)).ping()
     ledger.begin_budget_transaction(session)
     try:
         job, created = jobs_service.submit(
-            session, dataset, req, actor=key.id, idempotency_key=idempotency_key
+            session, dataset, req, actor=key.id, idempotency_key=idempotency_key, plan=plan
         )
         session.commit()
     except IntegrityError:
