@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import numpy as np
 from sqlalchemy.orm import Session
 
 from app.db import repositories as repo
@@ -18,6 +20,18 @@ from app.errors import InvalidParameter, NotFound
 from app.privacy import budget as bmath
 from app.privacy import gdp
 from app.services import ledger
+
+# Bounds on a declared domain. With every |c_i| + R (ball) or every |lo_i|, |hi_i| (box) at most
+# MAX_DOMAIN_ABS, and R at least MIN_RADIUS, no arithmetic on a clipped row can overflow or lose
+# its scale: a coordinate, its centred value x_i - c_i and the bounds c_i +- R stay within a few
+# times 1e100, a squared norm within d * 1e201 (finite for any d below 1e107), and squared
+# coordinates near MIN_RADIUS (1e-200) are still normal floats. So whether a job fails can never
+# depend on a row's values: a single extreme row cannot change an observable outcome.
+MAX_DOMAIN_ABS = 1e100
+MIN_RADIUS = 1e-100
+MAX_RADIUS = 1e100
+# Values per block when clipping a stored matrix (8 MiB of float64): memory stays bounded.
+_CLIP_BLOCK_VALUES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -82,6 +96,18 @@ def check_domain_shape(spec: DomainSpec) -> None:
         assert spec.radius is not None
         if not math.isfinite(spec.radius) or spec.radius <= 0:
             raise InvalidParameter("radius must be a finite number > 0", field="radius")
+        if not MIN_RADIUS <= spec.radius <= MAX_RADIUS:
+            raise InvalidParameter(
+                f"radius must be between {MIN_RADIUS:g} and {MAX_RADIUS:g}", field="radius"
+            )
+        if spec.center is not None and any(
+            abs(c) + spec.radius > MAX_DOMAIN_ABS for c in spec.center
+        ):
+            raise InvalidParameter(
+                f"every |center_i| + radius must be at most {MAX_DOMAIN_ABS:g}, so that no "
+                "row's arithmetic can overflow",
+                field="center",
+            )
     else:
         if spec.lower is None or spec.upper is None:
             raise InvalidParameter(
@@ -90,6 +116,13 @@ def check_domain_shape(spec: DomainSpec) -> None:
             )
         if len(spec.lower) != len(spec.upper):
             raise InvalidParameter("lower and upper must have the same length", field="upper")
+        for field, bounds in (("lower", spec.lower), ("upper", spec.upper)):
+            if any(abs(b) > MAX_DOMAIN_ABS for b in bounds):
+                raise InvalidParameter(
+                    f"every {field} bound must be within +-{MAX_DOMAIN_ABS:g}, so that no "
+                    "row's arithmetic can overflow",
+                    field=field,
+                )
         if any(hi < lo for lo, hi in zip(spec.lower, spec.upper, strict=True)):
             raise InvalidParameter("every upper bound must be >= its lower bound", field="upper")
 
@@ -114,7 +147,47 @@ def resolve_domain(spec: DomainSpec, n_cols: int) -> tuple[list[float], float]:
     radius = math.hypot(*[(hi - lo) for lo, hi in zip(spec.lower, spec.upper, strict=True)]) / 2
     if not math.isfinite(radius) or radius <= 0:
         raise InvalidParameter("lower and upper describe an empty domain", field="upper")
+    if radius < MIN_RADIUS:
+        raise InvalidParameter(
+            f"lower and upper describe a domain of radius below {MIN_RADIUS:g}", field="upper"
+        )
     return center, radius
+
+
+def clip_into_domain(path: Path, center: Sequence[float], radius: float) -> None:
+    """Clip every row of a stored float64 matrix into the ball around `center`, in place.
+
+    x <- c + (x - c) * min(1, R / ||x - c||) (ALGORITHM.md section 0), a hair inside the sphere,
+    computed so that nothing overflows for any finite row: the domain bounds keep |c_i| far
+    below half a unit in the last place of the largest float, so x - c is finite, and a row
+    whose largest centred coordinate exceeds R (certainly outside) is normalised by that
+    coordinate before its norm is taken. The matrix is memory-mapped and processed in blocks,
+    and only rows that change are written back. Nothing is counted: how many rows were clipped
+    is never recorded. (The clustering code clips again in centred coordinates; that clip is the
+    one its sensitivities rely on.)
+    """
+    matrix = np.load(path, mmap_mode="r+", allow_pickle=False)
+    n_rows, n_cols = matrix.shape
+    c = np.asarray(center, dtype=np.float64)
+    shrink = 1.0 - 4.0 * float(np.finfo(np.float64).eps)
+    block_rows = max(1, _CLIP_BLOCK_VALUES // n_cols)
+    scratch = np.empty((block_rows, n_cols))
+    for start in range(0, n_rows, block_rows):
+        block = matrix[start : start + block_rows]
+        y = np.subtract(block, c, out=scratch[: block.shape[0]])
+        far = np.abs(y).max(axis=1) > radius
+        with np.errstate(over="ignore"):  # only rows in `far` can overflow; they are not used
+            norms = np.sqrt(np.einsum("ij,ij->i", y, y))
+        near_outside = (norms > radius) & ~far
+        if near_outside.any():
+            factor = radius / norms[near_outside] * shrink
+            block[near_outside] = y[near_outside] * factor[:, None] + c
+        if far.any():
+            u = y[far] / np.abs(y[far]).max(axis=1)[:, None]
+            factor = radius / np.sqrt(np.einsum("ij,ij->i", u, u)) * shrink
+            block[far] = u * factor[:, None] + c
+    matrix.flush()
+    del matrix
 
 
 def check_budget(epsilon: float, delta: float) -> float:
@@ -165,6 +238,7 @@ def create_dataset(
     )
     try:
         center, radius = resolve_domain(domain, matrix.n_cols)
+        clip_into_domain(matrix.path, center, radius)
         dataset = Dataset(
             id=dataset_id,
             tenant=tenant,

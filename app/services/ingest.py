@@ -5,8 +5,8 @@ little-endian float64 `.npy` that the worker memory-maps with `open_matrix`. The
 written to a hidden temporary file in `dest_dir` and renamed to its final name only once every
 value has been validated, so a rejected upload leaves nothing behind.
 
-Values are stored exactly as uploaded: clipping into the declared domain happens later, in the
-clustering code.
+Values are stored exactly as uploaded; `app.services.datasets` then clips the stored rows into
+the declared domain before the dataset exists.
 """
 
 from __future__ import annotations

@@ -160,6 +160,10 @@ def test_bad_files_are_400_and_leave_nothing(
         ({}, "radius"),
         ({"radius": "1", "lower": "[0,0]", "upper": "[1,1]"}, "radius"),
         ({"radius": "1", "center": "not json"}, "center"),
+        # Centring a row near +1.5e308 on this domain would overflow: refused up front.
+        ({"radius": "1", "center": "[-1e308, 0]"}, "center"),
+        ({"radius": "1e101"}, "radius"),
+        ({"lower": "[-1e101, 0]", "upper": "[0, 1]"}, "lower"),
     ],
 )
 def test_bad_domains_are_422_and_leave_nothing(client, keys, settings, form, field) -> None:
