@@ -31,10 +31,14 @@ def cluster(
     rng: np.random.Generator | None = None,
     progress: Progress | None = None,
     max_population: int = DEFAULT_MAX_POPULATION,
+    n_public: int | None = None,
+    relation: str = "add-remove",
 ) -> ClusteringResult:
     """Run the chosen algorithm; "auto" is HDPE-means when d > 32, PE-means otherwise.
 
-    `projection_dim` only matters for HDPE-means. See pe_means and hdpe_means for the rest.
+    `projection_dim` only matters for HDPE-means. `n_public` is the dataset's public row count
+    (its released N~; the exact N only with `relation="replace-one"`). See pe_means and
+    hdpe_means for the rest.
     """
     _, n_cols = data_shape(X)
     chosen = resolve_algorithm(algorithm, n_cols)
@@ -53,6 +57,8 @@ def cluster(
             rng=rng,
             progress=progress,
             max_population=max_population,
+            n_public=n_public,
+            relation=relation,
         )
     return pe_means(
         X,
@@ -67,4 +73,6 @@ def cluster(
         rng=rng,
         progress=progress,
         max_population=max_population,
+        n_public=n_public,
+        relation=relation,
     )

@@ -7,11 +7,13 @@ import math
 import numpy as np
 from scipy import sparse
 
-from app.clustering import noise
 from app.clustering.params import (
     DEFAULT_MAX_POPULATION,
     DEFAULT_PROJECTION_DIM,
+    RunPlan,
     data_shape,
+    job_generator,
+    plan_for_rows,
     plan_run,
     prepare_rows,
 )
@@ -19,8 +21,16 @@ from app.clustering.pe import Progress, evolve
 from app.clustering.result import ClusteringResult
 from app.clustering.variation import project_into_ball
 from app.clustering.voting import nearest_candidates
+from app.privacy import noise
 
 _BLOCK_ELEMENTS = 1 << 20
+# Rows are summed on a fixed grid of R / 2^GRID_BITS: each clipped row becomes an integer vector
+# of norm at most 2^GRID_BITS (1 + GRID_SLACK) + sqrt(d)/2, and per-cluster sums are exact int64.
+# A 2^-20 relative grid moves a centre by less than 1e-6 R, far below the noise; the sums stay
+# below 2^53 up to ~8e9 rows.
+GRID_BITS = 20
+# Covers the float rounding of x * 2^GRID_BITS / R for a row whose computed norm is <= R.
+GRID_SLACK = 1e-9
 
 
 def project_rows(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:
@@ -34,37 +44,61 @@ def project_rows(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     return out
 
 
-def cluster_sums(points: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact per-cluster sums of the rows (k x d) and counts (k), clusters 0..k-1."""
-    sums = np.zeros((k, points.shape[1]))
+def grid_sensitivity(n_cols: int) -> float:
+    """l2 norm bound of one clipped row on the grid, in grid units (a row's add/remove effect
+    on the matrix of per-cluster grid sums)."""
+    return 2.0**GRID_BITS * (1.0 + GRID_SLACK) + 0.5 * math.sqrt(n_cols)
+
+
+def cluster_grid_sums(
+    points: np.ndarray, labels: np.ndarray, k: int, radius: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact per-cluster sums of the rows on the grid R / 2^GRID_BITS (k x d int64, in grid
+    units) and per-cluster counts (k int64), clusters 0..k-1."""
+    scale = 2.0**GRID_BITS / radius
+    sums = np.zeros((k, points.shape[1]), dtype=np.int64)
     rows = max(1, _BLOCK_ELEMENTS // points.shape[1])
     for start in range(0, len(points), rows):
         part = labels[start : start + rows]
+        units = np.rint(points[start : start + rows] * scale).astype(np.int64)
         onehot = sparse.csr_matrix(
-            (np.ones(part.size), (part, np.arange(part.size))), shape=(k, part.size)
+            (np.ones(part.size, dtype=np.int64), (part, np.arange(part.size))),
+            shape=(k, part.size),
         )
-        sums += onehot @ points[start : start + rows]
-    counts = np.bincount(labels, minlength=k).astype(np.float64)
+        sums += onehot @ units
+    counts = np.bincount(labels, minlength=k).astype(np.int64)
     return sums, counts
 
 
 def noisy_means(
     sums: np.ndarray,
     counts: np.ndarray,
+    plan: RunPlan,
     *,
     radius: float,
-    sigma: float,
     rng: np.random.Generator,
 ) -> np.ndarray:
     """The two final Gaussian releases and the centres they give (centred coordinates).
 
-    Sums get isotropic N(0, (R sigma)^2) noise, one independent draw per coordinate (sensitivity
-    R: every row has norm <= R); counts get N(0, sigma^2) (sensitivity 1). Every cluster is
-    released and returned, empty or not: skipping one would depend on private data.
+    Both are integer releases (app.privacy.noise): the grid sums get isotropic noise of std
+    Delta * sigma per coordinate, one independent draw each, with Delta = grid_sensitivity (2x
+    under replace-one: the R or 2R of ALGORITHM.md in grid units); the counts get std
+    sensitivity * sigma (1, or sqrt(2) under replace-one). Every cluster is released and
+    returned, empty or not: skipping one would depend on private data. The centres are a
+    quotient of released integers: post-processing.
     """
-    noisy_sums = noise.gaussian_release(sums, sensitivity=radius, sigma=sigma, rng=rng)
-    noisy_counts = noise.gaussian_release(counts, sensitivity=1.0, sigma=sigma, rng=rng)
-    centres = noisy_sums / np.maximum(noisy_counts, 1.0)[:, None]
+    d = sums.shape[1]
+    noisy_sums = noise.integer_release(
+        sums,
+        sensitivity=plan.sum_sensitivity_factor * grid_sensitivity(d),
+        sigma=plan.sigma,
+        rng=rng,
+    )
+    noisy_counts = noise.integer_release(
+        counts, sensitivity=plan.count_sensitivity, sigma=plan.sigma, rng=rng
+    )
+    unit = radius * 2.0**-GRID_BITS
+    centres = noisy_sums.astype(np.float64) * unit / np.maximum(noisy_counts, 1)[:, None]
     return project_into_ball(centres, radius)
 
 
@@ -83,56 +117,59 @@ def hdpe_means(
     rng: np.random.Generator | None = None,
     progress: Progress | None = None,
     max_population: int = DEFAULT_MAX_POPULATION,
+    n_public: int | None = None,
+    relation: str = "add-remove",
 ) -> ClusteringResult:
     """Differentially private k-means centres of high-dimensional X by HDPE-means.
 
     Rows are clipped into the ball (R, c) and projected by x_bar = G (x - c) / sqrt(p) with
     G ~ N(0, 1)^{p x d}; PE-means runs in R^p (ball of radius R) for `iterations` iterations
     (default floor(4 sqrt(p)) - 2); rows are labelled by their nearest projected centre and each
-    cluster's centre is its noisy sum over its noisy count. All T_total = iterations + 2
-    releases share sigma = sqrt(T_total)/mu, so the job is exactly mu-GDP. The projected rows
-    are not clipped: they are only ever voted with and labelled, never summed.
+    cluster's centre is its noisy sum (exact on a grid of R / 2^20) over its noisy count. All
+    T_total = iterations + 2 releases share sigma = sqrt(T_total)/mu, so the job is exactly
+    mu-GDP (with its own row-count release when `n_public` is missing, as in pe_means). The
+    projected rows are not clipped: they are only ever voted with and labelled, never summed.
 
     `progress(t, iterations + 1)` is called after each PE iteration and once more, with
     t = iterations + 1, after the final averaging step. Other arguments as for pe_means.
     """
     n_rows, n_cols = data_shape(X)
-    plan = plan_run(
+    points, c = prepare_rows(X, radius, center)  # validates X and the domain before any noise
+    radius = float(radius)
+    noise_rng = job_generator(rng)
+    plan = plan_for_rows(
         n_rows,
-        n_cols,
-        k,
-        algorithm="hdpe-means",
-        epsilon=epsilon,
-        delta=delta,
-        mu=mu,
-        iterations=iterations,
-        variations=variations,
-        projection_dim=projection_dim,
-        max_population=max_population,
+        k=k,
+        n_public=n_public,
+        relation=relation,
+        rng=noise_rng,
+        plan=lambda count, count_mu: plan_run(
+            count,
+            n_cols,
+            k,
+            algorithm="hdpe-means",
+            epsilon=epsilon,
+            delta=delta,
+            mu=mu,
+            iterations=iterations,
+            variations=variations,
+            projection_dim=projection_dim,
+            max_population=max_population,
+            relation=relation,
+            count_mu=count_mu,
+        ),
     )
     assert plan.projection_dim is not None
-    points, c = prepare_rows(X, radius, center)
-    radius = float(radius)
-    noise_rng = rng if rng is not None else np.random.default_rng()
     matrix = noise_rng.standard_normal(size=(plan.projection_dim, n_cols))
     projected = project_rows(points, matrix)
     outcome = evolve(
-        projected,
-        plan.k,
-        radius=radius,
-        sigma=plan.sigma,
-        iterations=plan.iterations,
-        variations=plan.variations,
-        rng=noise_rng,
-        packing_rng=rng,
-        progress=progress,
-        progress_total=plan.progress_total,
+        projected, plan, radius=radius, rng=noise_rng, packing_rng=rng, progress=progress
     )
     labels = nearest_candidates(projected, outcome.centres)
     del projected
-    sums, counts = cluster_sums(points, labels, plan.k)
+    sums, counts = cluster_grid_sums(points, labels, plan.k, radius)
     del points
-    centres = noisy_means(sums, counts, radius=radius, sigma=plan.sigma, rng=noise_rng) + c
+    centres = noisy_means(sums, counts, plan, radius=radius, rng=noise_rng)
     if progress is not None:
         progress(plan.progress_total, plan.progress_total)
-    return plan.result(centres, outcome.final_variations)
+    return plan.result(centres, c, radius, outcome.final_variations)

@@ -1,13 +1,16 @@
 """Validation of clustering arguments and the run plan: algorithm, T, L, sigma, releases.
 
-Everything here depends only on public quantities (N, d, k and the caller's parameters), so a
-service can plan and price a job, and reject bad parameters, before touching the data.
+Everything here depends only on public quantities (d, k, the caller's parameters and the
+*public* row count: the noisy count N~ under add/remove neighbours, or the exact N when it was
+declared public and neighbours replace one row), so a service can plan and price a job, and
+reject bad parameters, before touching the data. The exact N of the rows is never an input.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -16,7 +19,14 @@ import numpy as np
 from app.clustering.errors import ClusteringInputError
 from app.clustering.histogram import MIN_VARIATIONS
 from app.clustering.result import Algorithm, ClusteringResult
-from app.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
+from app.privacy.gdp import mu_from_epsilon_delta, noise_multiplier, remaining_after
+from app.privacy.noise import COUNT_MU_FRACTION, release_count, secure_generator
+
+Relation = Literal["add-remove", "replace-one"]
+RELATIONS: tuple[str, ...] = ("add-remove", "replace-one")
+# Released centres are rounded, in centred coordinates, to multiples of R / 2^RELEASE_BITS
+# (a relative precision of 2.3e-10 of the radius): no released digit is finer than that.
+RELEASE_BITS = 32
 
 AlgorithmChoice = Literal["auto", "pe-means", "hdpe-means"]
 ALGORITHMS: tuple[str, ...] = ("auto", "pe-means", "hdpe-means")
@@ -107,10 +117,15 @@ def default_variations(n_rows: int, k: int, max_population: int) -> int:
 class RunPlan:
     """Everything a run will do that depends only on public inputs.
 
+    `n_rows` is the public row count the plan used (never the exact N under add/remove).
     `iterations` counts PE iterations (for HDPE-means, those in the projected space);
     `releases` counts every Gaussian release (HDPE adds its noisy sums and counts as 2), and
-    sqrt(releases)/sigma <= mu. `progress_total` is the `total` passed to progress callbacks:
-    the PE iterations, plus one final step for HDPE-means.
+    sqrt(releases)/sigma <= mu_releases <= mu; `count_mu` is the part of mu the run spent on its
+    own noisy row count (library calls without a public count), else None, and
+    sqrt(mu_releases^2 + count_mu^2) <= mu. Under `relation` "replace-one" every release is
+    calibrated to its replace-one sensitivity (`sensitivity_scale` = sqrt(2) for a vote
+    histogram or count vector, 2 for a sum of rows). `progress_total` is the `total` passed to
+    progress callbacks: the PE iterations, plus one final step for HDPE-means.
     """
 
     algorithm: Algorithm
@@ -127,9 +142,29 @@ class RunPlan:
     population_size: int
     projection_dim: int | None
     progress_total: int
+    relation: Relation = "add-remove"
+    count_mu: float | None = None
 
-    def result(self, centres: np.ndarray, final_variations: int) -> ClusteringResult:
-        """The run's outcome: `centres` (original coordinates, made read-only) and this plan."""
+    @property
+    def count_sensitivity(self) -> float:
+        """l2 sensitivity of a vector of counts (a vote histogram, per-cluster counts)."""
+        return math.sqrt(2.0) if self.relation == "replace-one" else 1.0
+
+    @property
+    def sum_sensitivity_factor(self) -> float:
+        """A sum of rows in a ball of radius R changes by R (add/remove) or 2R (replace-one)."""
+        return 2.0 if self.relation == "replace-one" else 1.0
+
+    def result(
+        self, centred: np.ndarray, center: np.ndarray, radius: float, final_variations: int
+    ) -> ClusteringResult:
+        """The run's outcome: `centred` centres snapped to the release grid R / 2^RELEASE_BITS,
+        moved back to the original coordinates around `center` (read-only), and this plan.
+
+        Snapping truncates towards the domain centre, so a centre inside the ball stays inside.
+        """
+        step = float(radius) * 2.0**-RELEASE_BITS
+        centres = np.trunc(np.asarray(centred, dtype=np.float64) / step) * step + center
         centres.flags.writeable = False
         return ClusteringResult(
             centers=centres,
@@ -144,6 +179,9 @@ class RunPlan:
             final_variations=final_variations,
             population_size=self.population_size,
             projection_dim=self.projection_dim,
+            n_public=self.n_rows,
+            relation=self.relation,
+            count_mu=self.count_mu,
         )
 
 
@@ -160,19 +198,30 @@ def plan_run(
     variations: int | None = None,
     projection_dim: int | None = DEFAULT_PROJECTION_DIM,
     max_population: int = DEFAULT_MAX_POPULATION,
+    relation: str = "add-remove",
+    count_mu: float | None = None,
 ) -> RunPlan:
     """Validate the non-data arguments of a run and fix its T, L, sigma and release count.
 
-    `iterations` overrides the default T (for HDPE-means: the PE iterations, default
-    floor(4 sqrt(p)) - 2); `variations` overrides the initial L and must keep the population
-    (L+1)*k within `max_population`. `projection_dim` is used by HDPE-means only (1 <= p <=
-    max(d, 16)).
+    `n_rows` is the public row count: the dataset's noisy count N~ (add/remove neighbours, the
+    default) or the exact N only when it is public (`relation="replace-one"`). `count_mu`, when
+    given, is a part of the job's mu set aside for a noisy row count the run releases itself;
+    the Gaussian releases then share what is left. `iterations` overrides the default T (for
+    HDPE-means: the PE iterations, default floor(4 sqrt(p)) - 2); `variations` overrides the
+    initial L and must keep the population (L+1)*k within `max_population`. `projection_dim` is
+    used by HDPE-means only (1 <= p <= max(d, 16)).
     """
     n_rows = check_integer("X", n_rows, 1)
     n_cols = check_integer("X", n_cols, 1)
     k = check_integer("k", k, 1)
+    if relation not in RELATIONS:
+        raise ClusteringInputError(
+            "relation", f"relation must be one of {', '.join(RELATIONS)}, got {relation!r}"
+        )
     if k > n_rows:
-        raise ClusteringInputError("k", f"k must be at most the number of rows ({n_rows}), got {k}")
+        raise ClusteringInputError(
+            "k", f"k must be at most the dataset's public row count ({n_rows}), got {k}"
+        )
     max_population = check_integer("max_population", max_population, 1)
     resolved = resolve_algorithm(algorithm, n_cols)
     job_mu, job_epsilon, job_delta = resolve_privacy(epsilon, delta, mu)
@@ -217,8 +266,11 @@ def plan_run(
                 f"limit is {max_population} ((variations + 1) * k)",
             )
 
-    sigma = noise_multiplier(job_mu, releases)
-    if not math.sqrt(releases) / sigma <= job_mu:  # guaranteed by noise_multiplier
+    releases_mu = job_mu
+    if count_mu is not None:
+        releases_mu = remaining_after(job_mu, check_positive("count_mu", count_mu))
+    sigma = noise_multiplier(releases_mu, releases)
+    if not math.sqrt(releases) / sigma <= releases_mu:  # guaranteed by noise_multiplier
         raise ArithmeticError("noise multiplier does not meet the requested mu")
     return RunPlan(
         algorithm=resolved,
@@ -235,7 +287,47 @@ def plan_run(
         population_size=(initial_l + 1) * k,
         projection_dim=p,
         progress_total=progress_total,
+        relation="replace-one" if relation == "replace-one" else "add-remove",
+        count_mu=count_mu,
     )
+
+
+def plan_for_rows(
+    n_rows: int,
+    *,
+    k: int,
+    n_public: int | None,
+    relation: str,
+    rng: np.random.Generator,
+    plan: Callable[[int, float | None], RunPlan],
+) -> RunPlan:
+    """The plan of a library run on N rows, choosing the public row count it may use.
+
+    `plan(count, count_mu)` is plan_run with every other argument bound.
+    - `relation="replace-one"`: N is public; the plan uses it exactly (`n_public` must be None
+      or N).
+    - add/remove with `n_public` (the dataset's released N~): the plan uses max(N~, 1).
+    - add/remove without one: the run first releases its own N~ = N + round(N(0, 1/mu_c^2)),
+      with mu_c = COUNT_MU_FRACTION of the job's mu, and plans with max(N~, k) (a k above N~ is
+      not an error here, since every argument was already validated before that release; the
+      clamp is post-processing). The plan records mu_c as `count_mu`.
+    Every argument is validated (with a stand-in count) before any noise is drawn.
+    """
+    if relation == "replace-one":
+        if n_public is not None and int(n_public) != n_rows:
+            raise ClusteringInputError(
+                "n_public", "under replace-one neighbours the public count is the exact N"
+            )
+        return plan(n_rows, None)
+    if n_public is not None:
+        return plan(max(check_integer("n_public", n_public, -(2**62)), 1), None)
+    count_mu = COUNT_MU_FRACTION * plan(max(int(k), 1), None).mu
+    return plan(max(release_count(n_rows, count_mu, rng), int(k)), count_mu)
+
+
+def job_generator(rng: np.random.Generator | None) -> np.random.Generator:
+    """The caller's generator (tests and benchmarks only), else a ChaCha20 one from OS entropy."""
+    return rng if rng is not None else secure_generator()
 
 
 def data_shape(X: object) -> tuple[int, int]:
@@ -254,8 +346,12 @@ def prepare_rows(X: object, radius: float, center: object | None) -> tuple[np.nd
     """(rows centred on c and clipped into the ball of radius R, c) as float64 arrays.
 
     X is read in blocks and never written (it may be a read-only memmap); the result is the one
-    N x d working copy. Rows farther than R from c are scaled onto the sphere, a hair inside so
-    that rounding can never leave a norm above R (the sensitivity of HDPE's noisy sums).
+    N x d working copy. Every coordinate is first clipped into [c_i - R, c_i + R] (the ball lies
+    inside that box, and clipping cannot overflow), so centring cannot overflow either for a
+    domain whose |c_i| + R is representable; then rows farther than R from c are scaled onto the
+    sphere, a hair inside so that rounding can never leave a norm above R (the sensitivity of
+    HDPE's noisy sums). The only data-dependent error is a non-finite value, which an ingested
+    dataset never has.
     """
     n_rows, n_cols = data_shape(X)
     source = X if isinstance(X, np.ndarray) else np.asarray(X)
@@ -277,6 +373,9 @@ def prepare_rows(X: object, radius: float, center: object | None) -> tuple[np.nd
             )
         if not np.isfinite(c).all():
             raise ClusteringInputError("center", "center must be finite")
+    low, high = c - radius, c + radius
+    if not (np.isfinite(low).all() and np.isfinite(high).all()):
+        raise ClusteringInputError("center", "center +- radius must be finite")
     shrink = 1.0 - 4.0 * float(np.finfo(np.float64).eps)
     out = np.empty((n_rows, n_cols), dtype=np.float64)
     block_rows = max(1, (1 << 20) // n_cols)
@@ -288,15 +387,12 @@ def prepare_rows(X: object, radius: float, center: object | None) -> tuple[np.nd
             raise ClusteringInputError(
                 "X", f"X has a non-finite value at row {start + row}, column {col}"
             )
+        np.clip(block, low, high, out=block)
         block -= c
-        if not np.isfinite(block).all():
-            raise ClusteringInputError("X", "X has values too large to centre on the domain")
-        sq = np.einsum("ij,ij->i", block, block)
-        norms = np.sqrt(sq)
-        overflow = ~np.isfinite(norms)
-        if overflow.any():
-            scale = np.abs(block[overflow]).max(axis=1)
-            norms[overflow] = scale * np.linalg.norm(block[overflow] / scale[:, None], axis=1)
+        np.clip(block, -radius, radius, out=block)  # rounding of the subtraction
+        # Scaled by 1/R every coordinate is in [-1, 1]: the squares neither overflow nor vanish.
+        scaled = block / radius
+        norms = np.sqrt(np.einsum("ij,ij->i", scaled, scaled)) * radius
         outside = norms > radius
         if outside.any():
             block[outside] *= (radius / norms[outside] * shrink)[:, None]

@@ -8,12 +8,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.clustering import noise
 from app.clustering.histogram import adapt_variations, postprocess_votes
 from app.clustering.packing import sphere_packing
 from app.clustering.params import (
     DEFAULT_MAX_POPULATION,
+    RunPlan,
     data_shape,
+    job_generator,
+    plan_for_rows,
     plan_run,
     prepare_rows,
 )
@@ -21,6 +23,7 @@ from app.clustering.result import ClusteringResult
 from app.clustering.selection import select_centres
 from app.clustering.variation import levy_variations
 from app.clustering.voting import GroupLayout, nearest_candidate_votes
+from app.privacy import noise
 
 Progress = Callable[[int, int], object]
 # Packings up to this many coordinates (16 MiB) are cached per shape; bigger ones are rare
@@ -60,37 +63,39 @@ class Evolution:
 
 def evolve(
     points: np.ndarray,
-    k: int,
+    plan: RunPlan,
     *,
     radius: float,
-    sigma: float,
-    iterations: int,
-    variations: int,
     rng: np.random.Generator,
     packing_rng: np.random.Generator | None,
     progress: Progress | None,
-    progress_total: int,
 ) -> Evolution:
-    """The PE-means loop on centred rows: T noisy nearest-candidate histograms, each a Gaussian
-    release of sensitivity 1 with noise `sigma`; everything else is post-processing."""
-    n_rows, d = points.shape
-    population = initial_population((variations + 1) * k, d, radius, packing_rng)
-    current_l = variations
+    """The PE-means loop on centred rows: `plan.iterations` noisy nearest-candidate histograms,
+    each an integer Gaussian release of sensitivity `plan.count_sensitivity` with noise
+    multiplier `plan.sigma`; everything else is post-processing of those releases and of the
+    public row count `plan.n_rows`."""
+    d = points.shape[1]
+    k = plan.k
+    population = initial_population((plan.variations + 1) * k, d, radius, packing_rng)
+    current_l = plan.variations
     selection: np.ndarray | None = None
     layout: GroupLayout | None = None  # the sphere packing has no group structure
-    for t in range(1, iterations + 1):
+    sensitivity = plan.count_sensitivity
+    for t in range(1, plan.iterations + 1):
         votes = nearest_candidate_votes(points, population, layout)
-        noisy = noise.gaussian_release(votes, sensitivity=1.0, sigma=sigma, rng=rng)
-        processed = postprocess_votes(noisy, n_rows)
+        noisy = noise.integer_release(votes, sensitivity=sensitivity, sigma=plan.sigma, rng=rng)
+        processed = postprocess_votes(noisy, plan.n_rows)
         selection = select_centres(population, processed, k, selection, rng)
-        current_l = adapt_variations(current_l, processed, sigma, len(population))
-        if t < iterations:
+        current_l = adapt_variations(
+            current_l, processed, sensitivity * plan.sigma, len(population)
+        )
+        if t < plan.iterations:
             population = np.concatenate(
                 [selection, levy_variations(selection, current_l, radius, rng)]
             )
             layout = GroupLayout(anchors=k, per_anchor=current_l)
         if progress is not None:
-            progress(t, progress_total)
+            progress(t, plan.progress_total)
     assert selection is not None  # iterations >= 1
     return Evolution(centres=selection, final_variations=current_l)
 
@@ -106,6 +111,8 @@ def pe_means(
     mu: float | None = None,
     iterations: int | None = None,
     variations: int | None = None,
+    n_public: int | None = None,
+    relation: str = "add-remove",
     rng: np.random.Generator | None = None,
     progress: Progress | None = None,
     max_population: int = DEFAULT_MAX_POPULATION,
@@ -114,38 +121,41 @@ def pe_means(
 
     X is N x d (any real dtype; a read-only memmap is fine); rows are clipped into the ball of
     `radius` around `center` (the origin when None), which the data owner declares. Privacy is
-    (epsilon, delta) or mu, exactly one. T defaults to floor(4 sqrt(d)), times epsilon when
-    epsilon > 1 (no scaling when only mu is given); L to max(N/(5k), 4) capped so the
+    (epsilon, delta) or mu, exactly one, under add/remove neighbours by default. `n_public` is
+    the dataset's released noisy row count N~; without it the run releases its own from a tenth
+    of mu (see `plan_for_rows`). With `relation="replace-one"` N is public and every release is
+    calibrated to replace-one sensitivities. T defaults to floor(4 sqrt(d)), times epsilon when
+    epsilon > 1 (no scaling when only mu is given); L to max(N~/(5k), 4) capped so the
     population stays within `max_population`. `progress(t, T)` is called after each iteration
-    and anything it raises propagates. `rng` is for tests only: by default the noise comes from
-    a generator seeded from OS entropy.
+    and anything it raises propagates. `rng` is for tests only: by default every random number
+    comes from a ChaCha20 generator keyed from OS entropy.
     """
     n_rows, n_cols = data_shape(X)
-    plan = plan_run(
+    points, c = prepare_rows(X, radius, center)  # validates X and the domain before any noise
+    noise_rng = job_generator(rng)
+    plan = plan_for_rows(
         n_rows,
-        n_cols,
-        k,
-        algorithm="pe-means",
-        epsilon=epsilon,
-        delta=delta,
-        mu=mu,
-        iterations=iterations,
-        variations=variations,
-        max_population=max_population,
-    )
-    points, c = prepare_rows(X, radius, center)
-    noise_rng = rng if rng is not None else np.random.default_rng()
-    outcome = evolve(
-        points,
-        plan.k,
-        radius=float(radius),
-        sigma=plan.sigma,
-        iterations=plan.iterations,
-        variations=plan.variations,
+        k=k,
+        n_public=n_public,
+        relation=relation,
         rng=noise_rng,
-        packing_rng=rng,
-        progress=progress,
-        progress_total=plan.progress_total,
+        plan=lambda count, count_mu: plan_run(
+            count,
+            n_cols,
+            k,
+            algorithm="pe-means",
+            epsilon=epsilon,
+            delta=delta,
+            mu=mu,
+            iterations=iterations,
+            variations=variations,
+            max_population=max_population,
+            relation=relation,
+            count_mu=count_mu,
+        ),
+    )
+    outcome = evolve(
+        points, plan, radius=float(radius), rng=noise_rng, packing_rng=rng, progress=progress
     )
     del points
-    return plan.result(outcome.centres + c, outcome.final_variations)
+    return plan.result(outcome.centres, c, radius, outcome.final_variations)

@@ -14,9 +14,13 @@ Algorithm = Literal["pe-means", "hdpe-means"]
 class ClusteringResult:
     """Differentially private cluster centres and the exact privacy accounting of the run.
 
-    `centers` is a read-only k x d array in the caller's original coordinates. The run is
-    `mu`-GDP: `releases` Gaussian mechanisms of sensitivity 1 (or R for HDPE's noisy sums) with
-    noise multiplier `sigma`, composing to sqrt(releases) / sigma <= mu. `iterations` counts the
+    `centers` is a read-only k x d array in the caller's original coordinates, snapped to
+    multiples of R / 2^32 around the domain centre. The run is `mu`-GDP under `relation`:
+    `releases` integer Gaussian mechanisms with noise multiplier `sigma` (each calibrated to its
+    sensitivity: 1 for a vote histogram or count vector, R for HDPE's noisy sums, sqrt(2) and 2R
+    under replace-one), plus, when `count_mu` is set, the run's own noisy row count, composing
+    to sqrt(releases / sigma^2 + count_mu^2) <= mu. `n_public` is the public row count the run
+    planned with (N~, or N when it is public). `iterations` counts the
     PE-means iterations (for HDPE-means the PE iterations in the projected space; its two final
     noisy releases are counted in `releases`, not here). `epsilon`/`delta` are set when the
     budget was given as (epsilon, delta).
@@ -34,3 +38,6 @@ class ClusteringResult:
     final_variations: int = 0
     population_size: int = 0
     projection_dim: int | None = None
+    n_public: int = 0
+    relation: str = "add-remove"
+    count_mu: float | None = None

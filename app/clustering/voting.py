@@ -262,6 +262,10 @@ def nearest_candidates(
 def nearest_candidate_votes(
     points: np.ndarray, candidates: np.ndarray, layout: GroupLayout | None = None
 ) -> np.ndarray:
-    """Vote histogram: how many rows have each candidate as their nearest (sums to N)."""
+    """Vote histogram (int64): how many rows have each candidate as their nearest.
+
+    Each row casts exactly one vote, which depends only on that row and the public candidates:
+    adding or removing a row changes one bin by one (l2 sensitivity 1; sqrt(2) when a row is
+    replaced)."""
     labels = nearest_candidates(points, candidates, layout)
-    return np.bincount(labels, minlength=len(candidates)).astype(np.float64)
+    return np.bincount(labels, minlength=len(candidates)).astype(np.int64)

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-DEFAULT_MAX_DELTA = 1e-6
+DEFAULT_DELTA = 1e-6
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -35,7 +35,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--delta",
         type=float,
-        help="delta for --epsilon (default min(1e-6, 1/N^1.1) for N rows)",
+        help="delta for --epsilon (default 1e-6; choose one below 1/N for N rows). It is "
+        "never derived from the file, whose row count is private",
+    )
+    p.add_argument(
+        "--count-public",
+        action="store_true",
+        help="the file's row count is already public: neighbouring datasets then replace one "
+        "row (replace-one sensitivities) and no noisy count is released; by default a tenth "
+        "of mu is spent on a noisy row count that the run plans with",
     )
     p.add_argument("--radius", type=float, required=True, help="radius R of the public domain")
     p.add_argument(
@@ -104,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     delta = args.delta
     if args.epsilon is not None and delta is None:
-        delta = min(DEFAULT_MAX_DELTA, float(X.shape[0]) ** -1.1)
+        delta = DEFAULT_DELTA
     try:
         result = cluster(
             X,
@@ -118,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
             iterations=args.iterations,
             variations=args.variations,
             projection_dim=args.projection_dim,
+            relation="replace-one" if args.count_public else "add-remove",
         )
     except (ClusteringInputError, PrivacyParameterError) as exc:
         field = getattr(exc, "field", None)
@@ -132,6 +141,9 @@ def run(args: argparse.Namespace) -> int:
         "sigma": result.sigma,
         "releases": result.releases,
         "iterations": result.iterations,
+        "relation": result.relation,
+        "count_mu": result.count_mu,
+        "n_rows_dp": None if args.count_public else result.n_public,
     }
     centres = result.centers.tolist()
     if args.format == "json":

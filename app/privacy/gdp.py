@@ -46,6 +46,7 @@ __all__ = [
     "exact_square_sum",
     "mu_from_epsilon_delta",
     "noise_multiplier",
+    "remaining_after",
 ]
 
 
@@ -393,6 +394,19 @@ def compose(mus: Iterable[float]) -> float:
     if math.isinf(result):
         raise PrivacyParameterError("mu is too large to compose", field="mu")
     return result
+
+
+def remaining_after(total: float, part: float) -> float:
+    """The largest mu with sqrt(mu^2 + part^2) <= total, exactly: what a mu-GDP total leaves
+    after a part of it was spent (composition solved for the rest, rounded down)."""
+    total_f, part_f = _positive(total, "mu"), _real(part, "mu")
+    if not 0.0 <= part_f < total_f:
+        raise PrivacyParameterError(
+            f"the part ({part_f!r}) must be >= 0 and below the total ({total_f!r})", field="mu"
+        )
+    left = exact_square_sum([total_f]) - exact_square_sum([part_f])
+    root = math.sqrt(float(left))
+    return _step_until(root, lambda r: Fraction(r) ** 2 <= left, 0.0)
 
 
 def noise_multiplier(mu: float, releases: int) -> float:

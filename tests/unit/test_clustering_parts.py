@@ -136,24 +136,30 @@ def test_batched_packing_replays_the_sequential_rule(
 
 
 def test_postprocess_keeps_the_smallest_top_prefix_reaching_n() -> None:
-    noisy = np.array([5.0, -1.0, 3.0, 10.0, 0.5])
-    np.testing.assert_array_equal(histogram.postprocess_votes(noisy, 12), [5, 0, 0, 10, 0])
-    # Reaching N exactly is enough.
-    np.testing.assert_array_equal(
-        histogram.postprocess_votes(np.array([6.0, 6.0, 1.0]), 12), [6, 6, 0]
-    )
-    # Never reaching N: keep every positive bin, zero the negative ones.
-    np.testing.assert_array_equal(
-        histogram.postprocess_votes(np.array([3.0, -2.0, 1.0]), 10), [3, 0, 1]
-    )
+    noisy = np.array([5, -1, 3, 10, 1])
+    out = histogram.postprocess_votes(noisy, 12)
+    np.testing.assert_array_equal(out, [5, 0, 0, 10, 0])
+    assert out.dtype == np.int64
+    # Reaching N~ exactly is enough.
+    np.testing.assert_array_equal(histogram.postprocess_votes(np.array([6, 6, 1]), 12), [6, 6, 0])
+    # Never reaching N~: keep every positive bin, zero the negative ones.
+    np.testing.assert_array_equal(histogram.postprocess_votes(np.array([3, -2, 1]), 10), [3, 0, 1])
+    # A noisy count N~ <= 0 keeps just the largest positive bin.
+    np.testing.assert_array_equal(histogram.postprocess_votes(np.array([3, 4, 1]), -5), [0, 4, 0])
+
+
+def test_postprocess_takes_only_integer_releases() -> None:
+    # A float histogram would carry noise low bits into the weights: refused, not truncated.
+    with pytest.raises(TypeError):
+        histogram.postprocess_votes(np.array([1.5, 2.0]), 2)
 
 
 @settings(max_examples=200, deadline=None)
 @given(
-    st.lists(st.floats(-50, 200, allow_nan=False), min_size=1, max_size=40),
+    st.lists(st.integers(-50, 200), min_size=1, max_size=40),
     st.integers(1, 2000),
 )
-def test_postprocess_properties(values: list[float], n: int) -> None:
+def test_postprocess_properties(values: list[int], n: int) -> None:
     noisy = np.array(values)
     out = histogram.postprocess_votes(noisy, n)
     kept = out != 0
@@ -163,7 +169,7 @@ def test_postprocess_properties(values: list[float], n: int) -> None:
         # would not.
         assert out.sum() >= n
         assert out.sum() - out[kept].min() < n
-        assert noisy[kept].min() >= noisy[~kept].max(initial=-np.inf)
+        assert noisy[kept].min() >= noisy[~kept].max(initial=np.iinfo(np.int64).min)
     else:
         np.testing.assert_array_equal(out, np.where(noisy > 0, noisy, 0))
 
@@ -284,3 +290,20 @@ def test_rows_are_centred_and_clipped_into_the_ball_without_touching_x() -> None
     assert norms[1] == pytest.approx(2.0) and norms[2] == pytest.approx(2.0)
     np.testing.assert_allclose(points[1], [0.0, 2.0])
     np.testing.assert_allclose(points[2], [-2.0, 0.0])
+
+
+def test_prepare_rows_is_total_on_a_domain_far_from_the_origin() -> None:
+    # A domain centred at -1e308 and a row at +1.5e308: centring the raw row would overflow.
+    # Box-clipping first keeps every step finite, whatever the row, so one row can never make
+    # a job fail (it used to: "X has values too large to centre on the domain").
+    X = np.array([[1.5e308, 0.0], [-1e308, 0.5], [-1e308 + 1e292, -0.2]])
+    points, _ = prepare_rows(X, 1.0, np.array([-1e308, 0.0]))
+    assert np.isfinite(points).all()
+    assert np.all(np.linalg.norm(points, axis=1) <= 1.0)
+    # Tiny and huge radii: norms neither underflow nor overflow.
+    for radius in (1e-200, 1e200):
+        rows = np.array([[3 * radius, 4 * radius], [0.1 * radius, 0.0]])
+        clipped, _ = prepare_rows(rows, radius, None)
+        norms = np.linalg.norm(clipped / radius, axis=1)
+        assert norms[0] == pytest.approx(1.0) and norms[0] <= 1.0
+        assert norms[1] == pytest.approx(0.1)

@@ -14,11 +14,12 @@ from app.clustering import (
     ClusteringResult,
     cluster,
     hdpe_means,
-    noise,
     pe_means,
     plan_run,
 )
-from app.clustering.hdpe import noisy_means
+from app.clustering.hdpe import grid_sensitivity, noisy_means
+from app.clustering.params import COUNT_MU_FRACTION
+from app.privacy import noise
 from app.privacy.gdp import PrivacyParameterError, mu_from_epsilon_delta
 
 
@@ -29,19 +30,23 @@ def _blobs(n: int, d: int, k: int, seed: int = 0) -> np.ndarray:
 
 
 class ReleaseLog:
-    """Wraps noise.gaussian_release to record every Gaussian release of a run."""
+    """Wraps noise.integer_release (every Gaussian release of a run, the row count included) to
+    record each one, and checks that each is integer data in, integer release out."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls: list[tuple[float, float, tuple[int, ...]]] = []
-        original = noise.gaussian_release
+        original = noise.integer_release
 
         def recording(
             values: np.ndarray, *, sensitivity: float, sigma: float, rng: np.random.Generator
         ) -> np.ndarray:
+            assert np.issubdtype(np.asarray(values).dtype, np.integer)
             self.calls.append((sensitivity, sigma, np.shape(values)))
-            return original(values, sensitivity=sensitivity, sigma=sigma, rng=rng)
+            out = original(values, sensitivity=sensitivity, sigma=sigma, rng=rng)
+            assert out.dtype == np.int64
+            return out
 
-        monkeypatch.setattr(noise, "gaussian_release", recording)
+        monkeypatch.setattr(noise, "integer_release", recording)
 
     def composed_mu(self) -> float:
         # Each release adds N(0, (sensitivity*sigma)^2) to a statistic of that sensitivity, so it
@@ -60,9 +65,12 @@ def test_pe_means_spends_exactly_the_requested_mu(
     log = ReleaseLog(monkeypatch)
     X = _blobs(600, 3, 3)
     delta = 1e-6
-    result = pe_means(X, 3, radius=1.5, epsilon=epsilon, delta=delta, rng=np.random.default_rng(1))
+    result = pe_means(
+        X, 3, radius=1.5, epsilon=epsilon, delta=delta, n_public=590, rng=np.random.default_rng(1)
+    )
     mu = mu_from_epsilon_delta(epsilon, delta)
     assert result.mu == mu and result.epsilon == epsilon and result.delta == delta
+    assert (result.n_public, result.count_mu, result.relation) == (590, None, "add-remove")
     # T = floor(4 sqrt(3)) = 6, times epsilon when epsilon > 1.
     assert result.iterations == result.releases == (18 if epsilon == 3.0 else 6)
     assert len(log.calls) == result.releases
@@ -72,10 +80,42 @@ def test_pe_means_spends_exactly_the_requested_mu(
     assert math.sqrt(result.releases) / result.sigma <= mu
 
 
+def test_without_a_public_count_the_run_pays_for_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    # No N~ given: a tenth of mu buys a noisy count (sensitivity 1, one value), and the
+    # histograms share the rest; together they compose to exactly mu.
+    log = ReleaseLog(monkeypatch)
+    result = pe_means(_blobs(600, 3, 3), 3, radius=1.5, mu=0.9, rng=np.random.default_rng(1))
+    assert result.count_mu == pytest.approx(COUNT_MU_FRACTION * 0.9, rel=1e-15)
+    assert log.calls[0] == (1.0, 1.0 / result.count_mu, (1,))
+    assert len(log.calls) == result.releases + 1
+    assert all(s == 1.0 and sig == result.sigma for s, sig, _ in log.calls[1:])
+    assert log.composed_mu() <= 0.9
+    assert log.composed_mu() == pytest.approx(0.9, rel=1e-12)
+    assert abs(result.n_public - 600) < 6 * 1.0 / result.count_mu  # N~ is near N
+
+
+def test_replace_one_uses_the_exact_count_and_doubled_sensitivities(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log = ReleaseLog(monkeypatch)
+    X = _blobs(800, 40, 4)
+    result = hdpe_means(
+        X, 4, radius=2.0, mu=0.8, relation="replace-one", rng=np.random.default_rng(2)
+    )
+    assert (result.relation, result.n_public, result.count_mu) == ("replace-one", 800, None)
+    assert len(log.calls) == 16  # no count release: N is public
+    assert all(s == math.sqrt(2.0) for s, _, _ in log.calls[:14])  # vote histograms
+    assert log.calls[-2] == (2.0 * grid_sensitivity(40), result.sigma, (4, 40))  # sums: 2R
+    assert log.calls[-1] == (math.sqrt(2.0), result.sigma, (4,))  # counts
+    assert log.composed_mu() == pytest.approx(0.8, rel=1e-12)
+    with pytest.raises(ClusteringInputError):
+        hdpe_means(X, 4, radius=2.0, mu=0.8, relation="replace-one", n_public=799)
+
+
 def test_hdpe_means_spends_exactly_the_requested_mu(monkeypatch: pytest.MonkeyPatch) -> None:
     log = ReleaseLog(monkeypatch)
     X = _blobs(800, 40, 4)
-    result = hdpe_means(X, 4, radius=2.0, mu=0.8, rng=np.random.default_rng(2))
+    result = hdpe_means(X, 4, radius=2.0, mu=0.8, n_public=812, rng=np.random.default_rng(2))
     # T_total = floor(4 sqrt(16)) = 16: 14 PE iterations in R^16 plus the noisy sums and counts,
     # all with sigma = sqrt(16) / mu.
     assert (result.iterations, result.releases, result.projection_dim) == (14, 16, 16)
@@ -83,7 +123,9 @@ def test_hdpe_means_spends_exactly_the_requested_mu(monkeypatch: pytest.MonkeyPa
     assert len(log.calls) == 16
     assert all(sig == result.sigma for _, sig, _ in log.calls)
     sums, counts = log.calls[-2], log.calls[-1]
-    assert sums == (2.0, result.sigma, (4, 40))  # sensitivity R, one draw per coordinate
+    # Sensitivity R: 2^20 grid units (a row's norm on the grid), one draw per coordinate.
+    assert sums == (grid_sensitivity(40), result.sigma, (4, 40))
+    assert grid_sensitivity(40) == pytest.approx(2.0**20, rel=1e-5)
     assert counts == (1.0, result.sigma, (4,))
     assert log.composed_mu() <= 0.8
     assert log.composed_mu() == pytest.approx(0.8, rel=1e-12)
@@ -124,17 +166,21 @@ def test_hdpe_noise_on_sums_is_isotropic() -> None:
     # The published code adds one scalar per cluster to every coordinate (correlation 1 between
     # coordinates). Here each coordinate gets its own draw: over 4000 releases the sample
     # correlation of two coordinates has standard error ~0.016; |r| < 0.1 for all 28 pairs
-    # fails with probability < 1e-8, and the variance is within 8% of (R sigma)^2 (over 9 SE).
+    # fails with probability < 1e-8, and the variance is within 8% of (Delta sigma)^2 (over 9
+    # SE), Delta = R in grid units. The released sums are integers (no float noise bits).
     rng = np.random.default_rng(11)
-    sums = np.zeros((1, 8))
-    counts = np.array([1e12])  # divide by a huge count so the centre is the noise / 1e12
+    plan = plan_run(1000, 8, 1, algorithm="hdpe-means", projection_dim=8, mu=2.0)
+    sums = np.zeros((1, 8), dtype=np.int64)
+    counts = np.array([10**12], dtype=np.int64)  # a huge count: the centre is the noise / 1e12
+    unit = 3.0 * 2.0**-20
     draws = np.array(
-        [noisy_means(sums, counts, radius=3.0, sigma=2.0, rng=rng)[0] * 1e12 for _ in range(4000)]
+        [noisy_means(sums, counts, plan, radius=3.0, rng=rng)[0] * 1e12 / unit for _ in range(4000)]
     )
     corr = np.corrcoef(draws.T)
     off_diagonal = corr[~np.eye(8, dtype=bool)]
     assert np.abs(off_diagonal).max() < 0.1
-    np.testing.assert_allclose(draws.var(axis=0), 36.0, rtol=0.08)
+    expected = (grid_sensitivity(8) * plan.sigma) ** 2
+    np.testing.assert_allclose(draws.var(axis=0), expected, rtol=0.08)
 
 
 def test_hdpe_returns_k_centres_even_when_clusters_are_empty() -> None:
@@ -226,7 +272,7 @@ def test_an_exception_from_progress_stops_the_run(algorithm: str) -> None:
         ({"X": np.array([[0.0, np.inf]] * 3)}, "X"),
         ({"X": np.array([["a", "b"]] * 3)}, "X"),
         ({"k": 0}, "k"),
-        ({"k": 11}, "k"),
+        ({"k": 11, "n_public": 10}, "k"),
         ({"k": 2.5}, "k"),
         ({"k": True}, "k"),
         ({"radius": 0.0}, "radius"),
@@ -289,8 +335,9 @@ def test_read_only_memmap_input_is_not_modified(tmp_path: Path) -> None:
 
 
 def test_default_noise_is_fresh_every_run() -> None:
-    # Without a test generator every run draws new noise (OS entropy): two runs on the same
-    # data differ. (Equal outputs would need identical continuous noise: probability 0.)
+    # Without a test generator every run draws new noise (ChaCha20 keyed from OS entropy): two
+    # runs on the same data differ. (Equal outputs would need identical Levy variations, drawn
+    # as continuous values: probability 0.)
     X = _blobs(500, 2, 2)
     first = pe_means(X, 2, radius=1.5, mu=0.5).centers
     second = pe_means(X, 2, radius=1.5, mu=0.5).centers
@@ -302,3 +349,26 @@ def test_a_test_generator_makes_runs_reproducible() -> None:
     a = pe_means(X, 2, radius=1.5, mu=0.5, rng=np.random.default_rng(9)).centers
     b = pe_means(X, 2, radius=1.5, mu=0.5, rng=np.random.default_rng(9)).centers
     np.testing.assert_array_equal(a, b)
+
+
+def test_one_extreme_row_never_makes_a_run_fail() -> None:
+    # The neighbouring pair of the soundness audit: with and without one row at +1.5e308 on a
+    # domain centred at -1e308, both runs succeed and return k centres inside the domain.
+    rng = np.random.default_rng(12)
+    base = np.column_stack([np.full(200, -1e308), rng.uniform(-0.5, 0.5, 200)])
+    centre = np.array([-1e308, 0.0])
+    for X in (base, np.vstack([base, [[1.5e308, 0.0]]])):
+        for algorithm in ("pe-means", "hdpe-means"):
+            result = cluster(
+                X, 2, algorithm=algorithm, radius=1.0, center=centre, mu=1.0, n_public=205
+            )
+            assert result.centers.shape == (2, 2) and np.isfinite(result.centers).all()
+
+
+def test_released_centres_sit_on_the_release_grid() -> None:
+    # Centred coordinates are whole multiples of R / 2^32: no finer digit is ever released.
+    radius, centre = 1.5, np.array([0.25, -3.0, 7.0])
+    X = _blobs(500, 3, 2) + centre
+    result = pe_means(X, 2, radius=radius, center=centre, mu=1.0, n_public=500)
+    units = (result.centers - centre) / (radius * 2.0**-32)
+    np.testing.assert_allclose(units, np.round(units), atol=1e-3)

@@ -1,0 +1,71 @@
+"""The noise primitives: the ChaCha20 generator, integer releases, the row-count release."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from randomgen import ChaCha
+
+from app.privacy import noise
+from app.privacy.gdp import PrivacyParameterError, remaining_after
+
+
+def test_the_service_generator_is_chacha20_from_os_entropy() -> None:
+    first, second = noise.secure_generator(), noise.secure_generator()
+    assert isinstance(first.bit_generator, ChaCha)
+    # Keyed afresh each time (256 bits from `secrets`): two generators never share a stream.
+    assert not np.array_equal(first.integers(2**63, size=4), second.integers(2**63, size=4))
+
+
+def test_integer_release_is_integer_data_plus_rounded_gaussian_noise() -> None:
+    rng = np.random.default_rng(3)
+    values = np.arange(5, dtype=np.int64)
+    out = noise.integer_release(values, sensitivity=2.0, sigma=1.5, rng=rng)
+    assert out.dtype == np.int64
+    # Same draws, by hand: round(N(0, (2 * 1.5)^2)).
+    expected = values + np.rint(np.random.default_rng(3).normal(0.0, 3.0, size=5)).astype(int)
+    np.testing.assert_array_equal(out, expected)
+    with pytest.raises(TypeError):
+        noise.integer_release(np.array([0.5]), sensitivity=1.0, sigma=1.0, rng=rng)
+
+
+def test_rounded_gaussian_has_the_gaussian_variance() -> None:
+    # Rounding adds variance 1/12 at most. 200,000 draws of std 10: the sample variance is within
+    # 1.5% of 100 + 1/12 (its standard error is 0.32%, so this fails with probability < 1e-5).
+    draws = noise.rounded_gaussian(200_000, 10.0, np.random.default_rng(5))
+    assert draws.dtype == np.int64
+    assert draws.var() == pytest.approx(100.0 + 1 / 12, rel=0.015)
+    assert abs(draws.mean()) < 0.1
+
+
+@pytest.mark.parametrize("std", [0.0, -1.0, math.inf, math.nan, 1e14])
+def test_rounded_gaussian_refuses_a_std_that_could_lose_integer_exactness(std: float) -> None:
+    with pytest.raises(PrivacyParameterError):
+        noise.rounded_gaussian(3, std, np.random.default_rng(0))
+
+
+def test_release_count_is_an_integer_near_n_with_std_one_over_mu() -> None:
+    rng = np.random.default_rng(8)
+    counts = np.array([noise.release_count(1000, 0.5, rng) for _ in range(20_000)])
+    assert all(isinstance(c, int) for c in counts[:5].tolist())
+    # std 1/mu = 2: mean within 0.1 (over 7 SE), std within 3%.
+    assert abs(counts.mean() - 1000) < 0.1
+    assert counts.std() == pytest.approx(math.sqrt(4 + 1 / 12), rel=0.03)
+    with pytest.raises(PrivacyParameterError):
+        noise.release_count(10, 0.0)
+    assert noise.default_count_mu(2.0) == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize(("total", "part"), [(1.0, 0.1), (0.37, 0.3699), (5.0, 0.0), (1e-8, 3e-9)])
+def test_remaining_after_is_the_largest_rest_that_composes_under_the_total(
+    total: float, part: float
+) -> None:
+    rest = remaining_after(total, part)
+    assert Fraction(rest) ** 2 + Fraction(part) ** 2 <= Fraction(total) ** 2
+    bigger = math.nextafter(rest, math.inf)
+    assert Fraction(bigger) ** 2 + Fraction(part) ** 2 > Fraction(total) ** 2
+    with pytest.raises(PrivacyParameterError):
+        remaining_after(total, total)
