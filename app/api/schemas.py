@@ -1,4 +1,4 @@
-"""Pydantic request and response models of the REST contract (shared/API.md)."""
+"""Pydantic request and response models of the REST contract (docs/api.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.db.models import ApiKey, Dataset, Job, LedgerEntry
+from app.services import datasets as datasets_service
 from app.services.ledger import BudgetView
 
 T = TypeVar("T")
@@ -110,7 +111,32 @@ class BudgetPatch(BaseModel):
 class DatasetOut(BaseModel):
     id: uuid.UUID
     name: str
-    n_rows: int = Field(description="Public metadata (treated as public, as in the paper).")
+    n_rows_dp: int = Field(
+        description="The row count everyone may see: N plus integer Gaussian noise, released "
+        "once at upload (floored at 0) and charged to the budget as the ledger's `count` entry; "
+        "exactly N when the owner declared the count public. Jobs plan with this count."
+    )
+    n_rows: int | None = Field(
+        default=None,
+        description="The exact row count: in the owner's view only (null for analysts). Under "
+        "add/remove neighbours N is private.",
+    )
+    count_public: bool = Field(
+        description="The owner declared the row count public: no count was released and jobs "
+        "are calibrated to replace-one neighbours."
+    )
+    count_mu: float | None = Field(
+        description="The GDP cost of the noisy row count (null when the count is public)."
+    )
+    relation: Literal["add-remove", "replace-one"] = Field(
+        description="The neighbouring relation the guarantee is stated for: `add-remove` "
+        "(datasets differ by one row added or removed; N is private), or `replace-one` when "
+        "the owner declared the count public."
+    )
+    warnings: list[str] = Field(
+        description="Advice about the parameters, e.g. a delta above 1/n_rows_dp (the usual "
+        "rule of thumb asks for delta well below 1/n)."
+    )
     n_cols: int
     columns: list[str]
     domain: Domain
@@ -121,11 +147,17 @@ class DatasetOut(BaseModel):
     )
 
     @classmethod
-    def of(cls, ds: Dataset, budget: BudgetView) -> DatasetOut:
+    def of(cls, ds: Dataset, budget: BudgetView, role: str) -> DatasetOut:
+        """The dataset as `role` may see it: the exact row count for its owner only."""
         return cls(
             id=ds.id,
             name=ds.name,
-            n_rows=ds.n_rows,
+            n_rows_dp=ds.n_rows_dp,
+            n_rows=ds.n_rows if role == "owner" else None,
+            count_public=ds.count_public,
+            count_mu=ds.count_mu,
+            relation=datasets_service.planning_count(ds).relation,
+            warnings=datasets_service.dataset_warnings(ds),
             n_cols=ds.n_cols,
             columns=list(ds.columns),
             domain=Domain(center=ds.center, radius=ds.radius),
@@ -137,12 +169,20 @@ class DatasetOut(BaseModel):
 
 class LedgerEntryOut(BaseModel):
     id: int
-    kind: Literal["cap", "reserve", "commit", "refund", "succeeded", "failed", "cancelled"]
+    kind: Literal[
+        "cap", "count", "reserve", "commit", "refund", "succeeded", "failed", "cancelled"
+    ] = Field(
+        description="`cap`: the cap set or changed; `count`: the noisy row count released at "
+        "upload (spent for good); `reserve`, `commit`, `refund`: a job's charge; `succeeded`, "
+        "`failed`, `cancelled`: audit only."
+    )
     job_id: uuid.UUID | None
     actor: uuid.UUID | None = Field(description="The API key id that caused the entry.")
     mu: float | None
     sigma: float | None
-    iterations: int | None = Field(description="Number of Gaussian releases of the job.")
+    iterations: int | None = Field(
+        description="Number of Gaussian releases of the job (1 for the row count)."
+    )
     epsilon: float | None
     delta: float | None
     note: str | None

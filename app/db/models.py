@@ -42,7 +42,15 @@ class Dataset(Base):
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
     tenant: Mapped[str] = mapped_column(String(100), index=True)
     name: Mapped[str] = mapped_column(String(200))
+    # The exact row count: shown to the owner only. Under add/remove DP it is private.
     n_rows: Mapped[int] = mapped_column(Integer)
+    # The row count everyone sees and every job plans with: N + integer Gaussian noise released
+    # once at upload (floored at 0), or exactly n_rows when the owner declared the count public.
+    n_rows_dp: Mapped[int] = mapped_column(Integer)
+    # The owner declared N public: no count release, and jobs use replace-one sensitivities.
+    count_public: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The GDP cost of the noisy count (null when the count is public).
+    count_mu: Mapped[float | None] = mapped_column(Float, default=None)
     n_cols: Mapped[int] = mapped_column(Integer)
     columns: Mapped[list[Any]] = mapped_column(JSON)
     center: Mapped[list[Any]] = mapped_column(JSON)
@@ -94,7 +102,8 @@ class Job(Base):
 class LedgerEntry(Base):
     """One immutable fact about a dataset's privacy budget; the budget is the replay of these.
 
-    kinds: `cap` (cap set or raised), `reserve` (job admitted), `commit` (first noise about to be
+    kinds: `cap` (cap set or raised), `count` (the noisy row count released at upload: spent,
+    never refunded), `reserve` (job admitted), `commit` (first noise about to be
     drawn: no refund from here), `refund` (job ended before any noise), `cancel` and `fail`
     (state changes after commit, for the audit trail; they do not change the budget).
     """

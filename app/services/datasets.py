@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO, Literal
 
 import numpy as np
 from sqlalchemy.orm import Session
@@ -18,8 +18,10 @@ from app.db.base import utcnow
 from app.db.models import Dataset
 from app.errors import InvalidParameter, NotFound
 from app.privacy import budget as bmath
-from app.privacy import gdp
+from app.privacy import gdp, noise
 from app.services import ledger
+
+Relation = Literal["add-remove", "replace-one"]
 
 # Bounds on a declared domain. With every |c_i| + R (ball) or every |lo_i|, |hi_i| (box) at most
 # MAX_DOMAIN_ABS, and R at least MIN_RADIUS, no arithmetic on a clipped row can overflow or lose
@@ -190,6 +192,74 @@ def clip_into_domain(path: Path, center: Sequence[float], radius: float) -> None
     del matrix
 
 
+@dataclass(frozen=True)
+class PlanningCount:
+    """The row count a dataset's jobs may use, and the neighbouring relation that goes with it."""
+
+    n_rows: int
+    relation: Relation
+
+
+def planning_count(dataset: Dataset) -> PlanningCount:
+    """The one place that decides which row count jobs plan with (API and worker alike).
+
+    By default neighbouring datasets differ by adding or removing a row, so the exact N is
+    private and jobs use the released N~ (at least 1: a post-processing of N~). When the owner
+    declared the count public, N itself is used and jobs are calibrated to replace-one
+    neighbours, the relation under which a public N is consistent with the guarantee.
+    """
+    if dataset.count_public:
+        return PlanningCount(n_rows=dataset.n_rows, relation="replace-one")
+    return PlanningCount(n_rows=max(dataset.n_rows_dp, 1), relation="add-remove")
+
+
+def dataset_warnings(dataset: Dataset) -> list[str]:
+    """Advice about a dataset's parameters, computed from public values only (N~, delta)."""
+    warnings = []
+    if dataset.delta > 1.0 / max(dataset.n_rows_dp, 1):
+        warnings.append(
+            f"delta ({dataset.delta:g}) is above 1/n_rows_dp (n_rows_dp = {dataset.n_rows_dp}); "
+            "a delta that large allows mechanisms that publish a few rows outright. The usual "
+            "rule of thumb is delta well below 1/n, e.g. 1/n^1.1."
+        )
+    return warnings
+
+
+def check_count_options(count_mu: float | None, count_public: bool, mu_cap: float) -> float | None:
+    """The GDP cost of the upload's noisy row count: None when the owner declared N public.
+
+    Default: `noise.default_count_mu(mu_cap)`. An owner's `count_mu` must be finite, > 0 and
+    strictly below mu_cap (422 `invalid-parameter` naming `count_mu`).
+    """
+    if count_public:
+        if count_mu is not None:
+            raise InvalidParameter(
+                "count_mu is the cost of the noisy row count; with count_public=true no count is "
+                "released, so give one or the other",
+                field="count_mu",
+            )
+        return None
+    if count_mu is None:
+        chosen, field = noise.default_count_mu(mu_cap), "epsilon"
+    else:
+        if not math.isfinite(count_mu) or count_mu <= 0.0:
+            raise InvalidParameter("count_mu must be a finite number > 0", field="count_mu")
+        if count_mu >= mu_cap:
+            raise InvalidParameter(
+                f"count_mu must be below the dataset's mu_cap ({mu_cap:.6g}), or nothing would "
+                "be left for jobs",
+                field="count_mu",
+            )
+        chosen, field = float(count_mu), "count_mu"
+    if chosen < 1.0 / noise.MAX_NOISE_STD:
+        raise InvalidParameter(
+            f"the row count's cost (count_mu={chosen:.3g}) is too small to release: its noise "
+            f"would exceed {noise.MAX_NOISE_STD:g}",
+            field=field,
+        )
+    return chosen
+
+
 def check_budget(epsilon: float, delta: float) -> float:
     """Validate a dataset cap and return mu_cap (errors name the field)."""
     try:
@@ -213,10 +283,15 @@ def create_dataset(
     domain: DomainSpec,
     columns: list[str] | None,
     max_bytes: int,
+    count_mu: float | None = None,
+    count_public: bool = False,
 ) -> Dataset:
-    """Check everything, store the matrix, and record the dataset with its budget's first entry.
+    """Check everything, store the matrix, release the noisy row count, and record the dataset
+    with its budget's first entries (the cap, then the count's cost).
 
-    On any error nothing is left behind: no file, no row, no ledger entry.
+    The row count N~ = N + round(N(0, 1/count_mu^2)) is released once, here, unless the owner
+    declares N public (`count_public`). On any error nothing is left behind: no file, no row,
+    no ledger entry.
     """
     from app.services.ingest import ingest_file  # heavy (pyarrow); only uploads need it
 
@@ -224,6 +299,7 @@ def create_dataset(
     if not name or len(name) > 200:
         raise InvalidParameter("name must be 1 to 200 characters", field="name")
     mu_cap = check_budget(epsilon, delta)
+    count_cost = check_count_options(count_mu, count_public, mu_cap)
     check_domain_shape(domain)
     dataset_id = uuid.uuid4()
     storage_dir.mkdir(parents=True, exist_ok=True)
@@ -239,11 +315,19 @@ def create_dataset(
     try:
         center, radius = resolve_domain(domain, matrix.n_cols)
         clip_into_domain(matrix.path, center, radius)
+        if count_cost is None:
+            n_rows_dp = matrix.n_rows
+        else:
+            # Stored floored at 0 (post-processing); jobs plan with at least 1.
+            n_rows_dp = max(noise.release_count(matrix.n_rows, count_cost), 0)
         dataset = Dataset(
             id=dataset_id,
             tenant=tenant,
             name=name,
             n_rows=matrix.n_rows,
+            n_rows_dp=n_rows_dp,
+            count_public=count_public,
+            count_mu=count_cost,
             n_cols=matrix.n_cols,
             columns=list(matrix.columns),
             center=center,
@@ -278,7 +362,3 @@ def delete_rows(session: Session, dataset: Dataset) -> Dataset:
         dataset.deleted_at = utcnow()
     session.flush()
     return dataset
-
-
-def public_metadata(dataset: Dataset) -> dict[str, Any]:
-    return {"n_rows": dataset.n_rows, "n_cols": dataset.n_cols, "columns": dataset.columns}

@@ -15,6 +15,7 @@ from app.db.models import Dataset, Job
 from app.errors import Conflict, InvalidParameter
 from app.privacy import budget as bmath
 from app.privacy import gdp
+from app.services import datasets as datasets_service
 from app.services import ledger
 
 MAX_K = 10_000
@@ -68,13 +69,21 @@ def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
     """Validate a request against a dataset and fix its mu, sigma and number of releases.
 
     The clustering library's own planner decides T, L and the releases from public inputs
-    (N, d, k and the request), so what is charged is exactly what the worker will run.
+    (the dataset's planning row count, d, k and the request), so what is charged is exactly
+    what the worker will run. The row count is N~ (or N when the owner declared it public):
+    never the exact N of a dataset under add/remove neighbours.
     Raises InvalidParameter (422 `invalid-parameter`) naming the field; charges nothing.
     """
     from app.clustering import ClusteringInputError, plan_run
 
     if req.k > MAX_K:
         raise InvalidParameter(f"k must be at most {MAX_K}", field="k")
+    count = datasets_service.planning_count(dataset)
+    if req.k > count.n_rows:
+        name = "n_rows" if dataset.count_public else "n_rows_dp, the released row count"
+        raise InvalidParameter(
+            f"k must be at most the dataset's {name} ({count.n_rows}), got {req.k}", field="k"
+        )
     if (req.epsilon is None) == (req.mu is None):
         raise InvalidParameter("give exactly one of `epsilon` and `mu`", field="epsilon")
     delta = dataset.delta if req.delta is None else req.delta
@@ -84,9 +93,10 @@ def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
         )
     try:
         run = plan_run(
-            dataset.n_rows,
+            count.n_rows,
             dataset.n_cols,
             req.k,
+            relation=count.relation,
             algorithm=req.algorithm,
             epsilon=req.epsilon,
             delta=delta if req.epsilon is not None else None,
@@ -138,9 +148,7 @@ def estimate(session: Session, dataset: Dataset, req: JobRequest) -> Estimate:
     state = ledger.state_of(session, dataset.id)
     before = ledger.view(dataset, state)
     ok = bmath.is_admissible(state.live_mus, plan.mu, state.mu_cap)
-    after_state = ledger.LedgerState(
-        mu_cap=state.mu_cap, spent=dict(state.spent), reserved=dict(state.reserved), jobs=state.jobs
-    )
+    after_state = state.copy()
     if ok:
         after_state.reserved[uuid.uuid4()] = plan.mu
         after_state.jobs += 1

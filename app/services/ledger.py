@@ -1,8 +1,9 @@
 """The per-dataset privacy budget ledger: admission, commit, refund and cap changes.
 
 The ledger is append-only. A dataset's budget state is never stored as a running total: it is
-the replay of its entries, so it can always be recomputed and audited. Jobs spend mu (Gaussian
-DP); the dataset's delta is fixed by its cap, and jobs compose as sqrt(sum mu_i^2).
+the replay of its entries, so it can always be recomputed and audited. Jobs, and the noisy row
+count released at upload, spend mu (Gaussian DP); the dataset's delta is fixed by its cap, and
+releases compose as sqrt(sum mu_i^2).
 """
 
 from __future__ import annotations
@@ -34,16 +35,32 @@ def begin_budget_transaction(session: Session) -> None:
 
 @dataclass
 class LedgerState:
-    """What the entries say: the current cap and every job's live mu, split by phase."""
+    """What the entries say: the current cap, the dataset's own releases (its noisy row count),
+    and every job's live mu, split by phase."""
 
     mu_cap: float
     spent: dict[uuid.UUID, float] = field(default_factory=dict)
     reserved: dict[uuid.UUID, float] = field(default_factory=dict)
     jobs: int = 0
+    # mus of releases about the dataset itself (the `count` entry): spent for good.
+    dataset_releases: list[float] = field(default_factory=list)
+
+    @property
+    def spent_mus(self) -> list[float]:
+        return [*self.dataset_releases, *self.spent.values()]
 
     @property
     def live_mus(self) -> list[float]:
-        return [*self.spent.values(), *self.reserved.values()]
+        return [*self.spent_mus, *self.reserved.values()]
+
+    def copy(self) -> LedgerState:
+        return LedgerState(
+            mu_cap=self.mu_cap,
+            spent=dict(self.spent),
+            reserved=dict(self.reserved),
+            jobs=self.jobs,
+            dataset_releases=list(self.dataset_releases),
+        )
 
 
 def replay(entries: Iterable[LedgerEntry]) -> LedgerState:
@@ -52,6 +69,8 @@ def replay(entries: Iterable[LedgerEntry]) -> LedgerState:
     for entry in entries:
         if entry.kind == "cap" and entry.mu is not None:
             state.mu_cap = float(entry.mu)
+        elif entry.kind == "count" and entry.mu is not None:
+            state.dataset_releases.append(float(entry.mu))
         elif entry.job_id is None:
             continue
         elif entry.kind == "reserve" and entry.mu is not None:
@@ -78,9 +97,7 @@ class BudgetView:
 
 
 def view(dataset: Dataset, state: LedgerState) -> BudgetView:
-    b = bmath.budget_state(
-        state.spent.values(), state.reserved.values(), state.mu_cap, dataset.delta
-    )
+    b = bmath.budget_state(state.spent_mus, state.reserved.values(), state.mu_cap, dataset.delta)
     return BudgetView(
         epsilon=dataset.epsilon,
         delta=dataset.delta,
@@ -102,7 +119,8 @@ def budget(session: Session, dataset: Dataset) -> BudgetView:
 
 
 def open_dataset_budget(session: Session, dataset: Dataset, actor: uuid.UUID | None) -> None:
-    """First entry of a new dataset's ledger: its cap."""
+    """First entries of a new dataset's ledger: its cap, then (unless the owner declared the
+    row count public) the cost of the noisy row count released at upload."""
     repo.add(
         session,
         LedgerEntry(
@@ -115,6 +133,19 @@ def open_dataset_budget(session: Session, dataset: Dataset, actor: uuid.UUID | N
             note="initial budget",
         ),
     )
+    if dataset.count_mu is not None:
+        repo.add(
+            session,
+            LedgerEntry(
+                dataset_id=dataset.id,
+                kind="count",
+                actor_key_id=actor,
+                mu=dataset.count_mu,
+                sigma=1.0 / dataset.count_mu,
+                releases=1,
+                note="noisy row count released at upload",
+            ),
+        )
 
 
 def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID | None) -> Job:

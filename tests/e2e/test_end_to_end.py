@@ -73,12 +73,15 @@ def test_main_job_end_to_end(stack: Stack) -> None:
         gaps = np.linalg.norm(true_centers[:, None, :] - centers[None], axis=2).min(axis=1)
         assert gaps.max() < 2.0, (gaps, centers, true_centers)
         budget = analyst.get(f"/v1/datasets/{ds['id']}/budget").json()
-        assert budget["mu_spent"] == pytest.approx(job["privacy"]["mu"])
+        # The noisy row count released at upload and the job compose.
+        assert budget["mu_spent"] == pytest.approx(math.hypot(ds["count_mu"], job["privacy"]["mu"]))
         assert budget["mu_reserved"] == 0.0
         kinds = [
             e["kind"] for e in analyst.get(f"/v1/datasets/{ds['id']}/ledger").json()["entries"]
         ]
-        assert kinds == ["cap", "reserve", "commit", "succeeded"]
+        assert kinds == ["cap", "count", "reserve", "commit", "succeeded"]
+        view = analyst.get(f"/v1/datasets/{ds['id']}").json()
+        assert view["n_rows"] is None and view["n_rows_dp"] == ds["n_rows_dp"]
         # Analysts see no exact statistics: the job carries only DP output and public metadata.
         assert set(job) <= {
             "id",
@@ -102,7 +105,8 @@ def test_32_simultaneous_submissions_with_room_for_5(stack: Stack) -> None:
     data, _ = _blobs_csv(200, 2, 2)
     with stack.client(owner_key) as owner:
         ds = _upload(owner, data, epsilon=1.0, radius=10.0)
-    mu = ds["budget"]["mu_cap"] / math.sqrt(5)
+    # What the noisy row count left, shared by five jobs.
+    mu = ds["budget"]["mu_remaining"] / math.sqrt(5)
 
     def submit(_: int) -> int:
         with stack.client(analyst_key) as c:
@@ -115,7 +119,8 @@ def test_32_simultaneous_submissions_with_room_for_5(stack: Stack) -> None:
         ledger = owner.get(f"/v1/datasets/{ds['id']}/ledger").json()
     reserves = [e["mu"] for e in ledger["entries"] if e["kind"] == "reserve"]
     assert len(reserves) == 5
-    assert math.sqrt(math.fsum(m * m for m in reserves)) <= ds["budget"]["mu_cap"] * (1 + 1e-12)
+    spent = [ds["count_mu"], *reserves]
+    assert math.sqrt(math.fsum(m * m for m in spent)) <= ds["budget"]["mu_cap"] * (1 + 1e-12)
 
 
 def _start_long_job(stack: Stack, owner: httpx.Client, analyst: httpx.Client) -> tuple[dict, dict]:
@@ -141,7 +146,9 @@ def test_worker_killed_mid_job(stack: Stack) -> None:
         assert failed["status"] == "failed" and "worker" in failed["error"]
         assert failed["result"] is None
         budget = analyst.get(f"/v1/datasets/{ds['id']}/budget").json()
-        assert budget["mu_spent"] == pytest.approx(long_job["privacy"]["mu"])
+        assert budget["mu_spent"] == pytest.approx(
+            math.hypot(ds["count_mu"], long_job["privacy"]["mu"])
+        )
         # A fresh worker takes the next job; the dead job is never re-run.
         stack.start_worker()
         nxt = analyst.post(f"/v1/datasets/{ds['id']}/jobs", json={"k": 8, "epsilon": 1.0})
@@ -167,4 +174,4 @@ def test_cancel_a_running_job_stops_it_and_it_stays_charged(stack: Stack) -> Non
         stopped = _wait(analyst, job["id"], {"cancelled", "failed", "succeeded"}, 60, stack)
         assert stopped["status"] == "cancelled" and stopped["result"] is None
         budget = analyst.get(f"/v1/datasets/{ds['id']}/budget").json()
-        assert budget["mu_spent"] == pytest.approx(job["privacy"]["mu"])
+        assert budget["mu_spent"] == pytest.approx(math.hypot(ds["count_mu"], job["privacy"]["mu"]))

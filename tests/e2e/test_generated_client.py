@@ -118,6 +118,7 @@ def test_main_job_through_the_generated_client(stack: Stack, generated: Loader) 
     load = generated
     models, types = load("models"), load("types")
     datasets_create = load("api.datasets.datasets_create")
+    datasets_get = load("api.datasets.datasets_get")
     budget_get = load("api.budget.budget_get")
     ledger_get = load("api.budget.ledger_get")
     jobs_estimate = load("api.jobs.jobs_estimate")
@@ -142,18 +143,30 @@ def test_main_job_through_the_generated_client(stack: Stack, generated: Loader) 
         assert r.status_code == 201, r.content
         ds = r.parsed
         assert isinstance(ds, models.DatasetOut)
+        # The owner's view has the exact count; everyone sees the noisy one released at upload
+        # (std 1/count_mu = 15 rows here: 300 is about 20 standard deviations).
         assert (ds.n_rows, ds.n_cols, ds.columns) == (N_ROWS, 2, ["x", "y"])
+        assert isinstance(ds.n_rows_dp, int) and abs(ds.n_rows_dp - N_ROWS) < 300
+        assert ds.relation == models.DatasetOutRelation.ADD_REMOVE and not ds.count_public
+        assert ds.warnings == []
         assert ds.domain.radius == 10.0 and ds.domain.center == [0.0, 0.0]
-        assert (ds.budget.epsilon, ds.budget.delta, ds.budget.mu_spent) == (3.0, 1e-6, 0.0)
+        assert (ds.budget.epsilon, ds.budget.delta) == (3.0, 1e-6)
+        assert ds.count_mu == pytest.approx(0.1 * ds.budget.mu_cap)
+        assert ds.budget.mu_spent == pytest.approx(ds.count_mu)
 
     with _connect(load, stack, analyst_key) as analyst:
+        seen = datasets_get.sync(ds.id, client=analyst)
+        assert isinstance(seen, models.DatasetOut)
+        assert seen.n_rows is None and seen.n_rows_dp == ds.n_rows_dp  # never the exact count
         request = models.JobCreate(k=3, algorithm=models.JobCreateAlgorithm.AUTO, epsilon=1.0)
         est = jobs_estimate.sync(ds.id, client=analyst, body=request)
         assert isinstance(est, models.Estimate)
         assert est.admissible and est.algorithm == "pe-means"
-        assert est.budget.mu_remaining == pytest.approx(ds.budget.mu_cap)
+        assert est.budget.mu_remaining == pytest.approx(
+            math.sqrt(ds.budget.mu_cap**2 - ds.count_mu**2)
+        )
         assert est.budget_after.mu_remaining == pytest.approx(
-            math.sqrt(ds.budget.mu_cap**2 - est.privacy.mu**2)
+            math.sqrt(ds.budget.mu_cap**2 - ds.count_mu**2 - est.privacy.mu**2)
         )
         assert budget_get.sync(ds.id, client=analyst).jobs == 0  # the estimate charged nothing
 
@@ -190,11 +203,18 @@ def test_main_job_through_the_generated_client(stack: Stack, generated: Loader) 
 
         budget = budget_get.sync(ds.id, client=analyst)
         assert isinstance(budget, models.Budget)
-        assert budget.mu_spent == pytest.approx(job.privacy.mu) and budget.mu_reserved == 0.0
-        assert budget.jobs == 1
+        assert budget.mu_spent == pytest.approx(math.hypot(ds.count_mu, job.privacy.mu))
+        assert budget.mu_reserved == 0.0 and budget.jobs == 1
         ledger = ledger_get.sync(ds.id, client=analyst)
         assert isinstance(ledger, models.LedgerOut)
-        assert [e.kind.value for e in ledger.entries] == ["cap", "reserve", "commit", "succeeded"]
+        assert [e.kind.value for e in ledger.entries] == [
+            "cap",
+            "count",
+            "reserve",
+            "commit",
+            "succeeded",
+        ]
+        assert ledger.entries[1].mu == pytest.approx(ds.count_mu)
 
         # Over the remaining budget: 409 budget-exceeded, and nothing is charged.
         greedy = models.JobCreate(k=3, epsilon=budget.epsilon_remaining + 0.5)

@@ -23,13 +23,22 @@ def make_dataset(
     n_cols: int = 2,
     epsilon: float = 1.0,
     delta: float = 1e-6,
+    count_mu: float | None = None,
+    n_rows_dp: int | None = None,
 ) -> uuid.UUID:
-    """A dataset row with a ledger (no stored rows: enough for budget tests)."""
+    """A dataset row with a ledger (no stored rows: enough for budget tests).
+
+    Without `count_mu` the row count is declared public (no `count` entry); with it, the ledger
+    gets the upload's `count` entry and the dataset the noisy count `n_rows_dp`.
+    """
     with session_scope(db_url) as s:
         ds = Dataset(
             tenant=tenant,
             name="t",
             n_rows=n_rows,
+            n_rows_dp=n_rows if n_rows_dp is None else n_rows_dp,
+            count_public=count_mu is None,
+            count_mu=count_mu,
             n_cols=n_cols,
             columns=[f"c{i}" for i in range(n_cols)],
             center=[0.0] * n_cols,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,9 +41,10 @@ def upload(
     filename: str = "data.csv",
     epsilon: float = 2.0,
     delta: float = 1e-6,
+    extra: dict[str, str] | None = None,
     **domain: str,
 ) -> dict:
-    form = {"name": "blobs", "epsilon": str(epsilon), "delta": str(delta)}
+    form = {"name": "blobs", "epsilon": str(epsilon), "delta": str(delta), **(extra or {})}
     form.update(domain or {"radius": "10"})
     resp = client.post(
         "/v1/datasets",
@@ -110,15 +112,132 @@ def test_upload_then_read_budget_and_ledger(client: TestClient, keys, settings) 
     ds = up["body"]
     assert (ds["n_rows"], ds["n_cols"], ds["columns"]) == (300, 2, ["f0", "f1"])
     assert ds["domain"] == {"center": [0.0, 0.0], "radius": 10.0}
-    assert ds["budget"]["mu_spent"] == 0.0
-    assert ds["budget"]["epsilon_remaining"] == pytest.approx(2.0, rel=1e-6)
+    assert (ds["count_public"], ds["relation"], ds["warnings"]) == (False, "add-remove", [])
+    # The noisy count costs 0.1 x mu_cap: std 1/count_mu = 22 rows here, so a gap of 250 (11
+    # standard deviations) never happens by chance.
+    mu_cap = ds["budget"]["mu_cap"]
+    count_mu = ds["count_mu"]
+    assert count_mu == pytest.approx(0.1 * mu_cap)
+    assert isinstance(ds["n_rows_dp"], int) and abs(ds["n_rows_dp"] - 300) < 250
+    # The count is the budget's first spending: sqrt(mu_cap^2 - count_mu^2) remains.
+    assert ds["budget"]["mu_spent"] == pytest.approx(count_mu)
+    assert ds["budget"]["mu_remaining"] == pytest.approx(math.sqrt(mu_cap**2 - count_mu**2))
+    assert ds["budget"]["epsilon_remaining"] < 2.0
     budget = client.get(f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["analyst"]))
-    assert budget.status_code == 200 and budget.json()["mu_cap"] == ds["budget"]["mu_cap"]
-    entries = client.get(f"/v1/datasets/{ds['id']}/ledger", headers=auth(keys["analyst"])).json()[
+    assert budget.status_code == 200 and budget.json()["mu_cap"] == mu_cap
+    assert budget.json()["mu_spent"] == pytest.approx(count_mu) and budget.json()["jobs"] == 0
+    ledger = client.get(f"/v1/datasets/{ds['id']}/ledger", headers=auth(keys["analyst"])).json()
+    entries = ledger["entries"]
+    assert [e["kind"] for e in entries] == ["cap", "count"]
+    count = entries[1]
+    assert count["mu"] == pytest.approx(count_mu)
+    assert count["sigma"] == pytest.approx(1 / count_mu) and count["iterations"] == 1
+    assert count["job_id"] is None and "row count" in count["note"]
+    assert ledger["budget"]["mu_spent"] == pytest.approx(count_mu)
+    assert len(stored_files(settings)) == 1
+
+
+def _is_analyst_view(ds: dict, n_rows_dp: int) -> bool:
+    return ds.get("n_rows") is None and ds["n_rows_dp"] == n_rows_dp
+
+
+def test_analysts_never_see_the_exact_row_count(client: TestClient, keys) -> None:
+    owner = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
+    assert owner["n_rows"] == 300 and isinstance(owner["n_rows_dp"], int)
+    n_dp = owner["n_rows_dp"]
+    h = auth(keys["analyst"])
+    got = client.get(f"/v1/datasets/{owner['id']}", headers=h).json()
+    assert _is_analyst_view(got, n_dp)
+    listed = client.get("/v1/datasets", headers=h).json()["items"]
+    assert [d["id"] for d in listed] == [owner["id"]] and _is_analyst_view(listed[0], n_dp)
+    # Everything else an analyst reads is the same as the owner's view.
+    mine = client.get(f"/v1/datasets/{owner['id']}", headers=auth(keys["owner"])).json()
+    assert mine["n_rows"] == 300
+    assert {**mine, "n_rows": None} == {**got, "n_rows": None}
+    # The k check quotes the released count, not N.
+    top = max(n_dp, 1)
+    est = client.post(
+        f"/v1/datasets/{owner['id']}/jobs/estimate", headers=h, json={"k": top, "epsilon": 0.5}
+    )
+    assert est.status_code == 200, est.json()
+    over = client.post(
+        f"/v1/datasets/{owner['id']}/jobs/estimate", headers=h, json={"k": top + 1, "epsilon": 0.5}
+    )
+    assert over.status_code == 422 and over.json()["field"] == "k"
+    assert f"n_rows_dp, the released row count ({top})" in over.json()["detail"]
+    # The owner's delete answers with the owner's view.
+    deleted = client.delete(f"/v1/datasets/{owner['id']}", headers=auth(keys["owner"])).json()
+    assert deleted["n_rows"] == 300
+    assert _is_analyst_view(client.get(f"/v1/datasets/{owner['id']}", headers=h).json(), n_dp)
+
+
+def test_a_declared_public_count_is_not_released_and_is_replace_one(
+    client: TestClient, keys
+) -> None:
+    up = upload(client, keys["owner"], csv_bytes(blobs()), extra={"count_public": "true"})
+    assert up["status"] == 201, up
+    ds = up["body"]
+    assert (ds["n_rows"], ds["n_rows_dp"], ds["count_mu"]) == (300, 300, None)
+    assert ds["count_public"] is True and ds["relation"] == "replace-one"
+    assert ds["budget"]["mu_spent"] == 0.0
+    assert ds["budget"]["mu_remaining"] == pytest.approx(ds["budget"]["mu_cap"])
+    h = auth(keys["analyst"])
+    assert _is_analyst_view(client.get(f"/v1/datasets/{ds['id']}", headers=h).json(), 300)
+    entries = client.get(f"/v1/datasets/{ds['id']}/ledger", headers=h).json()["entries"]
+    assert [e["kind"] for e in entries] == ["cap"]
+    # k may go up to the public N exactly.
+    ok = client.post(
+        f"/v1/datasets/{ds['id']}/jobs/estimate", headers=h, json={"k": 300, "epsilon": 0.5}
+    )
+    assert ok.status_code == 200, ok.json()
+    over = client.post(
+        f"/v1/datasets/{ds['id']}/jobs/estimate", headers=h, json={"k": 301, "epsilon": 0.5}
+    )
+    assert over.status_code == 422 and over.json()["field"] == "k"
+
+
+def test_the_owner_may_choose_the_count_cost(client: TestClient, keys) -> None:
+    up = upload(client, keys["owner"], csv_bytes(blobs()), epsilon=2.0, extra={"count_mu": "0.2"})
+    assert up["status"] == 201, up
+    ds = up["body"]
+    assert ds["count_mu"] == 0.2 and ds["budget"]["mu_spent"] == pytest.approx(0.2)
+    entries = client.get(f"/v1/datasets/{ds['id']}/ledger", headers=auth(keys["owner"])).json()[
         "entries"
     ]
-    assert [e["kind"] for e in entries] == ["cap"]
-    assert len(stored_files(settings)) == 1
+    assert [(e["kind"], e["mu"]) for e in entries][1] == ("count", 0.2)
+    assert entries[1]["sigma"] == pytest.approx(5.0)
+    # The cap can never go below what the count spent.
+    r = client.patch(
+        f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["owner"]), json={"epsilon": 0.5}
+    )
+    assert r.status_code == 422 and r.json()["field"] == "epsilon", r.json()
+    assert r.json()["mu_used"] == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"count_mu": "0"},
+        {"count_mu": "-0.1"},
+        {"count_mu": "nan"},
+        {"count_mu": "inf"},
+        {"count_mu": "0.45"},  # not below mu_cap = 0.448 (epsilon 2, delta 1e-6)
+        {"count_mu": "1e-20"},  # noise of std 1e20: too small a cost to release
+        {"count_mu": "0.01", "count_public": "true"},
+    ],
+)
+def test_bad_count_options_are_422_and_leave_nothing(client, keys, settings, extra) -> None:
+    up = upload(client, keys["owner"], csv_bytes(blobs()), epsilon=2.0, extra=extra)
+    assert up["status"] == 422, up
+    assert up["body"]["code"] == "invalid-parameter" and up["body"]["field"] == "count_mu"
+    assert stored_files(settings) == []
+
+
+def test_a_delta_above_one_over_the_released_count_is_flagged(client, keys) -> None:
+    ds = upload(client, keys["owner"], csv_bytes(blobs()), delta=0.1)["body"]
+    assert len(ds["warnings"]) == 1 and "1/n_rows_dp" in ds["warnings"][0]
+    got = client.get(f"/v1/datasets/{ds['id']}", headers=auth(keys["analyst"])).json()
+    assert got["warnings"] == ds["warnings"]
 
 
 def test_box_domain_gives_center_and_radius(client: TestClient, keys) -> None:
@@ -260,7 +379,7 @@ def test_other_tenants_get_404_never_403(client, keys) -> None:
         ({"k": 2, "epsilon": 1, "delta": 1}, "delta"),
         ({"k": 2}, "epsilon"),
         ({"k": 2, "epsilon": 1, "mu": 1}, "epsilon"),
-        ({"k": 301, "epsilon": 1}, "k"),
+        ({"k": 5000, "epsilon": 1}, "k"),  # far above the released count of 300 rows
         ({"k": 10**9, "epsilon": 1}, "k"),
         ({"k": 2, "epsilon": 1, "algorithm": "dbscan"}, "algorithm"),
         ({"k": 2, "epsilon": 1, "params": {"iterations": 0}}, "params.iterations"),
@@ -274,6 +393,7 @@ def test_bad_job_parameters_are_422_and_charge_nothing(client, keys, body, field
     assert r.json()["field"] == field
     budget = client.get(f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["owner"])).json()
     assert budget["jobs"] == 0 and budget["mu_reserved"] == 0.0
+    assert budget["mu_spent"] == pytest.approx(ds["count_mu"])
 
 
 def test_nan_in_json_body_is_rejected(client, keys) -> None:
@@ -332,12 +452,12 @@ def test_submit_estimate_budget_exceeded_idempotency_and_cancel(client, keys, se
     cancelled = client.post(f"/v1/jobs/{job['id']}/cancel", headers=h)
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
     budget = client.get(f"/v1/datasets/{ds['id']}/budget", headers=h).json()
-    assert budget["mu_reserved"] == 0.0 and budget["mu_spent"] == 0.0
+    assert budget["mu_reserved"] == 0.0 and budget["mu_spent"] == pytest.approx(ds["count_mu"])
     kinds = [
         e["kind"]
         for e in client.get(f"/v1/datasets/{ds['id']}/ledger", headers=h).json()["entries"]
     ]
-    assert kinds == ["cap", "reserve", "refund", "cancelled"]
+    assert kinds == ["cap", "count", "reserve", "refund", "cancelled"]
     assert client.post(f"/v1/jobs/{job['id']}/cancel", headers=h).status_code == 409
 
 
@@ -365,7 +485,7 @@ def test_budget_patch_is_audited(client, keys) -> None:
     entries = client.get(f"/v1/datasets/{ds['id']}/ledger", headers=auth(keys["owner"])).json()[
         "entries"
     ]
-    assert [e["kind"] for e in entries] == ["cap", "cap"]
+    assert [e["kind"] for e in entries] == ["cap", "count", "cap"]
 
 
 def test_pagination_walks_every_dataset_once(client, keys) -> None:

@@ -187,3 +187,32 @@ def test_cap_can_be_raised_but_never_below_what_is_spent(session, db_url) -> Non
     assert view.mu_cap == pytest.approx(gdp.mu_from_epsilon_delta(4.0, 1e-6), rel=1e-8)
     kinds = [e.kind for e in repo.ledger_entries(session, dataset_id)]
     assert kinds == ["cap", "reserve", "cap"]
+
+
+def test_the_row_count_is_spent_first_and_the_cap_cannot_go_below_it(session, db_url) -> None:
+    cap = bmath.cap_from_epsilon_delta(1.0, 1e-6)
+    count_mu = 0.6 * cap
+    dataset_id = make_dataset(
+        db_url, mu_cap=cap, epsilon=1.0, delta=1e-6, count_mu=count_mu, n_rows_dp=990
+    )
+    ds = repo.dataset_for_tenant(session, dataset_id, "acme")
+    view = ledger.budget(session, ds)
+    assert view.mu_spent == pytest.approx(count_mu) and view.jobs == 0
+    assert view.mu_remaining == pytest.approx(0.8 * cap)
+    # The rest of the budget is what jobs can have: 0.8 of the cap fits, a hair more does not.
+    assert admit(session, dataset_id, jobs_service.JobRequest(k=2, mu=0.81 * cap)) is None
+    assert admit(session, dataset_id, jobs_service.JobRequest(k=2, mu=0.79 * cap))
+    ledger.begin_budget_transaction(session)
+    from app.errors import InvalidParameter
+
+    with pytest.raises(InvalidParameter) as err:
+        ledger.change_cap(session, dataset_id, 0.1, 1e-6, None)
+    session.rollback()
+    assert err.value.extra["mu_used"] == pytest.approx(math.hypot(count_mu, 0.79 * cap))
+    entries = repo.ledger_entries(session, dataset_id)
+    assert [e.kind for e in entries] == ["cap", "count", "reserve"]
+    assert (entries[1].mu, entries[1].sigma, entries[1].releases) == (
+        count_mu,
+        1.0 / count_mu,
+        1,
+    )

@@ -48,10 +48,31 @@ def datasets_create(
     lower: Annotated[str | None, Form(description="Per-column lower bounds. " + JSON_ARRAY)] = None,
     upper: Annotated[str | None, Form(description="Per-column upper bounds. " + JSON_ARRAY)] = None,
     columns: Annotated[str | None, Form(description="Columns to use, by name. JSON array.")] = None,
+    count_mu: Annotated[
+        float | None,
+        Form(
+            description="The GDP cost of the noisy row count released at upload: finite, > 0 "
+            "and below the cap's mu. Default: 0.1 x mu_cap (1% of the budget in GDP terms)."
+        ),
+    ] = None,
+    count_public: Annotated[
+        bool,
+        Form(
+            description="Declare the row count already public: no count is released (nothing "
+            "charged), n_rows_dp is the exact N, and jobs are calibrated to replace-one "
+            "neighbours. Not with count_mu."
+        ),
+    ] = False,
 ) -> DatasetOut:
-    """Rows are checked completely before the dataset exists; rows outside the declared domain
-    are clipped into it when clustering (never rejected, never counted for analysts). N and d
-    are public metadata."""
+    """Rows are checked completely before the dataset exists, then clipped into the declared
+    domain (never rejected; how many were clipped is never recorded).
+
+    The row count N is private under add/remove neighbours: the upload releases
+    `n_rows_dp` = N + integer Gaussian noise of std 1/count_mu, charged to the budget as the
+    ledger's `count` entry, and every job plans with it. Only the owner's view shows the exact
+    `n_rows`. With `count_public=true` the owner declares N public instead: nothing is released
+    or charged and jobs use replace-one sensitivities. `warnings` flags a delta above
+    1/n_rows_dp."""
     require(key, "owner")
     domain = datasets_service.DomainSpec(
         radius=radius,
@@ -73,13 +94,15 @@ def datasets_create(
         domain=domain,
         columns=datasets_service.parse_json_names(columns),
         max_bytes=settings.max_upload_bytes,
+        count_mu=count_mu,
+        count_public=count_public,
     )
     try:
         session.commit()
     except BaseException:
         Path(str(dataset.storage_path)).unlink(missing_ok=True)
         raise
-    return DatasetOut.of(dataset, ledger.budget(session, dataset))
+    return DatasetOut.of(dataset, ledger.budget(session, dataset), key.role)
 
 
 @router.get("", response_model=Page[DatasetOut], responses=responses(401, 403, 422))
@@ -89,17 +112,20 @@ def datasets_list(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: str | None = None,
 ) -> Page[DatasetOut]:
+    """The tenant's datasets; analysts see n_rows_dp, never the exact n_rows."""
     items, nxt = repo.list_datasets(session, key.tenant, limit, cursor)
     return Page[DatasetOut](
-        items=[DatasetOut.of(d, ledger.budget(session, d)) for d in items], next_cursor=nxt
+        items=[DatasetOut.of(d, ledger.budget(session, d), key.role) for d in items],
+        next_cursor=nxt,
     )
 
 
 @router.get("/{dataset_id}", response_model=DatasetOut, responses=responses(401, 403, 404))
 def datasets_get(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) -> DatasetOut:
-    """A dataset's public metadata, declared domain and budget."""
+    """A dataset's public metadata (the noisy row count n_rows_dp, d, columns, relation),
+    declared domain and budget; the exact n_rows in the owner's view only."""
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
-    return DatasetOut.of(dataset, ledger.budget(session, dataset))
+    return DatasetOut.of(dataset, ledger.budget(session, dataset), key.role)
 
 
 @router.delete("/{dataset_id}", response_model=DatasetOut, responses=responses(401, 403, 404))
@@ -109,7 +135,7 @@ def datasets_delete(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) 
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
     datasets_service.delete_rows(session, dataset)
     session.commit()
-    return DatasetOut.of(dataset, ledger.budget(session, dataset))
+    return DatasetOut.of(dataset, ledger.budget(session, dataset), key.role)
 
 
 @budget_router.get(
@@ -131,7 +157,8 @@ def budget_get(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) -> Bu
 def budget_update(
     dataset_id: uuid.UUID, body: BudgetPatch, session: SessionDep, key: TenantKey
 ) -> Budget:
-    """Change the cap (audited in the ledger); it can never go below what is spent."""
+    """Change the cap (audited in the ledger); it can never go below what is spent, including
+    the noisy row count released at upload."""
     require(key, "owner")
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
     delta = dataset.delta if body.delta is None else body.delta
