@@ -23,6 +23,7 @@ from app.config import get_settings
 from app.db import repositories as repo
 from app.db.models import Dataset, Job
 from app.db.session import session_scope
+from app.services import datasets as datasets_service
 from app.services import jobs as jobs_service
 from app.services import ledger
 
@@ -102,6 +103,9 @@ def run_clustering_job(job_id: str) -> str:
         dataset = s.get(Dataset, job.dataset_id)
         assert dataset is not None
         path, center, radius = dataset.storage_path, list(dataset.center), dataset.radius
+        # Every use of the row count reads this (N~, or N only when declared public): never the
+        # number of rows in the stored matrix.
+        count = datasets_service.planning_count(dataset)
 
     try:
         from app.services.ingest import open_matrix
@@ -122,9 +126,10 @@ def run_clustering_job(job_id: str) -> str:
         assert job is not None
         try:
             plan = plan_run(
-                int(X.shape[0]),
+                count.n_rows,
                 int(X.shape[1]),
                 job.k,
+                relation=count.relation,
                 algorithm=job.algorithm,
                 mu=job.mu,
                 iterations=job.iterations,
@@ -178,12 +183,22 @@ def run_clustering_job(job_id: str) -> str:
             variations=params.get("variations"),
             **({"projection_dim": params["projection_dim"]} if "projection_dim" in params else {}),
             progress=_progress_writer(db_url, jid, heartbeat),
+            n_public=count.n_rows,
+            relation=count.relation,
         )
-        # The noise actually used must be at least what was charged for.
-        if result.releases != releases or result.sigma < sigma:
+        # The noise actually used must be at least what was charged for, and the run must have
+        # planned with the dataset's public count and relation (not released a count of its own).
+        if (
+            result.releases != releases
+            or result.sigma < sigma
+            or (result.n_public, result.relation, result.count_mu)
+            != (count.n_rows, count.relation, None)
+        ):
             raise RuntimeError(
-                f"privacy plan mismatch: planned {releases} releases at sigma={sigma}, "
-                f"ran {result.releases} at sigma={result.sigma}"
+                f"privacy plan mismatch: planned {releases} releases at sigma={sigma} with "
+                f"{count}, ran {result.releases} at sigma={result.sigma} with "
+                f"n_public={result.n_public}, relation={result.relation}, "
+                f"count_mu={result.count_mu}"
             )
     except JobStopped:
         with session_scope(db_url) as s:

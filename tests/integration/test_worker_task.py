@@ -1,0 +1,112 @@
+"""The worker's task in this process: it plans with the released row count, never the stored N.
+
+Jobs are submitted through the real API (real database, real Redis) and then run by calling the
+RQ task function directly, as a worker would, so its state changes and ledger entries are real.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app.config import Settings
+from app.privacy.gdp import noise_multiplier
+from tests.conftest import auth
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    from app.main import create_app
+
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def _csv(rows: np.ndarray) -> bytes:
+    lines = ["a,b"] + [",".join(repr(float(v)) for v in row) for row in rows]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _rows(extreme: bool) -> np.ndarray:
+    rng = np.random.default_rng(4)
+    rows = np.array([[-3.0, -3.0], [3.0, 3.0]])[rng.integers(0, 2, 400)]
+    rows = rows + rng.normal(0.0, 0.5, rows.shape)
+    if extreme:
+        # Far outside the declared ball: clipped at upload, so it cannot make the job fail.
+        rows[7] = [1.5e308, -1.7e308]
+    return rows
+
+
+def _upload(client: TestClient, key: str, rows: np.ndarray, **extra: str) -> dict:
+    r = client.post(
+        "/v1/datasets",
+        headers=auth(key),
+        data={"name": "w", "epsilon": "3", "delta": "1e-6", "radius": "10", **extra},
+        files={"file": ("d.csv", io.BytesIO(_csv(rows)), "text/csv")},
+    )
+    assert r.status_code == 201, r.json()
+    return r.json()
+
+
+def _run(client: TestClient, key: str, dataset_id: str, body: dict) -> dict:
+    from worker.tasks import run_clustering_job
+
+    r = client.post(f"/v1/datasets/{dataset_id}/jobs", headers=auth(key), json=body)
+    assert r.status_code == 202, r.json()
+    assert run_clustering_job(r.json()["id"]) == "succeeded"
+    return client.get(f"/v1/jobs/{r.json()['id']}", headers=auth(key)).json()
+
+
+@pytest.mark.parametrize("count_public", [False, True])
+@pytest.mark.parametrize("algorithm", ["pe-means", "hdpe-means"])
+def test_a_job_runs_on_the_planning_count_and_is_charged_as_planned(
+    client: TestClient, keys, count_public: bool, algorithm: str
+) -> None:
+    extra = {"count_public": "true"} if count_public else {}
+    ds = _upload(client, keys["owner"], _rows(extreme=True), **extra)
+    body = {"k": 2, "epsilon": 1.0, "algorithm": algorithm}
+    job = _run(client, keys["analyst"], ds["id"], body)
+    assert job["status"] == "succeeded", job
+    centers = np.array(job["result"]["centers"])
+    assert centers.shape == (2, 2) and np.isfinite(centers).all()
+    assert (np.linalg.norm(centers, axis=1) <= 10.0).all()
+
+    privacy = job["privacy"]
+    assert math.sqrt(privacy["iterations"]) / privacy["sigma"] <= privacy["mu"]
+    assert privacy["sigma"] == noise_multiplier(privacy["mu"], privacy["iterations"])
+    ledger = client.get(f"/v1/datasets/{ds['id']}/ledger", headers=auth(keys["analyst"])).json()
+    kinds = [e["kind"] for e in ledger["entries"]]
+    first = ["cap"] if count_public else ["cap", "count"]
+    assert kinds == [*first, "reserve", "commit", "succeeded"]
+    for entry in ledger["entries"]:
+        if entry["kind"] in ("reserve", "commit"):
+            assert (entry["mu"], entry["sigma"], entry["iterations"]) == (
+                privacy["mu"],
+                privacy["sigma"],
+                privacy["iterations"],
+            )
+    count_mu = 0.0 if count_public else ds["count_mu"]
+    assert ledger["budget"]["mu_spent"] == pytest.approx(math.hypot(count_mu, privacy["mu"]))
+    assert ledger["budget"]["mu_reserved"] == 0.0
+
+
+def test_k_equal_to_a_released_count_above_n_still_runs(client: TestClient, keys) -> None:
+    """k is checked against N~ only: when N~ exceeds N, a k between them still runs cleanly."""
+    # A large count noise (std 1/0.005 = 200 rows on 10 rows) makes N~ > N likely; draw until so.
+    rows = np.random.default_rng(1).normal(0.0, 1.0, (10, 2))
+    for _ in range(20):
+        ds = _upload(client, keys["owner"], rows, count_mu="0.005")
+        if ds["n_rows_dp"] > 12:
+            break
+    else:  # pragma: no cover - P(N~ <= 12) is about 0.505 per upload: 0.505^20 ~ 1e-6
+        pytest.fail("no released count above 12 in 20 uploads")
+    job = _run(client, keys["analyst"], ds["id"], {"k": 12, "epsilon": 1.0})
+    assert job["status"] == "succeeded", job
+    assert len(job["result"]["centers"]) == 12
