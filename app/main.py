@@ -26,8 +26,14 @@ Differentially private k-means clustering (PE-means and HDPE-means) as a service
 Data owners upload a dataset with a **declared public domain** and a total privacy budget
 (epsilon, delta). Analysts submit clustering jobs; every job is a Gaussian mechanism whose
 cost (mu-GDP) is charged atomically against the dataset's budget before any noise is drawn.
-Analysts see only differentially private centres and public metadata: the number of rows N,
-the number of columns d, the column names and the declared domain are treated as public.
+
+Neighbouring datasets differ by adding or removing one row, so the exact row count N is
+private: each upload releases a noisy count `n_rows_dp` once, charged to the budget (the
+ledger's `count` entry; by default 0.1 x mu_cap), and jobs plan with it. Analysts see only
+differentially private centres and public metadata: `n_rows_dp`, the number of columns d, the
+column names and the declared domain. The exact `n_rows` is in the owner's view only. An owner
+may declare the count public at upload (`count_public=true`): then nothing is released, N is
+used exactly, and jobs are calibrated to replace-one neighbours (`relation`).
 
 Authenticate with `Authorization: Bearer <api key>`. Errors are RFC 9457
 `application/problem+json` documents with a stable `code`.

@@ -24,11 +24,12 @@ from app.services import ledger
 Relation = Literal["add-remove", "replace-one"]
 
 # Bounds on a declared domain. With every |c_i| + R (ball) or every |lo_i|, |hi_i| (box) at most
-# MAX_DOMAIN_ABS, and R at least MIN_RADIUS, no arithmetic on a clipped row can overflow or lose
-# its scale: a coordinate, its centred value x_i - c_i and the bounds c_i +- R stay within a few
-# times 1e100, a squared norm within d * 1e201 (finite for any d below 1e107), and squared
-# coordinates near MIN_RADIUS (1e-200) are still normal floats. So whether a job fails can never
-# depend on a row's values: a single extreme row cannot change an observable outcome.
+# MAX_DOMAIN_ABS, and R at least MIN_RADIUS, no arithmetic on a row can overflow or lose its
+# scale, whatever the row: x - c is finite for any finite x (|c_i| <= 1e100 is far below half a
+# unit in the last place of the largest float, about 1e292), a clipped row's coordinates stay
+# within a few times 1e100, its squared norm within d * 1e201 (finite for any d below 1e107),
+# and squared coordinates near MIN_RADIUS (1e-200) are still normal floats. So whether a job
+# fails can never depend on a row's values: one extreme row cannot change an observable outcome.
 MAX_DOMAIN_ABS = 1e100
 MIN_RADIUS = 1e-100
 MAX_RADIUS = 1e100
@@ -159,7 +160,7 @@ def resolve_domain(spec: DomainSpec, n_cols: int) -> tuple[list[float], float]:
 def clip_into_domain(path: Path, center: Sequence[float], radius: float) -> None:
     """Clip every row of a stored float64 matrix into the ball around `center`, in place.
 
-    x <- c + (x - c) * min(1, R / ||x - c||) (ALGORITHM.md section 0), a hair inside the sphere,
+    x <- c + (x - c) * min(1, R / ||x - c||) (the radial clip), a hair inside the sphere,
     computed so that nothing overflows for any finite row: the domain bounds keep |c_i| far
     below half a unit in the last place of the largest float, so x - c is finite, and a row
     whose largest centred coordinate exceeds R (certainly outside) is normalised by that

@@ -106,7 +106,11 @@ def test_serve_runs_the_readme_walkthrough_and_stops_cleanly(tmp_path: Path) -> 
         )
         assert result.returncode == 0, result.stderr + (tmp_path / "serve.log").read_text()
         assert "'centers'" in result.stdout and "'mu_remaining'" in result.stdout
-        assert "'kind': 'commit'" in result.stdout
+        assert "'kind': 'count'" in result.stdout and "'kind': 'commit'" in result.stdout
+        # The analyst's view of the dataset: a released count, and no exact one.
+        assert re.search(
+            r"\{'n_rows_dp': \d+, 'n_rows': None, 'relation': 'add-remove'", result.stdout
+        )
 
         children = descendants(serve.pid)
         assert len(children) >= 3  # redis-server, API, worker
