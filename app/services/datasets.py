@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -158,39 +159,70 @@ def resolve_domain(spec: DomainSpec, n_cols: int) -> tuple[list[float], float]:
 
 
 def clip_into_domain(path: Path, center: Sequence[float], radius: float) -> None:
-    """Clip every row of a stored float64 matrix into the ball around `center`, in place.
+    """Clip every row of a stored float64 `.npy` matrix into the ball around `center`, in place.
 
     x <- c + (x - c) * min(1, R / ||x - c||) (the radial clip), a hair inside the sphere,
     computed so that nothing overflows for any finite row: the domain bounds keep |c_i| far
     below half a unit in the last place of the largest float, so x - c is finite, and a row
-    whose largest centred coordinate exceeds R (certainly outside) is normalised by that
-    coordinate before its norm is taken. The matrix is memory-mapped and processed in blocks,
-    and only rows that change are written back. Nothing is counted: how many rows were clipped
-    is never recorded. (The clustering code clips again in centred coordinates; that clip is the
-    one its sensitivities rely on.)
+    found outside (its norm above R, or overflowing) is divided by its largest centred
+    coordinate before its norm is taken again. The file is read and rewritten in blocks through one
+    reusable buffer (not memory-mapped, so the process's memory stays at one block whatever the
+    file's size), and only blocks that change are written back. Nothing is counted: how many
+    rows were clipped is never recorded. (The clustering code clips again in centred
+    coordinates; that clip is the one its sensitivities rely on.)
     """
-    matrix = np.load(path, mmap_mode="r+", allow_pickle=False)
-    n_rows, n_cols = matrix.shape
     c = np.asarray(center, dtype=np.float64)
     shrink = 1.0 - 4.0 * float(np.finfo(np.float64).eps)
-    block_rows = max(1, _CLIP_BLOCK_VALUES // n_cols)
-    scratch = np.empty((block_rows, n_cols))
-    for start in range(0, n_rows, block_rows):
-        block = matrix[start : start + block_rows]
-        y = np.subtract(block, c, out=scratch[: block.shape[0]])
-        far = np.abs(y).max(axis=1) > radius
-        with np.errstate(over="ignore"):  # only rows in `far` can overflow; they are not used
-            norms = np.sqrt(np.einsum("ij,ij->i", y, y))
-        near_outside = (norms > radius) & ~far
-        if near_outside.any():
-            factor = radius / norms[near_outside] * shrink
-            block[near_outside] = y[near_outside] * factor[:, None] + c
-        if far.any():
-            u = y[far] / np.abs(y[far]).max(axis=1)[:, None]
-            factor = radius / np.sqrt(np.einsum("ij,ij->i", u, u)) * shrink
-            block[far] = u * factor[:, None] + c
-    matrix.flush()
-    del matrix
+    changed_any = False
+    with open(path, "r+b") as fh:
+        n_rows, n_cols, data_start = _npy_matrix_layout(fh)
+        block_rows = max(1, _CLIP_BLOCK_VALUES // n_cols)
+        buffer = np.empty((block_rows, n_cols), dtype="<f8")
+        scratch = np.empty((block_rows, n_cols))
+        row_bytes = n_cols * 8
+        for start in range(0, n_rows, block_rows):
+            m = min(block_rows, n_rows - start)
+            block, offset = buffer[:m], data_start + start * row_bytes
+            fh.seek(offset)
+            if fh.readinto(block.data.cast("B")) != m * row_bytes:
+                raise ValueError(f"{path} is shorter than its header says")
+            if _clip_block(block, c, radius, shrink, scratch[:m]):
+                fh.seek(offset)
+                fh.write(block.data.cast("B"))
+                changed_any = True
+        if changed_any:
+            fh.flush()
+            # The dataset row will point at this file: make the clipped rows durable first.
+            os.fsync(fh.fileno())
+
+
+def _npy_matrix_layout(fh: BinaryIO) -> tuple[int, int, int]:
+    """(rows, columns, byte offset of the data) of a C-ordered little-endian float64 .npy."""
+    version = np.lib.format.read_magic(fh)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+    else:
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+    if dtype != np.dtype("<f8") or fortran or len(shape) != 2:
+        raise ValueError("not a matrix written by ingest_file")
+    return int(shape[0]), int(shape[1]), fh.tell()
+
+
+def _clip_block(
+    block: np.ndarray, c: np.ndarray, radius: float, shrink: float, scratch: np.ndarray
+) -> bool:
+    """Clip the rows of `block` into the ball in place; whether any row changed."""
+    y = np.subtract(block, c, out=scratch)
+    with np.errstate(over="ignore"):  # a far-out row's norm may overflow to inf: still outside
+        outside = np.sqrt(np.einsum("ij,ij->i", y, y)) > radius
+    if not outside.any():
+        return False
+    # Scale each outside row by its largest coordinate first, so its norm cannot overflow.
+    u = y[outside]
+    u /= np.abs(u).max(axis=1)[:, None]
+    factor = radius / np.sqrt(np.einsum("ij,ij->i", u, u)) * shrink
+    block[outside] = u * factor[:, None] + c
+    return True
 
 
 @dataclass(frozen=True)
