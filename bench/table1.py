@@ -5,11 +5,17 @@ the loss AUC per seed (trapezoidal rule), and its mean and standard error over t
 beside the paper's figure, with non-private scikit-learn KMeans(n_init=10) as the floor. Prints a
 markdown table; never fails on the numbers.
 
+Each (data set, epsilon) is a dataset whose whole budget is that epsilon at delta = 1/N^1.1: the
+job first releases the noisy row count N~ with a tenth of the budget's mu (the service's
+default; `--count-fraction` changes it) and plans with N~, never the exact N. `--count-public`
+instead treats N as public (replace-one neighbours, replace-one sensitivities, no count).
+
     .venv/bin/python bench/table1.py                      # the default subset, 10 seeds
     .venv/bin/python bench/table1.py --seeds 2 --datasets iris sklearn_4_4
     .venv/bin/python bench/table1.py --datasets sklearn_4_24 sklearn_4_32 \\
         --algorithms pe-means hdpe-means                  # the auto-threshold study
     .venv/bin/python bench/table1.py --restarts 1         # selection k-means restarts
+    .venv/bin/python bench/table1.py --count-fraction 0.2 # the noisy count's share of mu
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import EPSILONS, PAPER, auc, load
 
-from app.clustering import DEFAULT_MAX_POPULATION, hdpe_means, pe_means, selection
+from app.clustering import DEFAULT_MAX_POPULATION, hdpe_means, params, pe_means, selection
 from app.clustering.metrics import kmeans_loss
 
 # Half a unit in the last published digit.
@@ -54,12 +60,16 @@ class Task:
     seed: int
     restarts: int | None
     max_population: int
+    count_fraction: float | None = None
+    count_public: bool = False
 
 
 def run_task(task: Task) -> tuple[Task, list[float], float, int]:
     """Losses over EPSILONS for one seed, seconds per job, and the initial population size."""
     if task.restarts is not None:
         selection.KMEANS_RESTARTS = task.restarts
+    if task.count_fraction is not None:
+        params.COUNT_MU_FRACTION = task.count_fraction
     data = load(task.dataset)
     run = pe_means if task.algorithm == "pe-means" else hdpe_means
     losses = []
@@ -74,6 +84,7 @@ def run_task(task: Task) -> tuple[Task, list[float], float, int]:
             delta=data.delta,
             rng=np.random.default_rng([task.seed, index]),
             max_population=task.max_population,
+            relation="replace-one" if task.count_public else "add-remove",
         )
         losses.append(kmeans_loss(data.X, result.centers))
         population = result.population_size
@@ -102,6 +113,17 @@ def main() -> None:
     parser.add_argument("--restarts", type=int, help="k-means restarts in the selection step")
     parser.add_argument("--max-population", type=int, default=DEFAULT_MAX_POPULATION)
     parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument(
+        "--count-fraction",
+        type=float,
+        help=f"share of each job's mu spent on the noisy row count "
+        f"(default {params.COUNT_MU_FRACTION})",
+    )
+    parser.add_argument(
+        "--count-public",
+        action="store_true",
+        help="N is public: replace-one neighbours, no noisy count",
+    )
     args = parser.parse_args()
 
     if args.datasets:
@@ -110,7 +132,15 @@ def main() -> None:
         runs = DEFAULT_RUNS
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     tasks = [
-        Task(name, alg, seed, args.restarts, args.max_population)
+        Task(
+            name,
+            alg,
+            seed,
+            args.restarts,
+            args.max_population,
+            args.count_fraction,
+            args.count_public,
+        )
         for name, alg in runs
         for seed in seeds
     ]
@@ -131,7 +161,12 @@ def main() -> None:
 
     print(
         f"seeds={args.seeds} restarts={args.restarts or selection.KMEANS_RESTARTS} "
-        f"max_population={args.max_population} epsilons={list(EPSILONS)} delta=1/N^1.1"
+        f"max_population={args.max_population} epsilons={list(EPSILONS)} delta=1/N^1.1 "
+        + (
+            "count=public (replace-one)"
+            if args.count_public
+            else f"count_fraction={args.count_fraction or params.COUNT_MU_FRACTION}"
+        )
     )
     print()
     print(

@@ -36,6 +36,11 @@ DEFAULT_PROJECTION_DIM = 16
 # Cap on the default population (L+1)*k. L = N/(5k) grows with N; the cap leaves every data set
 # up to N ~ 20,000 unchanged and keeps a million-row job fast (bench/RESULTS.md, "population cap").
 DEFAULT_MAX_POPULATION = 8192
+# The default T grows with epsilon above 1 (the paper's rule); beyond this it stops growing, so a
+# huge epsilon cannot plan a job of millions of iterations. The paper's largest setting
+# (epsilon 4 at d = 64: 128 iterations) is well below it. An explicit `iterations` may go
+# higher (the API allows up to 1000).
+MAX_DEFAULT_ITERATIONS = 256
 
 
 def check_integer(field: str, value: object, minimum: int) -> int:
@@ -91,14 +96,16 @@ def resolve_algorithm(algorithm: str, n_cols: int) -> Algorithm:
 
 
 def default_pe_iterations(n_cols: int, epsilon: float | None) -> int:
-    """T = floor(4 sqrt(d)); T = floor(eps * floor(4 sqrt(d))) when eps > 1; at least 1.
+    """T = floor(4 sqrt(d)); T = floor(eps * floor(4 sqrt(d))) when eps > 1; at least 1, and
+    at most MAX_DEFAULT_ITERATIONS.
 
     With only mu given there is no epsilon to scale by, so T = floor(4 sqrt(d)).
     """
     base = math.isqrt(16 * n_cols)  # exactly floor(4 * sqrt(d))
     if epsilon is not None and epsilon > 1.0:
-        base = math.floor(epsilon * base)
-    return max(base, 1)
+        scaled = epsilon * base  # a float; may be huge (or inf) for an absurd epsilon
+        base = MAX_DEFAULT_ITERATIONS if scaled >= MAX_DEFAULT_ITERATIONS else math.floor(scaled)
+    return min(max(base, 1), MAX_DEFAULT_ITERATIONS)
 
 
 def default_hdpe_iterations(projection_dim: int) -> int:
@@ -257,9 +264,17 @@ def plan_run(
 
     if variations is None:
         initial_l = default_variations(n_rows, k, max_population)
+        if (initial_l + 1) * k > max_population:
+            raise ClusteringInputError(
+                "k",
+                f"k = {k} needs a population of at least {(initial_l + 1) * k} candidates "
+                f"({MIN_VARIATIONS} variations per centre, plus the centre); the limit is "
+                f"{max_population}, so k can be at most {max_population // (MIN_VARIATIONS + 1)} "
+                "with the default variations",
+            )
     else:
         initial_l = check_integer("variations", variations, 1)
-        if (initial_l + 1) * k > max(max_population, (MIN_VARIATIONS + 1) * k):
+        if (initial_l + 1) * k > max_population:
             raise ClusteringInputError(
                 "variations",
                 f"variations gives a population of {(initial_l + 1) * k} candidates; the "

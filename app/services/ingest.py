@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import math
 import os
 import re
 import tempfile
@@ -649,7 +650,10 @@ def _csv_exact_path(
 
 def _parse_number(field: str, row: int, column: str) -> float:
     if _NUMBER_RE.fullmatch(field):
-        return float(field)
+        value = float(field)  # "1e999" or a 400-digit integer parse to inf: refuse those too
+        if not math.isfinite(value):
+            raise _non_finite_error(row, column, _csv_row)
+        return value
     if _NON_FINITE_RE.fullmatch(field):
         raise _non_finite_error(row, column, _csv_row)
     if _UNDECODABLE_RE.search(field):

@@ -372,3 +372,21 @@ def test_released_centres_sit_on_the_release_grid() -> None:
     result = pe_means(X, 2, radius=radius, center=centre, mu=1.0, n_public=500)
     units = (result.centers - centre) / (radius * 2.0**-32)
     np.testing.assert_allclose(units, np.round(units), atol=1e-3)
+
+
+def test_the_planner_refuses_what_could_never_run() -> None:
+    # Found by fuzzing the API: a huge epsilon scaled the default T to millions of iterations
+    # (or overflowed), and a k whose smallest population exceeds the cap was admitted, charged
+    # and then failed. Both are decided here, from public inputs, before anything is charged.
+    assert plan_run(200_000, 16, 16, epsilon=1e6, delta=1e-6).iterations == 256
+    assert plan_run(200_000, 16, 16, epsilon=1e308, delta=1e-6).iterations == 256
+    assert plan_run(200_000, 16, 16, epsilon=4.0, delta=1e-6).iterations == 64  # unchanged
+    assert plan_run(200_000, 32, 1638, mu=1.0).population_size <= 8192
+    with pytest.raises(ClusteringInputError) as info:
+        plan_run(200_000, 32, 10_000, mu=1.0)
+    assert info.value.field == "k" and "at most 1638" in str(info.value)
+    # Fewer variations per centre let a larger k fit.
+    assert plan_run(200_000, 16, 3000, mu=1.0, variations=1).population_size == 6000
+    with pytest.raises(ClusteringInputError) as info:
+        plan_run(200_000, 16, 3000, mu=1.0, variations=2)
+    assert info.value.field == "variations"

@@ -465,3 +465,34 @@ def test_open_matrix_refuses_other_files(tmp_path: Path) -> None:
     np.save(other, np.arange(4).reshape(2, 2))
     with pytest.raises(ValueError):
         open_matrix(other)
+
+
+_LONG = b"0." + b"0" * 60_000 + b"1"  # a finite number of 60,002 characters
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        # Rows longer than pyarrow's block (1 MiB) send the upload down the exact path, where
+        # 1e999 used to parse to inf and be stored: 20 very long numbers in a row...
+        b",".join(f"c{i}".encode() for i in range(20))
+        + b"\n"
+        + b",".join([_LONG] * 20)
+        + b"\n"
+        + b",".join(b"1e999" if i == 7 else b"0" for i in range(20))
+        + b"\n",
+        # ...or a very wide row.
+        b",".join(f"c{i}".encode() for i in range(140_000))
+        + b"\n"
+        + b",".join(b"1e999" if i == 7 else b"0.0000001" for i in range(140_000))
+        + b"\n",
+    ],
+    ids=["long-numbers", "wide"],
+)
+def test_csv_exact_path_refuses_numbers_that_overflow_to_infinity(
+    tmp_path: Path, data: bytes
+) -> None:
+    error = rejected(data, tmp_path)
+    assert error.code == "non-finite-value" and error.status == 400
+    assert error.extra.get("column") == "c7"
+    assert error.extra.get("row") in (1, 2)
