@@ -357,16 +357,38 @@ def data_shape(X: object) -> tuple[int, int]:
     return int(shape[0]), int(shape[1])
 
 
+_SHRINK = 1.0 - 4.0 * float(np.finfo(np.float64).eps)
+
+
+def clip_into_ball(block: np.ndarray, c: np.ndarray, radius: float) -> bool:
+    """Clip the rows of `block` (original coordinates, any finite values) into the ball, in place:
+    x <- c + (x - c) * min(1, R / ||x - c||), a hair inside the sphere. Whether any row changed.
+
+    Total: the difference is formed at half scale (x/2 - c/2 cannot overflow), and a row found
+    outside is divided by its largest coordinate before its norm is taken, so nothing overflows
+    or vanishes for any finite row, centre and radius; rows inside are not touched at all.
+    """
+    with np.errstate(over="ignore"):  # a far-out row's scaled norm may be inf: still outside
+        half = block * 0.5 - c * 0.5
+        scaled = half / (radius * 0.5)
+        outside = np.sqrt(np.einsum("ij,ij->i", scaled, scaled)) > 1.0
+    if not outside.any():
+        return False
+    u = half[outside]
+    u /= np.abs(u).max(axis=1)[:, None]
+    factor = radius / np.sqrt(np.einsum("ij,ij->i", u, u)) * _SHRINK
+    block[outside] = u * factor[:, None] + c
+    return True
+
+
 def prepare_rows(X: object, radius: float, center: object | None) -> tuple[np.ndarray, np.ndarray]:
     """(rows centred on c and clipped into the ball of radius R, c) as float64 arrays.
 
     X is read in blocks and never written (it may be a read-only memmap); the result is the one
-    N x d working copy. Every coordinate is first clipped into [c_i - R, c_i + R] (the ball lies
-    inside that box, and clipping cannot overflow), so centring cannot overflow either for a
-    domain whose |c_i| + R is representable; then rows farther than R from c are scaled onto the
-    sphere, a hair inside so that rounding can never leave a norm above R (the sensitivity of
-    HDPE's noisy sums). The only data-dependent error is a non-finite value, which an ingested
-    dataset never has.
+    N x d working copy. Rows farther than R from c are clipped radially onto the sphere
+    (`clip_into_ball`, which cannot overflow), then centred, a hair inside so that rounding can
+    never leave a norm above R (the sensitivity of HDPE's noisy sums). The only data-dependent
+    error is a non-finite value, which an ingested dataset never has.
     """
     n_rows, n_cols = data_shape(X)
     source = X if isinstance(X, np.ndarray) else np.asarray(X)
@@ -388,10 +410,8 @@ def prepare_rows(X: object, radius: float, center: object | None) -> tuple[np.nd
             )
         if not np.isfinite(c).all():
             raise ClusteringInputError("center", "center must be finite")
-    low, high = c - radius, c + radius
-    if not (np.isfinite(low).all() and np.isfinite(high).all()):
+    if not (np.isfinite(c - radius).all() and np.isfinite(c + radius).all()):
         raise ClusteringInputError("center", "center +- radius must be finite")
-    shrink = 1.0 - 4.0 * float(np.finfo(np.float64).eps)
     out = np.empty((n_rows, n_cols), dtype=np.float64)
     block_rows = max(1, (1 << 20) // n_cols)
     for start in range(0, n_rows, block_rows):
@@ -402,13 +422,12 @@ def prepare_rows(X: object, radius: float, center: object | None) -> tuple[np.nd
             raise ClusteringInputError(
                 "X", f"X has a non-finite value at row {start + row}, column {col}"
             )
-        np.clip(block, low, high, out=block)
-        block -= c
-        np.clip(block, -radius, radius, out=block)  # rounding of the subtraction
-        # Scaled by 1/R every coordinate is in [-1, 1]: the squares neither overflow nor vanish.
+        clip_into_ball(block, c, radius)
+        block -= c  # finite: every row is now within R of c, and c +- R is finite
+        # Centring rounds at the scale of |c|: put any row it left a hair outside back in.
         scaled = block / radius
         norms = np.sqrt(np.einsum("ij,ij->i", scaled, scaled)) * radius
         outside = norms > radius
         if outside.any():
-            block[outside] *= (radius / norms[outside] * shrink)[:, None]
+            block[outside] *= (radius / norms[outside] * _SHRINK)[:, None]
     return out, c

@@ -161,24 +161,22 @@ def resolve_domain(spec: DomainSpec, n_cols: int) -> tuple[list[float], float]:
 def clip_into_domain(path: Path, center: Sequence[float], radius: float) -> None:
     """Clip every row of a stored float64 `.npy` matrix into the ball around `center`, in place.
 
-    x <- c + (x - c) * min(1, R / ||x - c||) (the radial clip), a hair inside the sphere,
-    computed so that nothing overflows for any finite row: the domain bounds keep |c_i| far
-    below half a unit in the last place of the largest float, so x - c is finite, and a row
-    found outside (its norm above R, or overflowing) is divided by its largest centred
-    coordinate before its norm is taken again. The file is read and rewritten in blocks through one
+    x <- c + (x - c) * min(1, R / ||x - c||) (the radial clip of the clustering library's
+    `clip_into_ball`, which cannot overflow for any finite row), a hair inside the sphere. The
+    file is read and rewritten in blocks through one
     reusable buffer (not memory-mapped, so the process's memory stays at one block whatever the
     file's size), and only blocks that change are written back. Nothing is counted: how many
     rows were clipped is never recorded. (The clustering code clips again in centred
     coordinates; that clip is the one its sensitivities rely on.)
     """
+    from app.clustering.params import clip_into_ball  # heavy (scikit-learn); uploads only
+
     c = np.asarray(center, dtype=np.float64)
-    shrink = 1.0 - 4.0 * float(np.finfo(np.float64).eps)
     changed_any = False
     with open(path, "r+b") as fh:
         n_rows, n_cols, data_start = _npy_matrix_layout(fh)
         block_rows = max(1, _CLIP_BLOCK_VALUES // n_cols)
         buffer = np.empty((block_rows, n_cols), dtype="<f8")
-        scratch = np.empty((block_rows, n_cols))
         row_bytes = n_cols * 8
         for start in range(0, n_rows, block_rows):
             m = min(block_rows, n_rows - start)
@@ -186,7 +184,7 @@ def clip_into_domain(path: Path, center: Sequence[float], radius: float) -> None
             fh.seek(offset)
             if fh.readinto(block.data.cast("B")) != m * row_bytes:
                 raise ValueError(f"{path} is shorter than its header says")
-            if _clip_block(block, c, radius, shrink, scratch[:m]):
+            if clip_into_ball(block, c, radius):
                 fh.seek(offset)
                 fh.write(block.data.cast("B"))
                 changed_any = True
@@ -206,23 +204,6 @@ def _npy_matrix_layout(fh: BinaryIO) -> tuple[int, int, int]:
     if dtype != np.dtype("<f8") or fortran or len(shape) != 2:
         raise ValueError("not a matrix written by ingest_file")
     return int(shape[0]), int(shape[1]), fh.tell()
-
-
-def _clip_block(
-    block: np.ndarray, c: np.ndarray, radius: float, shrink: float, scratch: np.ndarray
-) -> bool:
-    """Clip the rows of `block` into the ball in place; whether any row changed."""
-    y = np.subtract(block, c, out=scratch)
-    with np.errstate(over="ignore"):  # a far-out row's norm may overflow to inf: still outside
-        outside = np.sqrt(np.einsum("ij,ij->i", y, y)) > radius
-    if not outside.any():
-        return False
-    # Scale each outside row by its largest coordinate first, so its norm cannot overflow.
-    u = y[outside]
-    u /= np.abs(u).max(axis=1)[:, None]
-    factor = radius / np.sqrt(np.einsum("ij,ij->i", u, u)) * shrink
-    block[outside] = u * factor[:, None] + c
-    return True
 
 
 @dataclass(frozen=True)

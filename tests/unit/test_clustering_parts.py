@@ -307,3 +307,14 @@ def test_prepare_rows_is_total_on_a_domain_far_from_the_origin() -> None:
         norms = np.linalg.norm(clipped / radius, axis=1)
         assert norms[0] == pytest.approx(1.0) and norms[0] <= 1.0
         assert norms[1] == pytest.approx(0.1)
+
+
+def test_clipping_is_radial_even_far_outside_the_box() -> None:
+    # x <- c + (x - c) * R / ||x - c||: the direction from the centre is kept (a box clip first
+    # would turn (10, 1) into the direction (1, 1)).
+    c = np.array([2.0, -1.0])
+    X = np.array([[12.0, 0.0], [2.5, -1.0], [2.0 - 3e300, -1.0 + 4e300]])
+    points, _ = prepare_rows(X, 1.0, c)
+    np.testing.assert_allclose(points[0], np.array([10.0, 1.0]) / np.hypot(10.0, 1.0))
+    np.testing.assert_array_equal(points[1], [0.5, 0.0])  # inside: untouched
+    np.testing.assert_allclose(points[2], [-0.6, 0.8])
