@@ -1,4 +1,4 @@
-"""Benchmark: the paper's Table I protocol for PE-means / HDPE-means (ALGORITHM.md section 5).
+"""Benchmark: the paper's Table I protocol for PE-means / HDPE-means (docs/algorithms.md section 7).
 
 For every data set and algorithm: loss at epsilon in {0.25, 0.5, 1, 2, 4} with delta = 1/N^1.1,
 the loss AUC per seed (trapezoidal rule), and its mean and standard error over the seeds, printed

@@ -1,4 +1,4 @@
-"""HDPE-means (ALGORITHM.md section 3): PE-means on a random projection, then noisy averaging."""
+"""HDPE-means (docs/algorithms.md section 5): PE-means on a random projection, then noisy means."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def noisy_means(
 
     Both are integer releases (app.privacy.noise): the grid sums get isotropic noise of std
     Delta * sigma per coordinate, one independent draw each, with Delta = grid_sensitivity (2x
-    under replace-one: the R or 2R of ALGORITHM.md in grid units); the counts get std
+    under replace-one: R or 2R in grid units); the counts get std
     sensitivity * sigma (1, or sqrt(2) under replace-one). Every cluster is released and
     returned, empty or not: skipping one would depend on private data. The centres are a
     quotient of released integers: post-processing.

@@ -8,7 +8,7 @@ MIN_VARIATIONS = 4
 
 
 def postprocess_votes(noisy: np.ndarray, n_public: int) -> np.ndarray:
-    """Approximate MLE of the true votes given the noisy ones (ALGORITHM.md 2, step 3).
+    """Approximate MLE of the true votes given the noisy ones (docs/algorithms.md 4, step 3).
 
     Keep the smallest set of largest bins whose sum reaches the public row count `n_public`
     (the dataset's noisy count N~, never the exact N under add/remove neighbours), zero every

@@ -1,4 +1,4 @@
-"""PE-means (ALGORITHM.md section 2): private evolution of candidate centres by noisy votes."""
+"""PE-means (docs/algorithms.md section 4): private evolution of candidate centres by noisy votes"""
 
 from __future__ import annotations
 

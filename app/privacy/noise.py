@@ -1,6 +1,6 @@
 """Privacy noise: a cryptographically strong generator and integer-valued Gaussian releases.
 
-Two rules every release of privclust follows (ALGORITHM.md section 0, Mironov 2012):
+Two rules every release of privclust follows (docs/algorithms.md section 3, after Mironov 2012):
 
 - **Integer outputs.** A Gaussian release adds noise to integer-valued data (vote counts, row
   counts, sums of rows snapped to a fixed grid) and is itself an integer: the released value is

@@ -1,4 +1,4 @@
-"""Unit tests of the PE-means building blocks against ALGORITHM.md section 2."""
+"""Unit tests of the PE-means building blocks against docs/algorithms.md section 4."""
 
 from __future__ import annotations
 
