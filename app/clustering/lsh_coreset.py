@@ -81,7 +81,15 @@ MAX_SUM_WEIGHT = 1000
 # over that many rows, the noise of a sum is about a tenth of R per row (Google's heuristic).
 NODE_NOISE_FACTOR = 10.0
 BRANCH_FACTOR = 3
+# ... and never below this many standard deviations of a count's noise: Gaussian count noise is
+# wider than the discrete Laplace noise of Google's library, and with a lower threshold the
+# children of a branching node that hold no row at all would pass it often and grow a tree of
+# pure noise (2^bits_per_level children each): at 2.5 SD one empty child in ~160 is kept.
+COUNT_NOISE_FLOOR = 2.5
 KMEANS_RESTARTS = 10
+# At most this many nodes branch at a level (those with the largest noisy counts; the others
+# become leaves), which bounds the count vectors and the coreset whatever the thresholds.
+MAX_BRANCHING_NODES = 4096
 _BLOCK_ELEMENTS = 1 << 20
 
 
@@ -134,10 +142,12 @@ def sum_noise_std(plan: RunPlan, sum_weight: int) -> float:
 
 
 def default_min_count(plan: RunPlan, sum_weight: int) -> int:
-    """max(1, min(10 sqrt(d) s, N~/(2k))) with s = sum_noise_std: public inputs only."""
+    """max(min(10 sqrt(d) s, N~/(2k)), COUNT_NOISE_FLOOR x the count noise std, 1), with
+    s = sum_noise_std: public inputs only."""
     low_noise = NODE_NOISE_FACTOR * math.sqrt(plan.n_cols) * sum_noise_std(plan, sum_weight)
     per_cluster = plan.n_rows // (2 * plan.k)
-    return max(1, min(math.floor(low_noise), per_cluster))
+    noise_floor = math.ceil(COUNT_NOISE_FLOOR * plan.count_sensitivity * plan.sigma)
+    return max(1, min(math.floor(low_noise), per_cluster), noise_floor)
 
 
 def hash_codes(points: np.ndarray, normals: np.ndarray) -> np.ndarray:
@@ -151,6 +161,17 @@ def hash_codes(points: np.ndarray, normals: np.ndarray) -> np.ndarray:
         signs = points[start : start + rows] @ normals_t >= 0.0
         codes[start : start + rows] = signs @ weights
     return codes
+
+
+def branching_nodes(counts: np.ndarray, branch_count: int) -> np.ndarray:
+    """Which nodes branch: noisy count >= branch_count, at most MAX_BRANCHING_NODES of them (the
+    largest counts, ties to the lower index)."""
+    branching = counts >= branch_count
+    if int(branching.sum()) > MAX_BRANCHING_NODES:
+        order = np.argsort(-counts, kind="stable")[:MAX_BRANCHING_NODES]
+        branching = np.zeros(len(counts), dtype=bool)
+        branching[order] = True
+    return branching
 
 
 def grow_tree(
@@ -179,7 +200,7 @@ def grow_tree(
     # which of them branch.
     node = np.zeros(len(codes), dtype=np.int64)
     counts = np.array([plan.n_rows], dtype=np.int64)
-    branching = counts >= branch_count
+    branching = branching_nodes(counts, branch_count)
 
     def close_leaves(is_leaf: np.ndarray) -> None:
         nonlocal n_leaves
@@ -217,7 +238,9 @@ def grow_tree(
         node = np.full(len(codes), -1, dtype=np.int64)
         node[moving] = new_index[child_of_row]
         counts = noisy[kept]
-        branching = (counts >= branch_count) if t < levels else np.zeros(len(counts), bool)
+        branching = (
+            branching_nodes(counts, branch_count) if t < levels else np.zeros(len(counts), bool)
+        )
         if progress is not None:
             progress(t, plan.progress_total)
     close_leaves(np.ones(len(counts), dtype=bool))
