@@ -2,10 +2,10 @@
 numpy/scipy/scikit-learn).
 
 Public entry points: `pe_means`, `hdpe_means`, `lsh_coreset` and `cluster` (which resolves
-algorithm="auto"), returning a `ClusteringResult`; `plan_run` prices and validates a job from public inputs only;
-`ClusteringInputError` names the argument at fault. Public: d, k, the declared domain and the
-released noisy row count N~ (the exact N only when the owner declared it public, which makes
-neighbouring datasets replace one row instead of adding or removing one).
+algorithm="auto"), returning a `ClusteringResult`; `plan_run` prices and validates a job from
+public inputs only; `ClusteringInputError` names the argument at fault. Public: d, k, the
+declared domain and the released noisy row count N~ (the exact N only when the owner declared it
+public, which makes neighbouring datasets replace one row instead of adding or removing one).
 """
 
 from app.clustering.dispatch import cluster

@@ -29,12 +29,13 @@ The method, in centred coordinates (every row has norm <= R):
 The run is (sqrt(levels + sum_weight)/sigma)-GDP = mu-GDP (plus the run's own row count when no
 public count was given, exactly as in pe_means).
 
-Defaults from public facts, after the README of Google's DP clustering library (Chang and
-Kamath): about 20 hash bits in all (`DEFAULT_HASH_BITS`), a node needs min(10 sqrt(d) s, N~/(2k)) noisy
-rows to be kept (s the noise std of one coordinate of a noisy sum, in units of R; at least 1)
-and 3 times that to branch. The bits are grouped `bits_per_level` to a level here, because a
-level costs one release whatever its branching factor (default 3 bits: 7 levels), and the sums
-get `sum_weight` = 3 x levels shares of the budget (bench/RESULTS.md, "LSH-tree coreset").
+Defaults from public facts, after Google's DP clustering library (Chang and Kamath): about 20
+hash bits in all (`DEFAULT_HASH_BITS`); a node needs min(10 sqrt(d) s, N~/(2k)) noisy rows to be
+kept (s the noise std of one coordinate of a noisy sum, in units of R), here never fewer than
+2.5 standard deviations of a count's noise (`COUNT_NOISE_FLOOR`), and 3 times that to branch.
+The bits are grouped `bits_per_level` to a level here, because a level costs one release
+whatever its branching factor (default 3 bits: 7 levels), and the sums get `sum_weight` =
+3 x levels shares of the budget (bench/RESULTS.md, "LSH-tree coreset").
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ from app.clustering.hdpe import GRID_BITS, cluster_grid_sums, grid_sensitivity
 from app.clustering.params import (
     RunPlan,
     check_integer,
-    check_positive,
     data_shape,
     job_generator,
     plan_for_rows,
