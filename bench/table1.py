@@ -1,5 +1,8 @@
 """Benchmark: the paper's Table I protocol for PE-means / HDPE-means (docs/algorithms.md section 7).
 
+`--algorithms lsh-coreset` runs the LSH-tree coreset and compares it with the paper's "Google"
+column (Chang and Kamath's method).
+
 For every data set and algorithm: loss at epsilon in {0.25, 0.5, 1, 2, 4} with delta = 1/N^1.1,
 the loss AUC per seed (trapezoidal rule), and its mean and standard error over the seeds, printed
 beside the paper's figure, with non-private scikit-learn KMeans(n_init=10) as the floor. Prints a
@@ -32,9 +35,10 @@ from sklearn.cluster import KMeans
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from datasets import EPSILONS, PAPER, auc, load
+from datasets import EPSILONS, PAPER, PAPER_GOOGLE, auc, load
 
 from app.clustering import DEFAULT_MAX_POPULATION, hdpe_means, params, pe_means, selection
+from app.clustering.lsh_coreset import lsh_coreset
 from app.clustering.metrics import kmeans_loss
 
 # Half a unit in the last published digit.
@@ -76,16 +80,27 @@ def run_task(task: Task) -> tuple[Task, list[float], float, int]:
     population = 0
     start = time.perf_counter()
     for index, epsilon in enumerate(EPSILONS):
-        result = run(
-            data.X,
-            data.k,
-            radius=1.0,
-            epsilon=epsilon,
-            delta=data.delta,
-            rng=np.random.default_rng([task.seed, index]),
-            max_population=task.max_population,
-            relation="replace-one" if task.count_public else "add-remove",
-        )
+        if task.algorithm == "lsh-coreset":
+            result = lsh_coreset(
+                data.X,
+                data.k,
+                radius=1.0,
+                epsilon=epsilon,
+                delta=data.delta,
+                rng=np.random.default_rng([task.seed, index]),
+                relation="replace-one" if task.count_public else "add-remove",
+            )
+        else:
+            result = run(
+                data.X,
+                data.k,
+                radius=1.0,
+                epsilon=epsilon,
+                delta=data.delta,
+                rng=np.random.default_rng([task.seed, index]),
+                max_population=task.max_population,
+                relation="replace-one" if task.count_public else "add-remove",
+            )
         losses.append(kmeans_loss(data.X, result.centers))
         population = result.population_size
     seconds = (time.perf_counter() - start) / len(EPSILONS)
@@ -107,7 +122,7 @@ def main() -> None:
     parser.add_argument(
         "--algorithms",
         nargs="*",
-        choices=["pe-means", "hdpe-means"],
+        choices=["pe-means", "hdpe-means", "lsh-coreset"],
         help="algorithms for --datasets (default pe-means)",
     )
     parser.add_argument("--restarts", type=int, help="k-means restarts in the selection step")
@@ -185,7 +200,9 @@ def main() -> None:
         )
         paper = PAPER.get(name)
         paper_auc = None
-        if paper is not None:
+        if alg == "lsh-coreset":
+            paper_auc = PAPER_GOOGLE.get(name)  # the paper's "Google" column
+        elif paper is not None:
             paper_auc = paper[1] if alg == "pe-means" else paper[2]
         if paper_auc is None:
             verdict, paper_text = "-", "-"

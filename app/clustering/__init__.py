@@ -1,15 +1,17 @@
-"""Differentially private k-means: PE-means and HDPE-means (pure numpy/scipy/scikit-learn).
+"""Differentially private k-means: PE-means, HDPE-means and an LSH-tree private coreset (pure
+numpy/scipy/scikit-learn).
 
-Public entry points: `pe_means`, `hdpe_means` and `cluster` (which resolves algorithm="auto"),
-returning a `ClusteringResult`; `plan_run` prices and validates a job from public inputs only;
-`ClusteringInputError` names the argument at fault. Public: d, k, the declared domain and the
-released noisy row count N~ (the exact N only when the owner declared it public, which makes
-neighbouring datasets replace one row instead of adding or removing one).
+Public entry points: `pe_means`, `hdpe_means`, `lsh_coreset` and `cluster` (which resolves
+algorithm="auto"), returning a `ClusteringResult`; `plan_run` prices and validates a job from
+public inputs only; `ClusteringInputError` names the argument at fault. Public: d, k, the
+declared domain and the released noisy row count N~ (the exact N only when the owner declared it
+public, which makes neighbouring datasets replace one row instead of adding or removing one).
 """
 
 from app.clustering.dispatch import cluster
 from app.clustering.errors import ClusteringInputError
 from app.clustering.hdpe import hdpe_means
+from app.clustering.lsh_coreset import lsh_coreset
 from app.clustering.params import (
     AUTO_HDPE_ABOVE_DIM,
     DEFAULT_MAX_POPULATION,
@@ -30,6 +32,7 @@ __all__ = [
     "RunPlan",
     "cluster",
     "hdpe_means",
+    "lsh_coreset",
     "pe_means",
     "plan_run",
     "resolve_algorithm",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.clustering.hdpe import hdpe_means
+from app.clustering.lsh_coreset import lsh_coreset
 from app.clustering.params import (
     DEFAULT_MAX_POPULATION,
     DEFAULT_PROJECTION_DIM,
@@ -36,12 +37,28 @@ def cluster(
 ) -> ClusteringResult:
     """Run the chosen algorithm; "auto" is HDPE-means when d > 32, PE-means otherwise.
 
-    `projection_dim` only matters for HDPE-means. `n_public` is the dataset's public row count
+    `projection_dim` only matters for HDPE-means; "lsh-coreset" runs with its default tree
+    parameters (`iterations` = tree levels). `n_public` is the dataset's public row count
     (its released N~; the exact N only with `relation="replace-one"`). See pe_means and
     hdpe_means for the rest.
     """
     _, n_cols = data_shape(X)
     chosen = resolve_algorithm(algorithm, n_cols)
+    if chosen == "lsh-coreset":
+        return lsh_coreset(
+            X,
+            k,
+            radius=radius,
+            center=center,
+            epsilon=epsilon,
+            delta=delta,
+            mu=mu,
+            iterations=iterations,
+            n_public=n_public,
+            relation=relation,
+            rng=rng,
+            progress=progress,
+        )
     if chosen == "hdpe-means":
         return hdpe_means(
             X,

@@ -28,8 +28,8 @@ RELATIONS: tuple[str, ...] = ("add-remove", "replace-one")
 # (a relative precision of 2.3e-10 of the radius): no released digit is finer than that.
 RELEASE_BITS = 32
 
-AlgorithmChoice = Literal["auto", "pe-means", "hdpe-means"]
-ALGORITHMS: tuple[str, ...] = ("auto", "pe-means", "hdpe-means")
+AlgorithmChoice = Literal["auto", "pe-means", "hdpe-means", "lsh-coreset"]
+ALGORITHMS: tuple[str, ...] = ("auto", "pe-means", "hdpe-means", "lsh-coreset")
 # "auto" picks HDPE-means when d exceeds this (measured in bench/RESULTS.md, "auto threshold").
 AUTO_HDPE_ABOVE_DIM = 32
 DEFAULT_PROJECTION_DIM = 16
@@ -92,6 +92,8 @@ def resolve_algorithm(algorithm: str, n_cols: int) -> Algorithm:
         )
     if algorithm == "auto":
         return "hdpe-means" if n_cols > AUTO_HDPE_ABOVE_DIM else "pe-means"
+    if algorithm == "lsh-coreset":
+        return "lsh-coreset"
     return "hdpe-means" if algorithm == "hdpe-means" else "pe-means"
 
 
@@ -207,6 +209,8 @@ def plan_run(
     max_population: int = DEFAULT_MAX_POPULATION,
     relation: str = "add-remove",
     count_mu: float | None = None,
+    bits_per_level: int | None = None,
+    sum_weight: int | None = None,
 ) -> RunPlan:
     """Validate the non-data arguments of a run and fix its T, L, sigma and release count.
 
@@ -216,7 +220,9 @@ def plan_run(
     the Gaussian releases then share what is left. `iterations` overrides the default T (for
     HDPE-means: the PE iterations, default floor(4 sqrt(p)) - 2); `variations` overrides the
     initial L and must keep the population (L+1)*k within `max_population`. `projection_dim` is
-    used by HDPE-means only (1 <= p <= max(d, 16)).
+    used by HDPE-means only (1 <= p <= max(d, 16)). For "lsh-coreset", `iterations` is the
+    number of tree levels and `bits_per_level`/`sum_weight` are its own parameters (see
+    app.clustering.lsh_coreset); it has no variations or population.
     """
     n_rows = check_integer("X", n_rows, 1)
     n_cols = check_integer("X", n_cols, 1)
@@ -253,6 +259,12 @@ def plan_run(
         )
         releases = pe_iterations + 2
         progress_total = pe_iterations + 1
+    elif resolved == "lsh-coreset":
+        from app.clustering.lsh_coreset import plan_lsh_releases  # it imports this module
+
+        pe_iterations, releases, progress_total = plan_lsh_releases(
+            iterations, bits_per_level, sum_weight
+        )
     else:
         pe_iterations = (
             default_pe_iterations(n_cols, job_epsilon)
@@ -262,7 +274,9 @@ def plan_run(
         releases = pe_iterations
         progress_total = pe_iterations
 
-    if variations is None:
+    if resolved == "lsh-coreset":
+        initial_l = 0
+    elif variations is None:
         initial_l = default_variations(n_rows, k, max_population)
         if (initial_l + 1) * k > max_population:
             raise ClusteringInputError(
@@ -299,7 +313,7 @@ def plan_run(
         releases=releases,
         iterations=pe_iterations,
         variations=initial_l,
-        population_size=(initial_l + 1) * k,
+        population_size=0 if resolved == "lsh-coreset" else (initial_l + 1) * k,
         projection_dim=p,
         progress_total=progress_total,
         relation="replace-one" if relation == "replace-one" else "add-remove",
