@@ -1,4 +1,4 @@
-"""Benchmark: the paper's Table I protocol for PE-means / HDPE-means (docs/algorithms.md section 7).
+"""Benchmark: the paper's Table I protocol for PE-means / HDPE-means / FastLloyd (docs section 7).
 
 For every data set and algorithm: loss at epsilon in {0.25, 0.5, 1, 2, 4} with delta = 1/N^1.1,
 the loss AUC per seed (trapezoidal rule), and its mean and standard error over the seeds, printed
@@ -16,6 +16,11 @@ instead treats N as public (replace-one neighbours, replace-one sensitivities, n
         --algorithms pe-means hdpe-means                  # the auto-threshold study
     .venv/bin/python bench/table1.py --restarts 1         # selection k-means restarts
     .venv/bin/python bench/table1.py --count-fraction 0.2 # the noisy count's share of mu
+    .venv/bin/python bench/table1.py --datasets sklearn_4_16 --algorithms fastlloyd --box-domain
+
+FastLloyd rows are compared with the paper's FastLloyd column. `--box-domain` declares the
+domain the published FastLloyd code assumes, the box [-1, 1]^d, which privclust turns into the
+ball of its half diagonal: radius sqrt(d) instead of 1 (the same rows, sqrt(d) times the noise).
 """
 
 from __future__ import annotations
@@ -32,9 +37,10 @@ from sklearn.cluster import KMeans
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from datasets import EPSILONS, PAPER, auc, load
+from datasets import EPSILONS, PAPER, PAPER_FASTLLOYD, auc, load
 
 from app.clustering import DEFAULT_MAX_POPULATION, hdpe_means, params, pe_means, selection
+from app.clustering.fastlloyd import fastlloyd
 from app.clustering.metrics import kmeans_loss
 
 # Half a unit in the last published digit.
@@ -62,6 +68,7 @@ class Task:
     max_population: int
     count_fraction: float | None = None
     count_public: bool = False
+    box_domain: bool = False
 
 
 def run_task(task: Task) -> tuple[Task, list[float], float, int]:
@@ -71,21 +78,28 @@ def run_task(task: Task) -> tuple[Task, list[float], float, int]:
     if task.count_fraction is not None:
         params.COUNT_MU_FRACTION = task.count_fraction
     data = load(task.dataset)
-    run = pe_means if task.algorithm == "pe-means" else hdpe_means
     losses = []
     population = 0
     start = time.perf_counter()
     for index, epsilon in enumerate(EPSILONS):
-        result = run(
-            data.X,
-            data.k,
-            radius=1.0,
-            epsilon=epsilon,
-            delta=data.delta,
-            rng=np.random.default_rng([task.seed, index]),
-            max_population=task.max_population,
-            relation="replace-one" if task.count_public else "add-remove",
-        )
+        common = {
+            "epsilon": epsilon,
+            "delta": data.delta,
+            "rng": np.random.default_rng([task.seed, index]),
+            "relation": "replace-one" if task.count_public else "add-remove",
+        }
+        if task.algorithm == "fastlloyd":
+            radius = float(np.sqrt(data.X.shape[1])) if task.box_domain else 1.0
+            result = fastlloyd(data.X, data.k, radius=radius, **common)  # type: ignore[arg-type]
+        else:
+            run = pe_means if task.algorithm == "pe-means" else hdpe_means
+            result = run(
+                data.X,
+                data.k,
+                radius=1.0,
+                max_population=task.max_population,
+                **common,  # type: ignore[arg-type]
+            )
         losses.append(kmeans_loss(data.X, result.centers))
         population = result.population_size
     seconds = (time.perf_counter() - start) / len(EPSILONS)
@@ -107,7 +121,7 @@ def main() -> None:
     parser.add_argument(
         "--algorithms",
         nargs="*",
-        choices=["pe-means", "hdpe-means"],
+        choices=["pe-means", "hdpe-means", "fastlloyd"],
         help="algorithms for --datasets (default pe-means)",
     )
     parser.add_argument("--restarts", type=int, help="k-means restarts in the selection step")
@@ -123,6 +137,11 @@ def main() -> None:
         "--count-public",
         action="store_true",
         help="N is public: replace-one neighbours, no noisy count",
+    )
+    parser.add_argument(
+        "--box-domain",
+        action="store_true",
+        help="FastLloyd on the box [-1, 1]^d, i.e. the ball of radius sqrt(d), as published",
     )
     args = parser.parse_args()
 
@@ -140,6 +159,7 @@ def main() -> None:
             args.max_population,
             args.count_fraction,
             args.count_public,
+            args.box_domain,
         )
         for name, alg in runs
         for seed in seeds
@@ -167,6 +187,7 @@ def main() -> None:
             if args.count_public
             else f"count_fraction={args.count_fraction or params.COUNT_MU_FRACTION}"
         )
+        + (" domain=box [-1,1]^d (FastLloyd radius sqrt(d))" if args.box_domain else "")
     )
     print()
     print(
@@ -185,7 +206,9 @@ def main() -> None:
         )
         paper = PAPER.get(name)
         paper_auc = None
-        if paper is not None:
+        if alg == "fastlloyd":
+            paper_auc = PAPER_FASTLLOYD.get(name)
+        elif paper is not None:
             paper_auc = paper[1] if alg == "pe-means" else paper[2]
         if paper_auc is None:
             verdict, paper_text = "-", "-"

@@ -1,9 +1,10 @@
-"""`cluster`: one entry point that resolves "auto" and runs PE-means or HDPE-means."""
+"""`cluster`: one entry point that resolves "auto" and runs PE-means, HDPE-means or FastLloyd."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from app.clustering.fastlloyd import fastlloyd
 from app.clustering.hdpe import hdpe_means
 from app.clustering.params import (
     DEFAULT_MAX_POPULATION,
@@ -42,6 +43,21 @@ def cluster(
     """
     _, n_cols = data_shape(X)
     chosen = resolve_algorithm(algorithm, n_cols)
+    if chosen == "fastlloyd":
+        return fastlloyd(
+            X,
+            k,
+            radius=radius,
+            center=center,
+            epsilon=epsilon,
+            delta=delta,
+            mu=mu,
+            iterations=iterations,
+            n_public=n_public,
+            relation=relation,
+            rng=rng,
+            progress=progress,
+        )
     if chosen == "hdpe-means":
         return hdpe_means(
             X,

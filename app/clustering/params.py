@@ -28,8 +28,8 @@ RELATIONS: tuple[str, ...] = ("add-remove", "replace-one")
 # (a relative precision of 2.3e-10 of the radius): no released digit is finer than that.
 RELEASE_BITS = 32
 
-AlgorithmChoice = Literal["auto", "pe-means", "hdpe-means"]
-ALGORITHMS: tuple[str, ...] = ("auto", "pe-means", "hdpe-means")
+AlgorithmChoice = Literal["auto", "pe-means", "hdpe-means", "fastlloyd"]
+ALGORITHMS: tuple[str, ...] = ("auto", "pe-means", "hdpe-means", "fastlloyd")
 # "auto" picks HDPE-means when d exceeds this (measured in bench/RESULTS.md, "auto threshold").
 AUTO_HDPE_ABOVE_DIM = 32
 DEFAULT_PROJECTION_DIM = 16
@@ -92,6 +92,8 @@ def resolve_algorithm(algorithm: str, n_cols: int) -> Algorithm:
         )
     if algorithm == "auto":
         return "hdpe-means" if n_cols > AUTO_HDPE_ABOVE_DIM else "pe-means"
+    if algorithm == "fastlloyd":
+        return "fastlloyd"
     return "hdpe-means" if algorithm == "hdpe-means" else "pe-means"
 
 
@@ -125,7 +127,8 @@ class RunPlan:
     """Everything a run will do that depends only on public inputs.
 
     `n_rows` is the public row count the plan used (never the exact N under add/remove).
-    `iterations` counts PE iterations (for HDPE-means, those in the projected space);
+    `iterations` counts PE iterations (for HDPE-means, those in the projected space; for
+    FastLloyd its Lloyd steps, each one joint release of noisy sums and counts);
     `releases` counts every Gaussian release (HDPE adds its noisy sums and counts as 2), and
     sqrt(releases)/sigma <= mu_releases <= mu; `count_mu` is the part of mu the run spent on its
     own noisy row count (library calls without a public count), else None, and
@@ -207,6 +210,8 @@ def plan_run(
     max_population: int = DEFAULT_MAX_POPULATION,
     relation: str = "add-remove",
     count_mu: float | None = None,
+    step_fraction: float | None = None,
+    count_share: float | None = None,
 ) -> RunPlan:
     """Validate the non-data arguments of a run and fix its T, L, sigma and release count.
 
@@ -216,7 +221,8 @@ def plan_run(
     the Gaussian releases then share what is left. `iterations` overrides the default T (for
     HDPE-means: the PE iterations, default floor(4 sqrt(p)) - 2); `variations` overrides the
     initial L and must keep the population (L+1)*k within `max_population`. `projection_dim` is
-    used by HDPE-means only (1 <= p <= max(d, 16)).
+    used by HDPE-means only (1 <= p <= max(d, 16)). `step_fraction` and `count_share`
+    are FastLloyd's (app.clustering.fastlloyd); FastLloyd has no variations.
     """
     n_rows = check_integer("X", n_rows, 1)
     n_cols = check_integer("X", n_cols, 1)
@@ -234,7 +240,25 @@ def plan_run(
     job_mu, job_epsilon, job_delta = resolve_privacy(epsilon, delta, mu)
 
     p: int | None = None
-    if resolved == "hdpe-means":
+    if resolved == "fastlloyd":
+        from app.clustering import fastlloyd  # lazy: the module imports this one
+
+        alpha = fastlloyd.check_step_fraction(
+            fastlloyd.DEFAULT_STEP_FRACTION if step_fraction is None else step_fraction
+        )
+        if count_share is not None:
+            fastlloyd.check_count_share(count_share)
+        usable_mu = job_mu
+        if count_mu is not None:  # T is set by the mu the Lloyd steps share
+            usable_mu = remaining_after(job_mu, check_positive("count_mu", count_mu))
+        pe_iterations = (
+            fastlloyd.default_iterations(n_rows, n_cols, k, usable_mu, alpha)
+            if iterations is None
+            else check_integer("iterations", iterations, 1)
+        )
+        # One joint release of the noisy offset sums and counts per Lloyd step.
+        releases = progress_total = pe_iterations
+    elif resolved == "hdpe-means":
         p = check_integer(
             "projection_dim",
             DEFAULT_PROJECTION_DIM if projection_dim is None else projection_dim,
@@ -262,7 +286,9 @@ def plan_run(
         releases = pe_iterations
         progress_total = pe_iterations
 
-    if variations is None:
+    if resolved == "fastlloyd":
+        initial_l = 0
+    elif variations is None:
         initial_l = default_variations(n_rows, k, max_population)
         if (initial_l + 1) * k > max_population:
             raise ClusteringInputError(
@@ -299,7 +325,7 @@ def plan_run(
         releases=releases,
         iterations=pe_iterations,
         variations=initial_l,
-        population_size=(initial_l + 1) * k,
+        population_size=0 if resolved == "fastlloyd" else (initial_l + 1) * k,
         projection_dim=p,
         progress_total=progress_total,
         relation="replace-one" if relation == "replace-one" else "add-remove",

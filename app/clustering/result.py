@@ -7,7 +7,7 @@ from typing import Literal
 
 import numpy as np
 
-Algorithm = Literal["pe-means", "hdpe-means"]
+Algorithm = Literal["pe-means", "hdpe-means", "fastlloyd"]
 
 
 @dataclass(frozen=True)
