@@ -1,4 +1,4 @@
-"""Benchmark: PE-means / HDPE-means wall time and peak memory against scikit-learn KMeans.
+"""Benchmark: PE-means / HDPE-means / FastLloyd wall time and peak memory against KMeans.
 
 Sections (all by default; pick with --sections):
   jobs     per-job time at epsilon 1 on the paper's sets, beside KMeans(n_init=10) in the same run
@@ -14,6 +14,7 @@ the first ("cold") run in the same process.
 
     .venv/bin/python bench/speed.py --sections jobs --repeats 3
     .venv/bin/python bench/speed.py --sections scale cap
+    .venv/bin/python bench/speed.py --sections scale --sizes 1000000 --scale-algorithm fastlloyd
 """
 
 from __future__ import annotations
@@ -166,8 +167,8 @@ def section_jobs(repeats: int, datasets: list[str]) -> None:
     print()
 
 
-def section_scale(sizes: list[int], with_kmeans: bool) -> None:
-    print("## Scaling: d = 16, k = 16, epsilon 1, PE-means (one cold run each)")
+def section_scale(sizes: list[int], with_kmeans: bool, algorithm: str = "pe-means") -> None:
+    print(f"## Scaling: d = 16, k = 16, epsilon 1, {algorithm} (one cold run each)")
     print()
     print(
         "| N | population | iterations | ours s | ours peak MiB (base) | KMeans s | "
@@ -175,7 +176,7 @@ def section_scale(sizes: list[int], with_kmeans: bool) -> None:
     )
     print("|---|---|---|---|---|---|---|---|")
     for n in sizes:
-        ours = measure({"n": n, "d": 16, "k": 16, "method": "pe-means"})
+        ours = measure({"n": n, "d": 16, "k": 16, "method": algorithm})
         km: dict[str, Any] = {
             "times": [float("nan")],
             "peak_mib": float("nan"),
@@ -296,6 +297,9 @@ def main() -> None:
     )
     parser.add_argument("--no-kmeans-at-scale", action="store_true")
     parser.add_argument(
+        "--scale-algorithm", default="pe-means", choices=["pe-means", "hdpe-means", "fastlloyd"]
+    )
+    parser.add_argument(
         "--dims", nargs="*", type=int, default=[2, 4, 5, 6, 8, 12, 16, 32, 64], help="backend d"
     )
     args = parser.parse_args()
@@ -305,7 +309,7 @@ def main() -> None:
         if "jobs" in args.sections:
             section_jobs(args.repeats, args.datasets)
         if "scale" in args.sections:
-            section_scale(args.sizes, not args.no_kmeans_at_scale)
+            section_scale(args.sizes, not args.no_kmeans_at_scale, args.scale_algorithm)
         if "cap" in args.sections:
             section_cap(args.cap_sizes, args.caps, args.cap_repeats)
         if "backend" in args.sections:

@@ -122,11 +122,17 @@ def default_iterations(n_rows: int, n_cols: int, k: int, mu: float, step_fractio
     """The paper's T: floor(0.016 N~^2 mu^2 / (k^3 eta^2 (1 + sqrt(4d))^2)) within [2, 7], with
     eta = r_2 / R, the step radius in units of the domain's radius."""
     eta = step_radius(2, 1.0, n_cols, k, step_fraction)
-    denominator = float(k) ** 3 * eta**2 * (1.0 + math.sqrt(4.0 * n_cols)) ** 2
-    bound = 4.0 * ERROR_BOUND * float(n_rows) ** 2 * mu**2 / denominator
-    if not bound < MAX_ITERATIONS:  # also catches inf from a huge mu
+    # In logarithms: mu may be as large as the largest float, and mu^2 would overflow.
+    log_bound = (
+        math.log(4.0 * ERROR_BOUND)
+        + 2.0 * (math.log(n_rows) + math.log(mu))
+        - 3.0 * math.log(k)
+        - 2.0 * math.log(eta)
+        - 2.0 * math.log1p(math.sqrt(4.0 * n_cols))
+    )
+    if log_bound >= math.log(MAX_ITERATIONS):
         return MAX_ITERATIONS
-    return max(math.floor(bound), MIN_ITERATIONS)
+    return max(math.floor(math.exp(log_bound)), MIN_ITERATIONS)
 
 
 def count_multiplier(n_cols: int, count_share: float) -> int:
