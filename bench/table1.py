@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from datasets import EPSILONS, PAPER, PAPER_FASTLLOYD, auc, load
 
 from app.clustering import DEFAULT_MAX_POPULATION, hdpe_means, params, pe_means, selection
-from app.clustering.fastlloyd import fastlloyd
+from app.clustering.fastlloyd import DEFAULT_RESEED_RATIO, fastlloyd
 from app.clustering.metrics import kmeans_loss
 
 # Half a unit in the last published digit.
@@ -69,6 +69,7 @@ class Task:
     count_fraction: float | None = None
     count_public: bool = False
     box_domain: bool = False
+    reseed: bool = True
 
 
 def run_task(task: Task) -> tuple[Task, list[float], float, int]:
@@ -90,7 +91,13 @@ def run_task(task: Task) -> tuple[Task, list[float], float, int]:
         }
         if task.algorithm == "fastlloyd":
             radius = float(np.sqrt(data.X.shape[1])) if task.box_domain else 1.0
-            result = fastlloyd(data.X, data.k, radius=radius, **common)  # type: ignore[arg-type]
+            result = fastlloyd(
+                data.X,
+                data.k,
+                radius=radius,
+                reseed_ratio=None if not task.reseed else DEFAULT_RESEED_RATIO,
+                **common,  # type: ignore[arg-type]
+            )
         else:
             run = pe_means if task.algorithm == "pe-means" else hdpe_means
             result = run(
@@ -143,6 +150,11 @@ def main() -> None:
         action="store_true",
         help="FastLloyd on the box [-1, 1]^d, i.e. the ball of radius sqrt(d), as published",
     )
+    parser.add_argument(
+        "--no-reseed",
+        action="store_true",
+        help="FastLloyd without reseeding starving centres (the paper's Lloyd steps alone)",
+    )
     args = parser.parse_args()
 
     if args.datasets:
@@ -160,6 +172,7 @@ def main() -> None:
             args.count_fraction,
             args.count_public,
             args.box_domain,
+            not args.no_reseed,
         )
         for name, alg in runs
         for seed in seeds
@@ -188,6 +201,7 @@ def main() -> None:
             else f"count_fraction={args.count_fraction or params.COUNT_MU_FRACTION}"
         )
         + (" domain=box [-1,1]^d (FastLloyd radius sqrt(d))" if args.box_domain else "")
+        + (" no-reseed" if args.no_reseed else "")
     )
     print()
     print(

@@ -241,18 +241,23 @@ def plan_run(
 
     p: int | None = None
     if resolved == "fastlloyd":
-        from app.clustering import fastlloyd  # lazy: the module imports this one
+        from app.clustering.fastlloyd import (  # lazy: that module imports this one
+            DEFAULT_STEP_FRACTION,
+            check_count_share,
+            check_step_fraction,
+            default_iterations,
+        )
 
-        alpha = fastlloyd.check_step_fraction(
-            fastlloyd.DEFAULT_STEP_FRACTION if step_fraction is None else step_fraction
+        alpha = check_step_fraction(
+            DEFAULT_STEP_FRACTION if step_fraction is None else step_fraction
         )
         if count_share is not None:
-            fastlloyd.check_count_share(count_share)
+            check_count_share(count_share)
         usable_mu = job_mu
         if count_mu is not None:  # T is set by the mu the Lloyd steps share
             usable_mu = remaining_after(job_mu, check_positive("count_mu", count_mu))
         pe_iterations = (
-            fastlloyd.default_iterations(n_rows, n_cols, k, usable_mu, alpha)
+            default_iterations(n_rows, n_cols, k, usable_mu, alpha)
             if iterations is None
             else check_integer("iterations", iterations, 1)
         )
