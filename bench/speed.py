@@ -1,4 +1,4 @@
-"""Benchmark: PE-means / HDPE-means wall time and peak memory against scikit-learn KMeans.
+"""Benchmark: PE-means / HDPE-means / FastLloyd wall time and peak memory against KMeans.
 
 Sections (all by default; pick with --sections):
   jobs     per-job time at epsilon 1 on the paper's sets, beside KMeans(n_init=10) in the same run
@@ -15,6 +15,7 @@ the first ("cold") run in the same process.
     .venv/bin/python bench/speed.py --sections jobs --repeats 3
     .venv/bin/python bench/speed.py --sections scale cap
     .venv/bin/python bench/speed.py --sections scale --sizes 1000000 --scale-algorithm lsh-coreset
+    .venv/bin/python bench/speed.py --sections scale --sizes 1000000 --scale-algorithm fastlloyd
 """
 
 from __future__ import annotations
@@ -297,10 +298,7 @@ def main() -> None:
     )
     parser.add_argument("--no-kmeans-at-scale", action="store_true")
     parser.add_argument(
-        "--scale-algorithm",
-        default="pe-means",
-        choices=["pe-means", "hdpe-means", "lsh-coreset"],
-        help="algorithm of the scale section",
+        choices=["pe-means", "hdpe-means", "fastlloyd", "lsh-coreset"],
     )
     parser.add_argument(
         "--dims", nargs="*", type=int, default=[2, 4, 5, 6, 8, 12, 16, 32, 64], help="backend d"

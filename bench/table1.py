@@ -1,4 +1,4 @@
-"""Benchmark: the paper's Table I protocol for PE-means / HDPE-means (docs/algorithms.md section 7).
+"""Benchmark: the paper's Table I protocol for PE-means / HDPE-means / FastLloyd (docs section 7).
 
 `--algorithms lsh-coreset` runs the LSH-tree coreset and compares it with the paper's "Google"
 column (Chang and Kamath's method).
@@ -19,6 +19,11 @@ instead treats N as public (replace-one neighbours, replace-one sensitivities, n
         --algorithms pe-means hdpe-means                  # the auto-threshold study
     .venv/bin/python bench/table1.py --restarts 1         # selection k-means restarts
     .venv/bin/python bench/table1.py --count-fraction 0.2 # the noisy count's share of mu
+    .venv/bin/python bench/table1.py --datasets sklearn_4_16 --algorithms fastlloyd --box-domain
+
+FastLloyd rows are compared with the paper's FastLloyd column. `--box-domain` declares the
+domain the published FastLloyd code assumes, the box [-1, 1]^d, which privclust turns into the
+ball of its half diagonal: radius sqrt(d) instead of 1 (the same rows, sqrt(d) times the noise).
 """
 
 from __future__ import annotations
@@ -35,9 +40,10 @@ from sklearn.cluster import KMeans
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from datasets import EPSILONS, PAPER, PAPER_GOOGLE, auc, load
+from datasets import EPSILONS, PAPER, PAPER_FASTLLOYD, PAPER_GOOGLE, auc, load
 
 from app.clustering import DEFAULT_MAX_POPULATION, hdpe_means, params, pe_means, selection
+from app.clustering.fastlloyd import DEFAULT_RESEED_RATIO, fastlloyd
 from app.clustering.lsh_coreset import lsh_coreset
 from app.clustering.metrics import kmeans_loss
 
@@ -66,6 +72,8 @@ class Task:
     max_population: int
     count_fraction: float | None = None
     count_public: bool = False
+    box_domain: bool = False
+    reseed: bool = True
 
 
 def run_task(task: Task) -> tuple[Task, list[float], float, int]:
@@ -75,31 +83,35 @@ def run_task(task: Task) -> tuple[Task, list[float], float, int]:
     if task.count_fraction is not None:
         params.COUNT_MU_FRACTION = task.count_fraction
     data = load(task.dataset)
-    run = pe_means if task.algorithm == "pe-means" else hdpe_means
     losses = []
     population = 0
     start = time.perf_counter()
     for index, epsilon in enumerate(EPSILONS):
-        if task.algorithm == "lsh-coreset":
-            result = lsh_coreset(
+        common = {
+            "epsilon": epsilon,
+            "delta": data.delta,
+            "rng": np.random.default_rng([task.seed, index]),
+            "relation": "replace-one" if task.count_public else "add-remove",
+        }
+        if task.algorithm == "fastlloyd":
+            radius = float(np.sqrt(data.X.shape[1])) if task.box_domain else 1.0
+            result = fastlloyd(
                 data.X,
                 data.k,
-                radius=1.0,
-                epsilon=epsilon,
-                delta=data.delta,
-                rng=np.random.default_rng([task.seed, index]),
-                relation="replace-one" if task.count_public else "add-remove",
+                radius=radius,
+                reseed_ratio=None if not task.reseed else DEFAULT_RESEED_RATIO,
+                **common,  # type: ignore[arg-type]
             )
+        elif task.algorithm == "lsh-coreset":
+            result = lsh_coreset(data.X, data.k, radius=1.0, **common)  # type: ignore[arg-type]
         else:
+            run = pe_means if task.algorithm == "pe-means" else hdpe_means
             result = run(
                 data.X,
                 data.k,
                 radius=1.0,
-                epsilon=epsilon,
-                delta=data.delta,
-                rng=np.random.default_rng([task.seed, index]),
                 max_population=task.max_population,
-                relation="replace-one" if task.count_public else "add-remove",
+                **common,  # type: ignore[arg-type]
             )
         losses.append(kmeans_loss(data.X, result.centers))
         population = result.population_size
@@ -122,7 +134,7 @@ def main() -> None:
     parser.add_argument(
         "--algorithms",
         nargs="*",
-        choices=["pe-means", "hdpe-means", "lsh-coreset"],
+        choices=["pe-means", "hdpe-means", "fastlloyd", "lsh-coreset"],
         help="algorithms for --datasets (default pe-means)",
     )
     parser.add_argument("--restarts", type=int, help="k-means restarts in the selection step")
@@ -138,6 +150,16 @@ def main() -> None:
         "--count-public",
         action="store_true",
         help="N is public: replace-one neighbours, no noisy count",
+    )
+    parser.add_argument(
+        "--box-domain",
+        action="store_true",
+        help="FastLloyd on the box [-1, 1]^d, i.e. the ball of radius sqrt(d), as published",
+    )
+    parser.add_argument(
+        "--no-reseed",
+        action="store_true",
+        help="FastLloyd without reseeding starving centres (the paper's Lloyd steps alone)",
     )
     args = parser.parse_args()
 
@@ -155,6 +177,8 @@ def main() -> None:
             args.max_population,
             args.count_fraction,
             args.count_public,
+            args.box_domain,
+            not args.no_reseed,
         )
         for name, alg in runs
         for seed in seeds
@@ -182,6 +206,8 @@ def main() -> None:
             if args.count_public
             else f"count_fraction={args.count_fraction or params.COUNT_MU_FRACTION}"
         )
+        + (" domain=box [-1,1]^d (FastLloyd radius sqrt(d))" if args.box_domain else "")
+        + (" no-reseed" if args.no_reseed else "")
     )
     print()
     print(
@@ -202,6 +228,8 @@ def main() -> None:
         paper_auc = None
         if alg == "lsh-coreset":
             paper_auc = PAPER_GOOGLE.get(name)  # the paper's "Google" column
+        elif alg == "fastlloyd":
+            paper_auc = PAPER_FASTLLOYD.get(name)
         elif paper is not None:
             paper_auc = paper[1] if alg == "pe-means" else paper[2]
         if paper_auc is None:

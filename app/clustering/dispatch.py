@@ -1,9 +1,10 @@
-"""`cluster`: one entry point that resolves "auto" and runs PE-means or HDPE-means."""
+"""`cluster`: one entry point that resolves "auto" and runs PE-means, HDPE-means or FastLloyd."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from app.clustering.fastlloyd import fastlloyd
 from app.clustering.hdpe import hdpe_means
 from app.clustering.lsh_coreset import lsh_coreset
 from app.clustering.params import (
@@ -44,8 +45,9 @@ def cluster(
     """
     _, n_cols = data_shape(X)
     chosen = resolve_algorithm(algorithm, n_cols)
-    if chosen == "lsh-coreset":
-        return lsh_coreset(
+    if chosen in ("lsh-coreset", "fastlloyd"):
+        method = lsh_coreset if chosen == "lsh-coreset" else fastlloyd
+        return method(
             X,
             k,
             radius=radius,

@@ -28,8 +28,8 @@ RELATIONS: tuple[str, ...] = ("add-remove", "replace-one")
 # (a relative precision of 2.3e-10 of the radius): no released digit is finer than that.
 RELEASE_BITS = 32
 
-AlgorithmChoice = Literal["auto", "pe-means", "hdpe-means", "lsh-coreset"]
-ALGORITHMS: tuple[str, ...] = ("auto", "pe-means", "hdpe-means", "lsh-coreset")
+AlgorithmChoice = Literal["auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset"]
+ALGORITHMS: tuple[str, ...] = ("auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset")
 # "auto" picks HDPE-means when d exceeds this (measured in bench/RESULTS.md, "auto threshold").
 AUTO_HDPE_ABOVE_DIM = 32
 DEFAULT_PROJECTION_DIM = 16
@@ -92,8 +92,8 @@ def resolve_algorithm(algorithm: str, n_cols: int) -> Algorithm:
         )
     if algorithm == "auto":
         return "hdpe-means" if n_cols > AUTO_HDPE_ABOVE_DIM else "pe-means"
-    if algorithm == "lsh-coreset":
-        return "lsh-coreset"
+    if algorithm in ("lsh-coreset", "fastlloyd"):
+        return "lsh-coreset" if algorithm == "lsh-coreset" else "fastlloyd"
     return "hdpe-means" if algorithm == "hdpe-means" else "pe-means"
 
 
@@ -127,7 +127,8 @@ class RunPlan:
     """Everything a run will do that depends only on public inputs.
 
     `n_rows` is the public row count the plan used (never the exact N under add/remove).
-    `iterations` counts PE iterations (for HDPE-means, those in the projected space);
+    `iterations` counts PE iterations (for HDPE-means, those in the projected space; for
+    FastLloyd its Lloyd steps, each one joint release of noisy sums and counts);
     `releases` counts every Gaussian release (HDPE adds its noisy sums and counts as 2), and
     sqrt(releases)/sigma <= mu_releases <= mu; `count_mu` is the part of mu the run spent on its
     own noisy row count (library calls without a public count), else None, and
@@ -211,6 +212,8 @@ def plan_run(
     count_mu: float | None = None,
     bits_per_level: int | None = None,
     sum_weight: int | None = None,
+    step_fraction: float | None = None,
+    count_share: float | None = None,
 ) -> RunPlan:
     """Validate the non-data arguments of a run and fix its T, L, sigma and release count.
 
@@ -222,7 +225,8 @@ def plan_run(
     initial L and must keep the population (L+1)*k within `max_population`. `projection_dim` is
     used by HDPE-means only (1 <= p <= max(d, 16)). For "lsh-coreset", `iterations` is the
     number of tree levels and `bits_per_level`/`sum_weight` are its own parameters (see
-    app.clustering.lsh_coreset); it has no variations or population.
+    app.clustering.lsh_coreset); `step_fraction` and `count_share` are FastLloyd's
+    (app.clustering.fastlloyd). Neither has variations or a population.
     """
     n_rows = check_integer("X", n_rows, 1)
     n_cols = check_integer("X", n_cols, 1)
@@ -240,7 +244,30 @@ def plan_run(
     job_mu, job_epsilon, job_delta = resolve_privacy(epsilon, delta, mu)
 
     p: int | None = None
-    if resolved == "hdpe-means":
+    if resolved == "fastlloyd":
+        from app.clustering.fastlloyd import (  # lazy: that module imports this one
+            DEFAULT_STEP_FRACTION,
+            check_count_share,
+            check_step_fraction,
+            default_iterations,
+        )
+
+        alpha = check_step_fraction(
+            DEFAULT_STEP_FRACTION if step_fraction is None else step_fraction
+        )
+        if count_share is not None:
+            check_count_share(count_share)
+        usable_mu = job_mu
+        if count_mu is not None:  # T is set by the mu the Lloyd steps share
+            usable_mu = remaining_after(job_mu, check_positive("count_mu", count_mu))
+        pe_iterations = (
+            default_iterations(n_rows, n_cols, k, usable_mu, alpha)
+            if iterations is None
+            else check_integer("iterations", iterations, 1)
+        )
+        # One joint release of the noisy offset sums and counts per Lloyd step.
+        releases = progress_total = pe_iterations
+    elif resolved == "hdpe-means":
         p = check_integer(
             "projection_dim",
             DEFAULT_PROJECTION_DIM if projection_dim is None else projection_dim,
@@ -274,7 +301,7 @@ def plan_run(
         releases = pe_iterations
         progress_total = pe_iterations
 
-    if resolved == "lsh-coreset":
+    if resolved in ("lsh-coreset", "fastlloyd"):
         initial_l = 0
     elif variations is None:
         initial_l = default_variations(n_rows, k, max_population)
@@ -313,7 +340,7 @@ def plan_run(
         releases=releases,
         iterations=pe_iterations,
         variations=initial_l,
-        population_size=0 if resolved == "lsh-coreset" else (initial_l + 1) * k,
+        population_size=0 if resolved in ("lsh-coreset", "fastlloyd") else (initial_l + 1) * k,
         projection_dim=p,
         progress_total=progress_total,
         relation="replace-one" if relation == "replace-one" else "add-remove",
