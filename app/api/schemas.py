@@ -15,6 +15,14 @@ from app.services.ledger import BudgetView
 T = TypeVar("T")
 
 
+class RequestBody(BaseModel):
+    """A JSON request body: strict types (no `true` for 1, no `"2"` for 2), no unknown fields,
+    no NaN or infinity. What the schema says (`integer`, `number`, `string`) is what is taken;
+    a JSON integer is still a valid `number`."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+
+
 class Page(BaseModel, Generic[T]):
     items: list[T]
     next_cursor: str | None = Field(
@@ -25,10 +33,8 @@ class Page(BaseModel, Generic[T]):
 # --- keys --------------------------------------------------------------------------------------
 
 
-class ApiKeyCreate(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"example": {"tenant": "acme", "role": "owner"}}
-    )
+class ApiKeyCreate(RequestBody):
+    model_config = ConfigDict(json_schema_extra={"example": {"tenant": "acme", "role": "owner"}})
     tenant: str = Field(min_length=1, max_length=100)
     role: Literal["admin", "owner", "analyst"]
 
@@ -100,10 +106,8 @@ class Budget(BaseModel):
         return cls(**view.__dict__)
 
 
-class BudgetPatch(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", allow_inf_nan=False, json_schema_extra={"example": {"epsilon": 5.0}}
-    )
+class BudgetPatch(RequestBody):
+    model_config = ConfigDict(json_schema_extra={"example": {"epsilon": 5.0}})
     epsilon: float = Field(description="The new total epsilon.")
     delta: float | None = Field(default=None, description="The new delta (default: unchanged).")
 
@@ -214,8 +218,7 @@ class LedgerOut(BaseModel):
 # --- jobs --------------------------------------------------------------------------------------
 
 
-class JobParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class JobParams(RequestBody):
     iterations: int | None = Field(
         default=None, ge=1, le=1000, description="Gaussian releases T (default from ALGORITHM)."
     )
@@ -227,11 +230,9 @@ class JobParams(BaseModel):
     )
 
 
-class JobCreate(BaseModel):
+class JobCreate(RequestBody):
     model_config = ConfigDict(
-        extra="forbid",
-        allow_inf_nan=False,
-        json_schema_extra={"example": {"algorithm": "auto", "k": 4, "epsilon": 1.0}},
+        json_schema_extra={"example": {"algorithm": "auto", "k": 4, "epsilon": 1.0}}
     )
     algorithm: Literal["auto", "pe-means", "hdpe-means"] = "auto"
     k: int = Field(ge=1, le=10_000, description="Number of cluster centres.")

@@ -1,0 +1,157 @@
+"""Requests from a careless or hostile client: wrong JSON types, absurd sizes, races, extremes.
+
+Each request either succeeds or changes nothing, and every answer is a documented problem.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.config import Settings
+from tests.conftest import auth
+from tests.integration.helpers import make_dataset
+
+pytestmark = pytest.mark.integration
+
+HUGE = sys.float_info.max  # 1.7976931348623157e308
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    from app.main import create_app
+
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def _budget(client: TestClient, key: str, dataset_id: object) -> dict:
+    r = client.get(f"/v1/datasets/{dataset_id}/budget", headers=auth(key))
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def _ledger_kinds(client: TestClient, key: str, dataset_id: object) -> list[str]:
+    r = client.get(f"/v1/datasets/{dataset_id}/ledger", headers=auth(key))
+    assert r.status_code == 200, r.text
+    return [e["kind"] for e in r.json()["entries"]]
+
+
+# --- strict JSON types -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"k": True, "epsilon": 1.0}, "k"),
+        ({"k": "2", "epsilon": 1.0}, "k"),
+        ({"k": 2, "epsilon": "1.0"}, "epsilon"),
+        ({"k": 2, "epsilon": True}, "epsilon"),
+        ({"k": 2, "mu": "0.5"}, "mu"),
+        ({"k": 2, "epsilon": 1.0, "delta": "1e-6"}, "delta"),
+        ({"k": 2, "epsilon": 1.0, "params": {"iterations": True}}, "params.iterations"),
+        ({"k": 2, "epsilon": 1.0, "params": {"variations": "3"}}, "params.variations"),
+    ],
+)
+@pytest.mark.parametrize("route", ["jobs", "jobs/estimate"])
+def test_job_bodies_take_no_coerced_types_and_charge_nothing(
+    settings, client, keys, body, field, route
+) -> None:
+    ds = make_dataset(settings.resolved_database_url, mu_cap=2.0, n_rows=500)
+    r = client.post(f"/v1/datasets/{ds}/{route}", headers=auth(keys["analyst"]), json=body)
+    assert r.status_code == 422, r.text
+    assert (r.json()["code"], r.json()["field"]) == ("invalid-parameter", field)
+    assert _budget(client, keys["owner"], ds)["jobs"] == 0
+    assert _ledger_kinds(client, keys["owner"], ds) == ["cap"]
+
+
+def test_json_numbers_may_be_integers(settings, client, keys) -> None:
+    ds = make_dataset(settings.resolved_database_url, mu_cap=2.0, n_rows=500)
+    r = client.post(
+        f"/v1/datasets/{ds}/jobs/estimate",
+        headers=auth(keys["analyst"]),
+        json={"k": 2, "epsilon": 1, "delta": 1e-6},
+    )
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"epsilon": "5"}, "epsilon"),
+        ({"epsilon": True}, "epsilon"),
+        ({"epsilon": 5, "delta": "0.1"}, "delta"),
+    ],
+)
+def test_budget_patch_takes_no_coerced_types(settings, client, keys, body, field) -> None:
+    ds = make_dataset(settings.resolved_database_url, mu_cap=2.0, epsilon=3.0)
+    r = client.patch(f"/v1/datasets/{ds}/budget", headers=auth(keys["owner"]), json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == field
+    assert _ledger_kinds(client, keys["owner"], ds) == ["cap"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [({"tenant": 7, "role": "owner"}, "tenant"), ({"tenant": "x", "role": True}, "role")],
+)
+def test_key_creation_takes_no_coerced_types(client, keys, body, field) -> None:
+    before = client.get("/v1/api-keys", headers=auth(keys["admin"])).json()["items"]
+    r = client.post("/v1/api-keys", headers=auth(keys["admin"]), json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == field
+    after = client.get("/v1/api-keys", headers=auth(keys["admin"])).json()["items"]
+    assert len(after) == len(before)
+
+
+def test_the_schema_says_integers_and_numbers(client) -> None:
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    k = schemas["JobCreate"]["properties"]["k"]
+    assert k["type"] == "integer"
+    eps = schemas["BudgetPatch"]["properties"]["epsilon"]
+    assert eps["type"] == "number"
+
+
+# --- the planner's limits ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("route", ["jobs", "jobs/estimate"])
+def test_a_k_whose_population_cannot_fit_is_422_and_charges_nothing(
+    settings, client, keys, route
+) -> None:
+    ds = make_dataset(settings.resolved_database_url, mu_cap=2.0, n_rows=50_000)
+    r = client.post(
+        f"/v1/datasets/{ds}/{route}",
+        headers=auth(keys["analyst"]),
+        json={"k": 10_000, "epsilon": 1.0},
+    )
+    assert r.status_code == 422, r.text
+    problem = r.json()
+    assert (problem["code"], problem["field"]) == ("invalid-parameter", "k")
+    assert "1638" in problem["detail"]
+    assert _budget(client, keys["owner"], ds)["jobs"] == 0
+    assert _ledger_kinds(client, keys["owner"], ds) == ["cap"]
+
+
+def test_a_huge_epsilon_plans_at_most_256_iterations(settings, client, keys) -> None:
+    from app.privacy.budget import cap_from_epsilon_delta
+
+    ds = make_dataset(
+        settings.resolved_database_url,
+        mu_cap=cap_from_epsilon_delta(1e7, 1e-6),
+        epsilon=1e7,
+        n_rows=5_000,
+    )
+    r = client.post(
+        f"/v1/datasets/{ds}/jobs/estimate",
+        headers=auth(keys["analyst"]),
+        json={"k": 3, "epsilon": 1e6},
+    )
+    assert r.status_code == 200, r.text
+    est = r.json()
+    assert est["admissible"] and est["algorithm"] == "pe-means"
+    assert est["privacy"]["iterations"] == 256
+    assert _budget(client, keys["owner"], ds)["jobs"] == 0
