@@ -148,12 +148,11 @@ def open_dataset_budget(session: Session, dataset: Dataset, actor: uuid.UUID | N
         )
 
 
-def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID | None) -> Job:
-    """Admit `job` against the dataset's budget, or raise BudgetExceeded with nothing charged.
+def lock_for_admission(session: Session, dataset_id: uuid.UUID) -> Dataset:
+    """Take the dataset's budget lock (held until commit) for admitting a job on it.
 
-    The caller must have opened this transaction with `begin_budget_transaction`: this
-    function takes the lock (FOR UPDATE / BEGIN IMMEDIATE), replays the ledger, and inserts the
-    job and its reserve entry. The caller commits, and only then enqueues.
+    Raises NotFound, or Conflict when its rows were deleted. Taking it twice in one
+    transaction is harmless.
     """
     dataset = repo.lock_dataset(session, dataset_id)
     if dataset is None:
@@ -162,6 +161,17 @@ def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID 
         raise Conflict(
             "the dataset's rows were deleted; no new jobs can run on it", code="dataset-deleted"
         )
+    return dataset
+
+
+def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID | None) -> Job:
+    """Admit `job` against the dataset's budget, or raise BudgetExceeded with nothing charged.
+
+    The caller must have opened this transaction with `begin_budget_transaction`: this
+    function takes the lock (FOR UPDATE / BEGIN IMMEDIATE), replays the ledger, and inserts the
+    job and its reserve entry. The caller commits, and only then enqueues.
+    """
+    dataset = lock_for_admission(session, dataset_id)
     state = state_of(session, dataset_id)
     if not bmath.is_admissible(state.live_mus, job.mu, state.mu_cap):
         remaining = bmath.remaining_mu(state.live_mus, state.mu_cap)

@@ -6,6 +6,7 @@ Each request either succeeds or changes nothing, and every answer is a documente
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -155,3 +156,81 @@ def test_a_huge_epsilon_plans_at_most_256_iterations(settings, client, keys) -> 
     assert est["admissible"] and est["algorithm"] == "pe-means"
     assert est["privacy"]["iterations"] == 256
     assert _budget(client, keys["owner"], ds)["jobs"] == 0
+
+
+# --- one Idempotency-Key, many concurrent submissions ------------------------------------------
+
+
+class _Racers:
+    """n threads, each with its own HTTP client (and event loop), that post the same request at
+    the same moment when told to."""
+
+    def __init__(self, app: object, n: int) -> None:
+        self.app, self.n = app, n
+        self.start = threading.Barrier(n + 1)
+        self.done = threading.Barrier(n + 1)
+        self.request: tuple[str, dict, dict] | None = None
+        self.answers: list[tuple[int, str, str | None]] = []
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._run, daemon=True) for _ in range(n)]
+        for t in self.threads:
+            t.start()
+
+    def _run(self) -> None:
+        with TestClient(self.app) as own:  # type: ignore[arg-type]
+            while True:
+                self.start.wait()
+                if self.request is None:
+                    return
+                url, headers, body = self.request
+                r = own.post(url, headers=headers, json=body)
+                with self.lock:
+                    self.answers.append(
+                        (
+                            r.status_code,
+                            r.json().get("id", r.text),
+                            r.headers.get("Idempotent-Replayed"),
+                        )
+                    )
+                self.done.wait()
+
+    def post(self, url: str, headers: dict, body: dict) -> list[tuple[int, str, str | None]]:
+        self.answers, self.request = [], (url, headers, body)
+        self.start.wait(60)
+        self.done.wait(60)
+        return self.answers
+
+    def stop(self) -> None:
+        self.request = None
+        self.start.wait(60)
+        for t in self.threads:
+            t.join(60)
+
+
+def test_concurrent_submissions_with_one_key_all_replay_one_job(settings, keys) -> None:
+    """16 clients send the same body with the same key at once, 20 times over: every answer is
+    202 with the one job, and the budget (room for a single job) is charged once.
+
+    Before the key was re-checked under the dataset's lock, the requests that lost the race
+    for the lock answered 409 budget-exceeded on Postgres instead of replaying the job.
+    """
+    from app.main import create_app
+
+    app = create_app(settings)
+    body = {"k": 2, "mu": 0.8}  # the cap is 1.0: a second charge can never fit
+    racers = _Racers(app, 16)
+    try:
+        with TestClient(app) as client:
+            for round_ in range(20):
+                ds = make_dataset(settings.resolved_database_url, mu_cap=1.0, n_rows=500)
+                headers = {**auth(keys["analyst"]), "Idempotency-Key": f"race-{round_}"}
+                answers = racers.post(f"/v1/datasets/{ds}/jobs", headers, body)
+                assert len(answers) == 16
+                assert {status for status, _, _ in answers} == {202}, answers
+                assert len({job for _, job, _ in answers}) == 1, answers
+                assert sum(replayed is None for _, _, replayed in answers) == 1, answers
+                budget = _budget(client, keys["owner"], ds)
+                assert budget["jobs"] == 1 and budget["mu_reserved"] == pytest.approx(0.8)
+                assert _ledger_kinds(client, keys["owner"], ds) == ["cap", "reserve"]
+    finally:
+        racers.stop()

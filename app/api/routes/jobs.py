@@ -82,11 +82,16 @@ def jobs_create(
         )
         session.commit()
     except IntegrityError:
-        # The same Idempotency-Key raced in on another dataset's lock: return that job.
+        # uq_jobs_tenant_idempotency_key: a request with the same key committed first (on
+        # another dataset, whose lock this one does not share). Replay it, or 409 if the body
+        # differs; any other integrity error is not ours to explain.
         session.rollback()
-        assert idempotency_key is not None
-        existing = jobs_service.recheck_idempotency(
-            session, key.tenant, idempotency_key, req.fingerprint(dataset.id)
+        existing = (
+            None
+            if idempotency_key is None
+            else jobs_service.recheck_idempotency(
+                session, key.tenant, idempotency_key, req.fingerprint(dataset.id)
+            )
         )
         if existing is None:
             raise
