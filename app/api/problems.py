@@ -127,6 +127,14 @@ def install(app: FastAPI) -> None:
             "the database could not be reached; nothing was changed",
         )
 
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # A bug, not a client error: still a problem document, never a text/plain page.
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return problem_response(
+            500, "internal-error", "Internal server error", "an unexpected error; it was logged"
+        )
+
     @app.exception_handler(RedisConnectionError)
     @app.exception_handler(RedisTimeoutError)
     async def _redis_down(_: Request, exc: Exception) -> JSONResponse:

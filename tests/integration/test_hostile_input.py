@@ -5,6 +5,7 @@ Each request either succeeds or changes nothing, and every answer is a documente
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from fastapi.testclient import TestClient
 from app.config import Settings
 from tests.conftest import auth
 from tests.integration.helpers import make_dataset
+from tests.integration.test_api import blobs, csv_bytes, stored_files, upload
 
 pytestmark = pytest.mark.integration
 
@@ -234,3 +236,91 @@ def test_concurrent_submissions_with_one_key_all_replay_one_job(settings, keys) 
                 assert _ledger_kinds(client, keys["owner"], ds) == ["cap", "reserve"]
     finally:
         racers.stop()
+
+
+# --- numbers at the edge of the float range ----------------------------------------------------
+
+
+def _reads_all_answer(client: TestClient, keys: dict[str, str], dataset_id: object) -> None:
+    for role in ("owner", "analyst"):
+        h = auth(keys[role])
+        listing = client.get("/v1/datasets", headers=h)
+        assert listing.status_code == 200, listing.text
+        for item in listing.json()["items"]:
+            assert all(math.isfinite(v) for v in item["budget"].values())
+        for path in ("", "/budget", "/ledger"):
+            r = client.get(f"/v1/datasets/{dataset_id}{path}", headers=h)
+            assert r.status_code == 200, (path, r.text)
+
+
+def test_a_cap_at_the_top_of_the_float_range_is_saved_whole_or_not_at_all(
+    settings, client, keys
+) -> None:
+    """PATCH to epsilon 1.7976931348623157e308 used to answer 500 *and* save the cap, after
+    which every read of the dataset, the tenant's list included, answered 500."""
+    ds = upload(client, keys["owner"], csv_bytes(blobs()), epsilon=1.0)["body"]
+    r = client.patch(
+        f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["owner"]), json={"epsilon": HUGE}
+    )
+    kinds = _ledger_kinds(client, keys["owner"], ds["id"])
+    if r.status_code == 200:
+        assert kinds == ["cap", "count", "cap"]
+        budget = r.json()
+        assert budget["epsilon"] == HUGE
+        assert 0 < budget["epsilon_remaining"] <= HUGE
+    else:
+        assert (r.status_code, r.json()["field"]) == (422, "epsilon"), r.text
+        assert kinds == ["cap", "count"]
+    _reads_all_answer(client, keys, ds["id"])
+    r = client.delete(f"/v1/datasets/{ds['id']}", headers=auth(keys["owner"]))
+    assert r.status_code == 200, r.text
+    _reads_all_answer(client, keys, ds["id"])
+
+
+def test_an_upload_with_a_huge_epsilon_is_created_whole_or_not_at_all(
+    settings, client, keys
+) -> None:
+    up = upload(client, keys["owner"], csv_bytes(blobs()), epsilon=HUGE)
+    listing = client.get("/v1/datasets", headers=auth(keys["owner"]))
+    assert listing.status_code == 200, listing.text
+    if up["status"] == 201:
+        assert [d["id"] for d in listing.json()["items"]] == [up["body"]["id"]]
+        _reads_all_answer(client, keys, up["body"]["id"])
+    else:
+        assert (up["status"], up["body"]["field"]) == (422, "epsilon"), up
+        assert listing.json()["items"] == []
+        assert stored_files(settings) == []
+
+
+def test_a_stored_budget_beyond_what_epsilon_can_express_still_reads(
+    settings, client, keys
+) -> None:
+    """A cap written before these checks existed (mu_cap 1e200: its epsilon is beyond the
+    largest float) must not take down the dataset or the tenant's list."""
+    ds = make_dataset(settings.resolved_database_url, mu_cap=1e200, epsilon=HUGE)
+    _reads_all_answer(client, keys, ds)
+    budget = _budget(client, keys["owner"], ds)
+    assert budget["mu_remaining"] == pytest.approx(1e200)
+    assert budget["epsilon_remaining"] == HUGE
+    est = client.post(
+        f"/v1/datasets/{ds}/jobs/estimate",
+        headers=auth(keys["analyst"]),
+        json={"k": 2, "epsilon": 1e6},
+    )
+    assert est.status_code == 200, est.text
+
+
+def test_an_unexpected_error_is_a_problem_document(settings) -> None:
+    from app.main import create_app
+
+    app = create_app(settings)
+
+    @app.get("/boom")
+    def boom() -> None:
+        raise RuntimeError("a bug")
+
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.get("/boom")
+    assert r.status_code == 500
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert r.json()["code"] == "internal-error"

@@ -98,11 +98,14 @@ def datasets_create(
         count_public=count_public,
     )
     try:
+        # The answer is built before the commit: if it cannot be, nothing was created.
+        out = DatasetOut.of(dataset, ledger.budget(session, dataset), key.role)
         session.commit()
     except BaseException:
+        session.rollback()
         Path(str(dataset.storage_path)).unlink(missing_ok=True)
         raise
-    return DatasetOut.of(dataset, ledger.budget(session, dataset), key.role)
+    return out
 
 
 @router.get("", response_model=Page[DatasetOut], responses=responses(401, 403, 422))
@@ -133,9 +136,11 @@ def datasets_delete(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) 
     """Deletes the stored rows. The ledger and released results stay."""
     require(key, "owner")
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
-    datasets_service.delete_rows(session, dataset)
+    stored = datasets_service.delete_rows(session, dataset)
+    out = DatasetOut.of(dataset, ledger.budget(session, dataset), key.role)
     session.commit()
-    return DatasetOut.of(dataset, ledger.budget(session, dataset), key.role)
+    datasets_service.remove_stored_rows(stored)
+    return out
 
 
 @budget_router.get(
@@ -165,8 +170,9 @@ def budget_update(
     datasets_service.check_budget(body.epsilon, delta)
     ledger.begin_budget_transaction(session)
     dataset = ledger.change_cap(session, dataset_id, body.epsilon, delta, key.id)
+    out = Budget.of(ledger.budget(session, dataset))
     session.commit()
-    return Budget.of(ledger.budget(session, dataset))
+    return out
 
 
 @budget_router.get(
