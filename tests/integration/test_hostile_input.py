@@ -9,6 +9,7 @@ import math
 import sys
 import threading
 from collections.abc import Iterator
+from datetime import datetime
 
 import pytest
 from fastapi.testclient import TestClient
@@ -324,3 +325,44 @@ def test_an_unexpected_error_is_a_problem_document(settings) -> None:
     assert r.status_code == 500
     assert r.headers["content-type"].startswith("application/problem+json")
     assert r.json()["code"] == "internal-error"
+
+
+# --- timestamps --------------------------------------------------------------------------------
+
+
+def _has_timezone(value: str) -> bool:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).utcoffset() is not None
+
+
+def test_every_timestamp_carries_its_timezone(settings, client, keys) -> None:
+    """RFC 3339 date-times need an offset; on SQLite they used to come back without one."""
+    ds = make_dataset(settings.resolved_database_url, mu_cap=2.0, n_rows=500)
+    h = auth(keys["analyst"])
+    job = client.post(f"/v1/datasets/{ds}/jobs", headers=h, json={"k": 2, "epsilon": 1.0})
+    assert job.status_code == 202, job.text
+    client.post(f"/v1/jobs/{job.json()['id']}/cancel", headers=h)
+    stamps = [
+        *(
+            k["created_at"]
+            for k in client.get("/v1/api-keys", headers=auth(keys["admin"])).json()["items"]
+        ),
+        client.get(f"/v1/datasets/{ds}", headers=h).json()["created_at"],
+        *(
+            e["created_at"]
+            for e in client.get(f"/v1/datasets/{ds}/ledger", headers=h).json()["entries"]
+        ),
+    ]
+    got = client.get(f"/v1/jobs/{job.json()['id']}", headers=h).json()
+    stamps += [got["created_at"], got["finished_at"]]
+    deleted = client.delete(f"/v1/datasets/{ds}", headers=auth(keys["owner"]))
+    stamps.append(client.get(f"/v1/datasets/{ds}", headers=h).json()["deleted_at"])
+    assert deleted.status_code == 200
+    assert len(stamps) >= 8 and all(isinstance(s, str) and _has_timezone(s) for s in stamps), stamps
+    # A page cursor made from such a timestamp still walks the list.
+    page = client.get("/v1/api-keys", headers=auth(keys["admin"]), params={"limit": 1}).json()
+    rest = client.get(
+        "/v1/api-keys",
+        headers=auth(keys["admin"]),
+        params={"limit": 10, "cursor": page["next_cursor"]},
+    )
+    assert rest.status_code == 200 and len(rest.json()["items"]) == 3
