@@ -366,3 +366,32 @@ def test_every_timestamp_carries_its_timezone(settings, client, keys) -> None:
         params={"limit": 10, "cursor": page["next_cursor"]},
     )
     assert rest.status_code == 200 and len(rest.json()["items"]) == 3
+
+
+# --- bodies that cannot be parsed --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "role"),
+    [
+        ("POST", "/v1/api-keys", "admin"),
+        ("PATCH", "/v1/datasets/{ds}/budget", "owner"),
+        ("POST", "/v1/datasets/{ds}/jobs", "analyst"),
+        ("POST", "/v1/datasets/{ds}/jobs/estimate", "analyst"),
+    ],
+)
+@pytest.mark.parametrize("raw", [b"\xff\xfe{", b'{"k": 2'])
+def test_an_unparseable_json_body_is_a_422_problem(
+    settings, client, keys, method, path, role, raw
+) -> None:
+    ds = make_dataset(settings.resolved_database_url, mu_cap=2.0, n_rows=500)
+    r = client.request(
+        method,
+        path.format(ds=ds),
+        headers={**auth(keys[role]), "content-type": "application/json"},
+        content=raw,
+    )
+    assert r.status_code == 422, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert (r.json()["code"], r.json()["field"]) == ("invalid-parameter", "body")
+    assert _ledger_kinds(client, keys["owner"], ds) == ["cap"]
