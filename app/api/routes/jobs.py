@@ -24,6 +24,7 @@ IdempotencyKey = Annotated[
     str | None,
     Header(
         alias="Idempotency-Key",
+        min_length=1,
         max_length=200,
         description="Makes retries safe: the same key and body return the same job, charged once.",
     ),
@@ -157,7 +158,14 @@ def jobs_list(
     dataset_id: uuid.UUID | None = None,
     status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: str | None = None,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=400,
+            pattern=r"^[A-Za-z0-9_-]*$",
+            description="The `next_cursor` of the previous page (opaque; only those work).",
+        ),
+    ] = None,
 ) -> Page[JobOut]:
     items, nxt = repo.list_jobs(session, key.tenant, limit, cursor, dataset_id, status)
     columns: dict[uuid.UUID, list[str]] = {}
