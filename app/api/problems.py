@@ -72,7 +72,11 @@ _STATUS_CODES = {
 }
 
 
-def _field_of(loc: tuple[Any, ...]) -> str:
+# The detail of the HTTPException FastAPI raises when a body cannot be read as JSON.
+_BODY_PARSE_ERROR = "There was an error parsing the body"
+
+
+def _field_of(loc: Any) -> str:
     parts = [str(p) for p in loc if p not in ("body", "query", "path", "header", "form")]
     return ".".join(parts) or "body"
 
@@ -97,7 +101,11 @@ def install(app: FastAPI) -> None:
                 "upload a dataset as multipart/form-data with a `file` part",
             )
         errors = [
-            {"field": _field_of(tuple(e.get("loc", ()))), "message": e.get("msg", "")}
+            {
+                # A body that is not JSON at all has no field: its loc holds a byte offset.
+                "field": "body" if e.get("type") == "json_invalid" else _field_of(e.get("loc", ())),
+                "message": e.get("msg", ""),
+            }
             for e in exc.errors()
         ]
         first = errors[0] if errors else {"field": "body", "message": "invalid request"}
@@ -112,6 +120,17 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.detail == _BODY_PARSE_ERROR:
+            # FastAPI's answer to a JSON body it cannot even decode (e.g. not UTF-8). A body
+            # that is not valid JSON is already a 422 `invalid-parameter`: so is this one.
+            return problem_response(
+                422,
+                "invalid-parameter",
+                "Invalid parameter",
+                "body: the request body could not be parsed as JSON",
+                field="body",
+                errors=[{"field": "body", "message": "not a JSON document"}],
+            )
         code = _STATUS_CODES.get(exc.status_code, "error")
         return problem_response(
             exc.status_code, code, code.replace("-", " ").capitalize(), str(exc.detail)
@@ -125,6 +144,14 @@ def install(app: FastAPI) -> None:
             "database-unavailable",
             "Database unavailable",
             "the database could not be reached; nothing was changed",
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # A bug, not a client error: still a problem document, never a text/plain page.
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return problem_response(
+            500, "internal-error", "Internal server error", "an unexpected error; it was logged"
         )
 
     @app.exception_handler(RedisConnectionError)

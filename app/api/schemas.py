@@ -4,15 +4,37 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Generic, Literal, TypeVar
+from typing import Annotated, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.db.models import ApiKey, Dataset, Job, LedgerEntry
 from app.services import datasets as datasets_service
 from app.services.ledger import BudgetView
 
 T = TypeVar("T")
+
+
+def _integral(value: object) -> object:
+    """A JSON number with no fractional part (2.0) is an integer in JSON Schema: take it as 2.
+    Anything else passes through to the strict check (so `true` and `"2"` stay refused)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    return value
+
+
+# An integer as JSON Schema means it: 2 and 2.0, never true or "2".
+JsonInt = Annotated[int, BeforeValidator(_integral)]
+# A job parameter: 1 to 1000 (the bounds inside the type, so the schema states them).
+ParamInt = Annotated[int, Field(ge=1, le=1000), BeforeValidator(_integral)]
+
+
+class RequestBody(BaseModel):
+    """A JSON request body: strict types (no `true` for 1, no `"2"` for 2), no unknown fields,
+    no NaN or infinity. What the schema says (`integer`, `number`, `string`) is what is taken;
+    a JSON integer is still a valid `number`."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
 
 class Page(BaseModel, Generic[T]):
@@ -25,10 +47,8 @@ class Page(BaseModel, Generic[T]):
 # --- keys --------------------------------------------------------------------------------------
 
 
-class ApiKeyCreate(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"example": {"tenant": "acme", "role": "owner"}}
-    )
+class ApiKeyCreate(RequestBody):
+    model_config = ConfigDict(json_schema_extra={"example": {"tenant": "acme", "role": "owner"}})
     tenant: str = Field(min_length=1, max_length=100)
     role: Literal["admin", "owner", "analyst"]
 
@@ -100,12 +120,12 @@ class Budget(BaseModel):
         return cls(**view.__dict__)
 
 
-class BudgetPatch(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", allow_inf_nan=False, json_schema_extra={"example": {"epsilon": 5.0}}
+class BudgetPatch(RequestBody):
+    model_config = ConfigDict(json_schema_extra={"example": {"epsilon": 5.0}})
+    epsilon: float = Field(gt=0, description="The new total epsilon.")
+    delta: float | None = Field(
+        default=None, gt=0, lt=1, description="The new delta (default: unchanged)."
     )
-    epsilon: float = Field(description="The new total epsilon.")
-    delta: float | None = Field(default=None, description="The new delta (default: unchanged).")
 
 
 class DatasetOut(BaseModel):
@@ -214,27 +234,24 @@ class LedgerOut(BaseModel):
 # --- jobs --------------------------------------------------------------------------------------
 
 
-class JobParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    iterations: int | None = Field(
-        default=None, ge=1, le=1000, description="Gaussian releases T (default from ALGORITHM)."
+class JobParams(RequestBody):
+    iterations: ParamInt | None = Field(
+        default=None, description="Gaussian releases T (default from ALGORITHM)."
     )
-    variations: int | None = Field(
-        default=None, ge=1, le=1000, description="Initial variations per centroid L."
+    variations: ParamInt | None = Field(
+        default=None, description="Initial variations per centroid L."
     )
-    projection_dim: int | None = Field(
-        default=None, ge=1, le=1000, description="HDPE-means projection dimension p."
+    projection_dim: ParamInt | None = Field(
+        default=None, description="HDPE-means projection dimension p."
     )
 
 
-class JobCreate(BaseModel):
+class JobCreate(RequestBody):
     model_config = ConfigDict(
-        extra="forbid",
-        allow_inf_nan=False,
-        json_schema_extra={"example": {"algorithm": "auto", "k": 4, "epsilon": 1.0}},
+        json_schema_extra={"example": {"algorithm": "auto", "k": 4, "epsilon": 1.0}}
     )
     algorithm: Literal["auto", "pe-means", "hdpe-means"] = "auto"
-    k: int = Field(ge=1, le=10_000, description="Number of cluster centres.")
+    k: JsonInt = Field(ge=1, le=10_000, description="Number of cluster centres.")
     epsilon: float | None = Field(default=None, gt=0, description="This job's epsilon.")
     delta: float | None = Field(
         default=None, gt=0, lt=1, description="Default: the dataset's delta."

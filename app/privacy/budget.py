@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -143,7 +144,8 @@ def epsilon_remaining(mu_remaining: float, delta: float) -> float:
     """The epsilon at the dataset's delta that mu_remaining still allows.
 
     Rounded so that a job asking for exactly this epsilon at this delta is admissible:
-    mu_from_epsilon_delta(result, delta) <= mu_remaining. 0.0 when mu_remaining is 0, and also
+    mu_from_epsilon_delta(result, delta) <= mu_remaining; the largest float when the exact
+    answer lies beyond it. 0.0 when mu_remaining is 0, and also
     when mu_remaining-GDP already gives (0, delta)-DP (only for delta >= 2*Phi(mu/2) - 1, far
     above any sensible dataset delta), since no positive epsilon then maps to a smaller mu.
     """
@@ -154,7 +156,14 @@ def epsilon_remaining(mu_remaining: float, delta: float) -> float:
         )
     if remaining == 0.0:
         return 0.0
-    epsilon = epsilon_from_mu_delta(remaining, delta)
+    try:
+        epsilon = epsilon_from_mu_delta(remaining, delta)
+    except PrivacyParameterError:
+        # The exact answer is beyond the largest float. That float is then a valid answer
+        # (a job asking for it fits), as long as its mu really is within mu_remaining.
+        if mu_from_epsilon_delta(sys.float_info.max, delta) <= remaining:
+            return sys.float_info.max
+        raise
     if epsilon == 0.0:
         return 0.0
     # epsilon_from_mu_delta rounds up, so its answer can map back to a hair more than

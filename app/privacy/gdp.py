@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from collections.abc import Callable, Iterable
 from fractions import Fraction
 
@@ -272,6 +273,10 @@ def _bracket(
     near = start
     for _ in range(_MAX_EXPANSIONS):
         far = near * step
+        if math.isinf(far) and near < sys.float_info.max:
+            # Doubling overshot the float range: the largest float is the last point to try,
+            # so answers between it and the last doubling are still found.
+            far = sys.float_info.max
         if far == 0.0 or math.isinf(far):
             # The answer lies beyond the float range (absurdly small or large inputs).
             raise PrivacyParameterError(

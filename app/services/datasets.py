@@ -314,6 +314,15 @@ def create_dataset(
         raise InvalidParameter("name must be 1 to 200 characters", field="name")
     mu_cap = check_budget(epsilon, delta)
     count_cost = check_count_options(count_mu, count_public, mu_cap)
+    # The budget the new dataset would show, before a byte is stored: a cap the budget
+    # arithmetic cannot represent is refused here, not after the dataset exists.
+    ledger.representable_view(
+        epsilon,
+        delta,
+        ledger.LedgerState(
+            mu_cap=mu_cap, dataset_releases=[] if count_cost is None else [count_cost]
+        ),
+    )
     check_domain_shape(domain)
     dataset_id = uuid.uuid4()
     storage_dir.mkdir(parents=True, exist_ok=True)
@@ -367,12 +376,18 @@ def get_dataset(session: Session, dataset_id: uuid.UUID, tenant: str) -> Dataset
     return dataset
 
 
-def delete_rows(session: Session, dataset: Dataset) -> Dataset:
-    """Delete the stored rows; metadata, ledger and released results stay for the audit trail."""
-    if dataset.storage_path:
-        Path(dataset.storage_path).unlink(missing_ok=True)
+def delete_rows(session: Session, dataset: Dataset) -> Path | None:
+    """Mark the stored rows deleted; metadata, ledger and released results stay for the audit
+    trail. Returns the file to remove with `remove_stored_rows` once this is committed (so a
+    request that fails before its commit leaves the rows where the database says they are)."""
+    path = Path(dataset.storage_path) if dataset.storage_path else None
     dataset.storage_path = None
     if dataset.deleted_at is None:
         dataset.deleted_at = utcnow()
     session.flush()
-    return dataset
+    return path
+
+
+def remove_stored_rows(path: Path | None) -> None:
+    if path is not None:
+        path.unlink(missing_ok=True)

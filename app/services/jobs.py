@@ -176,6 +176,13 @@ def submit(
     The caller must start this transaction with `ledger.begin_budget_transaction`, commit,
     and only then enqueue. With an Idempotency-Key already used
     for the same body, the original job comes back and nothing is charged again.
+
+    The key is looked up twice: once without the lock (the cheap path of a plain retry), and
+    again under the dataset's budget lock, because a request with the same key may have
+    committed while this one waited for that lock; without the second look it would be
+    refused as over budget instead of replaying that job. Same key on two datasets at once:
+    the unique constraint refuses the second insert (IntegrityError); the caller rolls back
+    and calls `recheck_idempotency`.
     """
     plan = plan or plan_job(dataset, req)
     fingerprint = req.fingerprint(dataset.id)
@@ -184,7 +191,11 @@ def submit(
             raise InvalidParameter(
                 "Idempotency-Key must be 1 to 200 characters", field="Idempotency-Key"
             )
-        # Checked after the lock below as well: two racing requests with one key serialize on it.
+        existing = repo.job_by_idempotency_key(session, dataset.tenant, idempotency_key)
+        if existing is not None:
+            return _same_request(existing, fingerprint), False
+    ledger.lock_for_admission(session, dataset.id)
+    if idempotency_key is not None:
         existing = repo.job_by_idempotency_key(session, dataset.tenant, idempotency_key)
         if existing is not None:
             return _same_request(existing, fingerprint), False

@@ -20,6 +20,7 @@ from app.db.models import Dataset, Job, LedgerEntry
 from app.db.session import IMMEDIATE
 from app.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
 from app.privacy import budget as bmath
+from app.privacy.gdp import PrivacyParameterError
 
 
 def begin_budget_transaction(session: Session) -> None:
@@ -97,10 +98,32 @@ class BudgetView:
 
 
 def view(dataset: Dataset, state: LedgerState) -> BudgetView:
-    b = bmath.budget_state(state.spent_mus, state.reserved.values(), state.mu_cap, dataset.delta)
+    return _view(dataset.epsilon, dataset.delta, state)
+
+
+def representable_view(
+    epsilon: float, delta: float, state: LedgerState, field: str = "epsilon"
+) -> BudgetView:
+    """The budget a change would leave, computed before anything is written.
+
+    Raises InvalidParameter naming `field` when the budget arithmetic cannot represent it
+    (a number beyond the float range, or one that could not be shown as JSON), so a request
+    that would store an unreadable budget changes nothing instead.
+    """
+    try:
+        result = _view(epsilon, delta, state)
+    except (PrivacyParameterError, ArithmeticError) as exc:
+        raise InvalidParameter(f"this budget cannot be represented: {exc}", field=field) from exc
+    if not all(math.isfinite(float(v)) for v in result.__dict__.values()):
+        raise InvalidParameter("this budget cannot be represented as finite numbers", field=field)
+    return result
+
+
+def _view(epsilon: float, delta: float, state: LedgerState) -> BudgetView:
+    b = bmath.budget_state(state.spent_mus, state.reserved.values(), state.mu_cap, delta)
     return BudgetView(
-        epsilon=dataset.epsilon,
-        delta=dataset.delta,
+        epsilon=epsilon,
+        delta=delta,
         mu_cap=b.mu_cap,
         mu_spent=b.mu_spent,
         mu_reserved=b.mu_reserved,
@@ -148,12 +171,11 @@ def open_dataset_budget(session: Session, dataset: Dataset, actor: uuid.UUID | N
         )
 
 
-def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID | None) -> Job:
-    """Admit `job` against the dataset's budget, or raise BudgetExceeded with nothing charged.
+def lock_for_admission(session: Session, dataset_id: uuid.UUID) -> Dataset:
+    """Take the dataset's budget lock (held until commit) for admitting a job on it.
 
-    The caller must have opened this transaction with `begin_budget_transaction`: this
-    function takes the lock (FOR UPDATE / BEGIN IMMEDIATE), replays the ledger, and inserts the
-    job and its reserve entry. The caller commits, and only then enqueues.
+    Raises NotFound, or Conflict when its rows were deleted. Taking it twice in one
+    transaction is harmless.
     """
     dataset = repo.lock_dataset(session, dataset_id)
     if dataset is None:
@@ -162,6 +184,17 @@ def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID 
         raise Conflict(
             "the dataset's rows were deleted; no new jobs can run on it", code="dataset-deleted"
         )
+    return dataset
+
+
+def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID | None) -> Job:
+    """Admit `job` against the dataset's budget, or raise BudgetExceeded with nothing charged.
+
+    The caller must have opened this transaction with `begin_budget_transaction`: this
+    function takes the lock (FOR UPDATE / BEGIN IMMEDIATE), replays the ledger, and inserts the
+    job and its reserve entry. The caller commits, and only then enqueues.
+    """
+    dataset = lock_for_admission(session, dataset_id)
     state = state_of(session, dataset_id)
     if not bmath.is_admissible(state.live_mus, job.mu, state.mu_cap):
         remaining = bmath.remaining_mu(state.live_mus, state.mu_cap)
@@ -242,12 +275,22 @@ def record(
 def change_cap(
     session: Session, dataset_id: uuid.UUID, epsilon: float, delta: float, actor: uuid.UUID | None
 ) -> Dataset:
-    """Set a new (epsilon, delta) cap; it may never fall below what is spent or reserved."""
-    mu_cap = bmath.cap_from_epsilon_delta(epsilon, delta)
+    """Set a new (epsilon, delta) cap; it may never fall below what is spent or reserved.
+
+    Everything is checked before the cap is written: a cap the budget arithmetic cannot
+    represent is refused (422 naming `epsilon`) and changes nothing.
+    """
+    try:
+        mu_cap = bmath.cap_from_epsilon_delta(epsilon, delta)
+    except PrivacyParameterError as exc:
+        raise InvalidParameter(str(exc), field=exc.field or "epsilon") from exc
     dataset = repo.lock_dataset(session, dataset_id)
     if dataset is None:
         raise NotFound("no such dataset")
     state = state_of(session, dataset_id)
+    capped = state.copy()
+    capped.mu_cap = mu_cap
+    representable_view(epsilon, delta, capped)
     used = math.sqrt(bmath.used_mu_squared(state.live_mus))
     if mu_cap < used:
         raise InvalidParameter(

@@ -275,3 +275,16 @@ def test_budget_state_reports_what_the_api_shows() -> None:
     assert empty.mu_spent == empty.mu_reserved == 0.0
     assert empty.mu_remaining == pytest.approx(cap, rel=1e-15)
     assert empty.epsilon_remaining == pytest.approx(epsilon, rel=1e-8)
+
+
+@pytest.mark.parametrize("delta", [1e-12, 1e-6, 0.1])
+def test_epsilon_remaining_reaches_the_top_of_the_float_range(delta: float) -> None:
+    """A cap set from the largest float epsilon, or one stored beyond what any float epsilon
+    maps to, still has an epsilon_remaining, and a job asking for it is admissible."""
+    top = math.nextafter(math.inf, 0.0)
+    for mu in (cap_from_epsilon_delta(top, delta), 1e200, 1e300):
+        eps = epsilon_remaining(mu, delta)
+        assert 0.0 < eps <= top
+        assert mu_from_epsilon_delta(eps, delta) <= mu
+        state = budget_state([], [], mu, delta)
+        assert state.epsilon_remaining == eps

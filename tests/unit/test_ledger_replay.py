@@ -101,3 +101,14 @@ def test_delta_above_one_over_the_released_count_is_warned_about() -> None:
     assert dataset_warnings(_dataset(delta=1e-6, n_rows_dp=1013)) == []
     [warning] = dataset_warnings(_dataset(delta=1e-2, n_rows_dp=500, n_rows=2000))
     assert "1/n_rows_dp" in warning and "500" in warning and "2000" not in warning
+
+
+def test_a_budget_that_cannot_be_represented_is_refused_before_it_is_written() -> None:
+    from app.errors import InvalidParameter
+
+    state = ledger.LedgerState(mu_cap=1.0, dataset_releases=[math.inf])
+    with pytest.raises(InvalidParameter) as info:
+        ledger.representable_view(3.0, 1e-6, state, field="count_mu")
+    assert info.value.field == "count_mu"
+    ok = ledger.representable_view(3.0, 1e-6, ledger.LedgerState(mu_cap=1.0))
+    assert ok.mu_remaining == 1.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Query, UploadFile
 
@@ -26,6 +26,23 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 budget_router = APIRouter(prefix="/v1/datasets", tags=["budget"])
 
 JSON_ARRAY = "A JSON array, e.g. [0, 0, 0]."
+# The form fields that carry JSON are plain strings to multipart; these patterns say which
+# strings the server can read (the server still checks finiteness and the lengths against the
+# file's columns). A JSON number, then a JSON array of them, and of non-empty JSON strings.
+_WS = r"[ \t\n\r]*"  # JSON's whitespace only (a regex's \s allows more than json.loads)
+_NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+NUMBER_ARRAY = rf"^{_WS}\[{_WS}{_NUMBER}({_WS},{_WS}{_NUMBER})*{_WS}\]{_WS}$"
+_NAME = r'"([^"\\\x00-\x1f]|\\["\\/bfnrt])+"'
+NAME_ARRAY = rf"^{_WS}\[{_WS}{_NAME}({_WS},{_WS}{_NAME})*{_WS}\]{_WS}$"
+CURSOR = r"^[A-Za-z0-9_-]*$"
+
+
+def _absent_not_null(schema: dict[str, Any]) -> None:
+    """An optional form field is left out, never sent as null (multipart has no null: "null"
+    would arrive as text), so its schema is the value's own, without a null branch."""
+    branches = [b for b in schema.pop("anyOf", []) if b.get("type") != "null"]
+    if len(branches) == 1:
+        schema.update(branches[0])
 
 
 @router.post(
@@ -40,19 +57,65 @@ def datasets_create(
     settings: SettingsDep,
     key: TenantKey,
     file: Annotated[UploadFile, File(description="CSV with a header row, .npy, or Parquet.")],
-    name: Annotated[str, Form(min_length=1, max_length=200)],
-    epsilon: Annotated[float, Form(description="The dataset's total epsilon.")],
-    delta: Annotated[float, Form(description="The dataset's delta, in (0, 1).")],
-    radius: Annotated[float | None, Form(description="Radius of the public ball.")] = None,
-    center: Annotated[str | None, Form(description="Ball centre. " + JSON_ARRAY)] = None,
-    lower: Annotated[str | None, Form(description="Per-column lower bounds. " + JSON_ARRAY)] = None,
-    upper: Annotated[str | None, Form(description="Per-column upper bounds. " + JSON_ARRAY)] = None,
-    columns: Annotated[str | None, Form(description="Columns to use, by name. JSON array.")] = None,
+    name: Annotated[
+        str,
+        Form(
+            min_length=1,
+            max_length=200,
+            pattern=r"\S",
+            description="1 to 200 characters, not all blank (trimmed).",
+        ),
+    ],
+    epsilon: Annotated[float, Form(gt=0, description="The dataset's total epsilon.")],
+    delta: Annotated[float, Form(gt=0, lt=1, description="The dataset's delta, in (0, 1).")],
+    radius: Annotated[
+        float | None,
+        Form(
+            json_schema_extra=_absent_not_null,
+            ge=datasets_service.MIN_RADIUS,
+            le=datasets_service.MAX_RADIUS,
+            description="Radius of the public ball.",
+        ),
+    ] = None,
+    center: Annotated[
+        str | None,
+        Form(
+            json_schema_extra=_absent_not_null,
+            pattern=NUMBER_ARRAY,
+            description="Ball centre. " + JSON_ARRAY,
+        ),
+    ] = None,
+    lower: Annotated[
+        str | None,
+        Form(
+            json_schema_extra=_absent_not_null,
+            pattern=NUMBER_ARRAY,
+            description="Per-column lower bounds. " + JSON_ARRAY,
+        ),
+    ] = None,
+    upper: Annotated[
+        str | None,
+        Form(
+            json_schema_extra=_absent_not_null,
+            pattern=NUMBER_ARRAY,
+            description="Per-column upper bounds. " + JSON_ARRAY,
+        ),
+    ] = None,
+    columns: Annotated[
+        str | None,
+        Form(
+            json_schema_extra=_absent_not_null,
+            pattern=NAME_ARRAY,
+            description='Columns to use, by name: a JSON array of strings, e.g. ["x", "y"].',
+        ),
+    ] = None,
     count_mu: Annotated[
         float | None,
         Form(
+            json_schema_extra=_absent_not_null,
+            gt=0,
             description="The GDP cost of the noisy row count released at upload: finite, > 0 "
-            "and below the cap's mu. Default: 0.1 x mu_cap (1% of the budget in GDP terms)."
+            "and below the cap's mu. Default: 0.1 x mu_cap (1% of the budget in GDP terms).",
         ),
     ] = None,
     count_public: Annotated[
@@ -98,11 +161,14 @@ def datasets_create(
         count_public=count_public,
     )
     try:
+        # The answer is built before the commit: if it cannot be, nothing was created.
+        out = DatasetOut.of(dataset, ledger.budget(session, dataset), key.role)
         session.commit()
     except BaseException:
+        session.rollback()
         Path(str(dataset.storage_path)).unlink(missing_ok=True)
         raise
-    return DatasetOut.of(dataset, ledger.budget(session, dataset), key.role)
+    return out
 
 
 @router.get("", response_model=Page[DatasetOut], responses=responses(401, 403, 422))
@@ -110,7 +176,14 @@ def datasets_list(
     session: SessionDep,
     key: TenantKey,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: str | None = None,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=400,
+            pattern=CURSOR,
+            description="The `next_cursor` of the previous page (opaque; only those work).",
+        ),
+    ] = None,
 ) -> Page[DatasetOut]:
     """The tenant's datasets; analysts see n_rows_dp, never the exact n_rows."""
     items, nxt = repo.list_datasets(session, key.tenant, limit, cursor)
@@ -133,9 +206,11 @@ def datasets_delete(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) 
     """Deletes the stored rows. The ledger and released results stay."""
     require(key, "owner")
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
-    datasets_service.delete_rows(session, dataset)
+    stored = datasets_service.delete_rows(session, dataset)
+    out = DatasetOut.of(dataset, ledger.budget(session, dataset), key.role)
     session.commit()
-    return DatasetOut.of(dataset, ledger.budget(session, dataset), key.role)
+    datasets_service.remove_stored_rows(stored)
+    return out
 
 
 @budget_router.get(
@@ -165,8 +240,9 @@ def budget_update(
     datasets_service.check_budget(body.epsilon, delta)
     ledger.begin_budget_transaction(session)
     dataset = ledger.change_cap(session, dataset_id, body.epsilon, delta, key.id)
+    out = Budget.of(ledger.budget(session, dataset))
     session.commit()
-    return Budget.of(ledger.budget(session, dataset))
+    return out
 
 
 @budget_router.get(

@@ -24,6 +24,7 @@ IdempotencyKey = Annotated[
     str | None,
     Header(
         alias="Idempotency-Key",
+        min_length=1,
         max_length=200,
         description="Makes retries safe: the same key and body return the same job, charged once.",
     ),
@@ -82,11 +83,16 @@ def jobs_create(
         )
         session.commit()
     except IntegrityError:
-        # The same Idempotency-Key raced in on another dataset's lock: return that job.
+        # uq_jobs_tenant_idempotency_key: a request with the same key committed first (on
+        # another dataset, whose lock this one does not share). Replay it, or 409 if the body
+        # differs; any other integrity error is not ours to explain.
         session.rollback()
-        assert idempotency_key is not None
-        existing = jobs_service.recheck_idempotency(
-            session, key.tenant, idempotency_key, req.fingerprint(dataset.id)
+        existing = (
+            None
+            if idempotency_key is None
+            else jobs_service.recheck_idempotency(
+                session, key.tenant, idempotency_key, req.fingerprint(dataset.id)
+            )
         )
         if existing is None:
             raise
@@ -152,7 +158,14 @@ def jobs_list(
     dataset_id: uuid.UUID | None = None,
     status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: str | None = None,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=400,
+            pattern=r"^[A-Za-z0-9_-]*$",
+            description="The `next_cursor` of the previous page (opaque; only those work).",
+        ),
+    ] = None,
 ) -> Page[JobOut]:
     items, nxt = repo.list_jobs(session, key.tenant, limit, cursor, dataset_id, status)
     columns: dict[uuid.UUID, list[str]] = {}

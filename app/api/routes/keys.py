@@ -30,7 +30,14 @@ def keys_list(
     session: SessionDep,
     key: CurrentKey,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: str | None = None,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=400,
+            pattern=r"^[A-Za-z0-9_-]*$",
+            description="The `next_cursor` of the previous page (opaque; only those work).",
+        ),
+    ] = None,
     tenant: str | None = None,
 ) -> Page[ApiKeyOut]:
     require(key, "admin")
