@@ -54,7 +54,8 @@ class ApiKeyCreate(RequestBody):
 
 
 Role = Literal["admin", "owner", "analyst"]
-AlgorithmName = Literal["pe-means", "hdpe-means"]
+AlgorithmName = Literal["pe-means", "hdpe-means", "fastlloyd", "lsh-coreset"]
+AlgorithmChoice = Literal["auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset"]
 
 
 class ApiKeyOut(BaseModel):
@@ -236,10 +237,12 @@ class LedgerOut(BaseModel):
 
 class JobParams(RequestBody):
     iterations: ParamInt | None = Field(
-        default=None, description="Gaussian releases T (default from ALGORITHM)."
+        default=None,
+        description="PE-means iterations (HDPE-means: those in the projection), FastLloyd's "
+        "Lloyd steps, or lsh-coreset's tree levels (defaults in docs/algorithms.md).",
     )
     variations: ParamInt | None = Field(
-        default=None, description="Initial variations per centroid L."
+        default=None, description="PE-/HDPE-means: initial variations per centroid L."
     )
     projection_dim: ParamInt | None = Field(
         default=None, description="HDPE-means projection dimension p."
@@ -250,7 +253,12 @@ class JobCreate(RequestBody):
     model_config = ConfigDict(
         json_schema_extra={"example": {"algorithm": "auto", "k": 4, "epsilon": 1.0}}
     )
-    algorithm: Literal["auto", "pe-means", "hdpe-means"] = "auto"
+    algorithm: AlgorithmChoice = Field(
+        default="auto",
+        description="PE-means, HDPE-means (high dimensions), FastLloyd (noisy Lloyd steps), "
+        "lsh-coreset (a private LSH-tree coreset), or auto (HDPE-means when d > 32, else "
+        "PE-means). The job's `algorithm` says which ran.",
+    )
     k: JsonInt = Field(ge=1, le=10_000, description="Number of cluster centres.")
     epsilon: float | None = Field(default=None, gt=0, description="This job's epsilon.")
     delta: float | None = Field(

@@ -22,7 +22,7 @@ DEFAULT_DELTA = 1e-6
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "cluster",
-        help="cluster a local CSV/.npy file with PE-means or HDPE-means (no server)",
+        help="cluster a local CSV/.npy file privately, with no server",
         description="Differentially private k-means of a local file. The domain (--radius and "
         "--center) must come from public knowledge, never from the data. Rows outside it are "
         "clipped onto its boundary.",
@@ -55,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--algorithm",
-        choices=["auto", "pe-means", "hdpe-means"],
+        choices=["auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset"],
         default="auto",
         help="auto = HDPE-means when there are more than 32 columns (default auto)",
     )

@@ -65,7 +65,7 @@ def _run(client: TestClient, key: str, dataset_id: str, body: dict) -> dict:
 
 
 @pytest.mark.parametrize("count_public", [False, True])
-@pytest.mark.parametrize("algorithm", ["pe-means", "hdpe-means"])
+@pytest.mark.parametrize("algorithm", ["pe-means", "hdpe-means", "fastlloyd", "lsh-coreset"])
 def test_a_job_runs_on_the_planning_count_and_is_charged_as_planned(
     client: TestClient, keys, count_public: bool, algorithm: str
 ) -> None:
@@ -74,6 +74,7 @@ def test_a_job_runs_on_the_planning_count_and_is_charged_as_planned(
     body = {"k": 2, "epsilon": 1.0, "algorithm": algorithm}
     job = _run(client, keys["analyst"], ds["id"], body)
     assert job["status"] == "succeeded", job
+    assert job["algorithm"] == algorithm
     centers = np.array(job["result"]["centers"])
     assert centers.shape == (2, 2) and np.isfinite(centers).all()
     assert (np.linalg.norm(centers, axis=1) <= 10.0).all()
@@ -110,3 +111,17 @@ def test_k_equal_to_a_released_count_above_n_still_runs(client: TestClient, keys
     job = _run(client, keys["analyst"], ds["id"], {"k": 12, "epsilon": 1.0})
     assert job["status"] == "succeeded", job
     assert len(job["result"]["centers"]) == 12
+
+
+@pytest.mark.parametrize("algorithm", ["fastlloyd", "lsh-coreset"])
+@pytest.mark.parametrize("param", ["variations", "projection_dim"])
+def test_pe_only_parameters_are_refused_for_the_other_methods(
+    client: TestClient, keys, algorithm: str, param: str
+) -> None:
+    ds = _upload(client, keys["owner"], _rows(extreme=False))
+    body = {"k": 2, "epsilon": 1.0, "algorithm": algorithm, "params": {param: 4}}
+    for path in ("jobs", "jobs/estimate"):
+        r = client.post(f"/v1/datasets/{ds['id']}/{path}", headers=auth(keys["analyst"]), json=body)
+        assert r.status_code == 422 and r.json()["field"] == f"params.{param}", r.json()
+    budget = client.get(f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["owner"])).json()
+    assert budget["mu_reserved"] == 0.0 and budget["jobs"] == 0
