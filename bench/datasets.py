@@ -1,4 +1,4 @@
-"""Benchmark data sets and the paper's evaluation protocol (docs/algorithms.md section 7).
+"""Benchmark data sets and the paper's evaluation protocol (docs/algorithms.md section 9).
 
 Shared by bench/table1.py and bench/speed.py. Data are centred by their mean and scaled so the
 largest row norm is 1 (a benchmark convenience only: a service must never derive the domain from

@@ -12,7 +12,7 @@ epsilon = 1 over fixed seeds to stay near that level:
   ~0.001; we allow 25%: mean <= 0.0223, about 3 SD above our 20-seed mean of 0.0193.
 
 The seeds are fixed, so the tests are deterministic; for a random draw of seeds the stated bounds
-would fail with probability about 0.1%. Data and protocol as in docs/algorithms.md section 7:
+would fail with probability about 0.1%. Data and protocol as in docs/algorithms.md section 9:
 make_blobs(20000, d, k, random_state=1), centred, scaled to max row norm 1, R = 1,
 delta = 1/N^1.1.
 """
