@@ -50,11 +50,7 @@ from app.clustering.hdpe import GRID_BITS, grid_sensitivity
 from app.clustering.params import (
     RunPlan,
     check_positive,
-    data_shape,
-    job_generator,
-    plan_for_rows,
-    plan_run,
-    prepare_rows,
+    start_run,
 )
 from app.clustering.pe import Progress, initial_population
 from app.clustering.result import ClusteringResult
@@ -300,32 +296,27 @@ def fastlloyd(
     paper). `progress(t, T)` is called after each iteration and anything it raises propagates.
     `rng` is for tests only: by default every random number comes from ChaCha20.
     """
-    n_rows, n_cols = data_shape(X)
-    points, c = prepare_rows(X, radius, center)  # validates X and the domain before any noise
-    radius = float(radius)
     ratio = None if reseed_ratio is None else check_reseed_ratio(reseed_ratio)
-    noise_rng = job_generator(rng)
-    plan = plan_for_rows(
-        n_rows,
-        k=k,
+    run = start_run(
+        X,
+        k,
+        radius=radius,
+        center=center,
         n_public=n_public,
         relation=relation,
-        rng=noise_rng,
-        plan=lambda count, count_mu: plan_run(
-            count,
-            n_cols,
-            k,
-            algorithm="fastlloyd",
-            epsilon=epsilon,
-            delta=delta,
-            mu=mu,
-            iterations=iterations,
-            relation=relation,
-            count_mu=count_mu,
-            step_fraction=step_fraction,
-            count_share=count_share,
-        ),
+        rng=rng,
+        algorithm="fastlloyd",
+        epsilon=epsilon,
+        delta=delta,
+        mu=mu,
+        iterations=iterations,
+        step_fraction=step_fraction,
+        count_share=count_share,
     )
+    points, c, plan, noise_rng = run.points, run.center, run.plan, run.rng
+    del run  # `points` is the one N x d working copy: freed with it below
+    radius = float(radius)
+    n_cols = points.shape[1]
     alpha = check_step_fraction(step_fraction)
     share = default_count_share(n_cols) if count_share is None else check_count_share(count_share)
     multiplier = count_multiplier(n_cols, share)

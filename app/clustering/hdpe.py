@@ -11,11 +11,7 @@ from app.clustering.params import (
     DEFAULT_MAX_POPULATION,
     DEFAULT_PROJECTION_DIM,
     RunPlan,
-    data_shape,
-    job_generator,
-    plan_for_rows,
-    plan_run,
-    prepare_rows,
+    start_run,
 )
 from app.clustering.pe import Progress, evolve
 from app.clustering.result import ClusteringResult
@@ -133,32 +129,27 @@ def hdpe_means(
     `progress(t, iterations + 1)` is called after each PE iteration and once more, with
     t = iterations + 1, after the final averaging step. Other arguments as for pe_means.
     """
-    n_rows, n_cols = data_shape(X)
-    points, c = prepare_rows(X, radius, center)  # validates X and the domain before any noise
-    radius = float(radius)
-    noise_rng = job_generator(rng)
-    plan = plan_for_rows(
-        n_rows,
-        k=k,
+    run = start_run(
+        X,
+        k,
+        radius=radius,
+        center=center,
         n_public=n_public,
         relation=relation,
-        rng=noise_rng,
-        plan=lambda count, count_mu: plan_run(
-            count,
-            n_cols,
-            k,
-            algorithm="hdpe-means",
-            epsilon=epsilon,
-            delta=delta,
-            mu=mu,
-            iterations=iterations,
-            variations=variations,
-            projection_dim=projection_dim,
-            max_population=max_population,
-            relation=relation,
-            count_mu=count_mu,
-        ),
+        rng=rng,
+        algorithm="hdpe-means",
+        epsilon=epsilon,
+        delta=delta,
+        mu=mu,
+        iterations=iterations,
+        variations=variations,
+        projection_dim=projection_dim,
+        max_population=max_population,
     )
+    points, c, plan, noise_rng = run.points, run.center, run.plan, run.rng
+    del run  # `points` is the one N x d working copy: freed with it below
+    radius = float(radius)
+    n_cols = points.shape[1]
     assert plan.projection_dim is not None
     matrix = noise_rng.standard_normal(size=(plan.projection_dim, n_cols))
     projected = project_rows(points, matrix)

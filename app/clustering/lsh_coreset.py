@@ -52,11 +52,7 @@ from app.clustering.hdpe import GRID_BITS, cluster_grid_sums, grid_sensitivity
 from app.clustering.params import (
     RunPlan,
     check_integer,
-    data_shape,
-    job_generator,
-    plan_for_rows,
-    plan_run,
-    prepare_rows,
+    start_run,
 )
 from app.clustering.pe import Progress, initial_population
 from app.clustering.result import ClusteringResult
@@ -308,36 +304,31 @@ def lsh_coreset(
     `progress` as for pe_means; `progress(t, levels + 1)` is called after each level and after
     the sums.
     """
-    n_rows, n_cols = data_shape(X)
-    points, c = prepare_rows(X, radius, center)  # validates X and the domain before any noise
-    radius = float(radius)
     if min_count is not None:
         min_count = check_integer("min_count", min_count, 1)
     if branch_count is not None:
         branch_count = check_integer("branch_count", branch_count, 1)
     restarts = check_integer("restarts", restarts, 1)
-    noise_rng = job_generator(rng)
-    plan = plan_for_rows(
-        n_rows,
-        k=k,
+    run = start_run(
+        X,
+        k,
+        radius=radius,
+        center=center,
         n_public=n_public,
         relation=relation,
-        rng=noise_rng,
-        plan=lambda count, count_mu: plan_run(
-            count,
-            n_cols,
-            k,
-            algorithm="lsh-coreset",
-            epsilon=epsilon,
-            delta=delta,
-            mu=mu,
-            iterations=iterations,
-            relation=relation,
-            count_mu=count_mu,
-            bits_per_level=bits_per_level,
-            sum_weight=sum_weight,
-        ),
+        rng=rng,
+        algorithm="lsh-coreset",
+        epsilon=epsilon,
+        delta=delta,
+        mu=mu,
+        iterations=iterations,
+        bits_per_level=bits_per_level,
+        sum_weight=sum_weight,
     )
+    points, c, plan, noise_rng = run.points, run.center, run.plan, run.rng
+    del run  # `points` is the one N x d working copy: freed with it below
+    radius = float(radius)
+    n_cols = points.shape[1]
     bits = DEFAULT_BITS_PER_LEVEL if bits_per_level is None else int(bits_per_level)
     weight = plan.releases - plan.iterations  # the sums' share, as plan_lsh_releases fixed it
     keep_at = default_min_count(plan, weight) if min_count is None else min_count

@@ -12,7 +12,7 @@ import math
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -379,6 +379,48 @@ def plan_for_rows(
         return plan(max(check_integer("n_public", n_public, -(2**62)), 1), None)
     count_mu = COUNT_MU_FRACTION * plan(max(int(k), 1), None).mu
     return plan(max(release_count(n_rows, count_mu, rng), int(k)), count_mu)
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """What every method starts from: the centred, clipped rows, the domain centre, the plan
+    (with the public count) and the job's generator."""
+
+    points: np.ndarray
+    center: np.ndarray
+    plan: RunPlan
+    rng: np.random.Generator
+
+
+def start_run(
+    X: np.ndarray,
+    k: int,
+    *,
+    radius: float,
+    center: np.ndarray | None,
+    n_public: int | None,
+    relation: str,
+    rng: np.random.Generator | None,
+    **plan_options: Any,
+) -> RunStart:
+    """The common start of a run, in the order that keeps it private: validate X and the
+    domain and clip the rows (`prepare_rows`), take the job's generator (`job_generator`), then
+    plan with the public row count (`plan_for_rows`: no noise is drawn before every argument is
+    validated). `plan_options` are plan_run's keyword arguments (algorithm, epsilon, ...)."""
+    n_rows, n_cols = data_shape(X)
+    points, c = prepare_rows(X, radius, center)
+    noise_rng = job_generator(rng)
+    plan = plan_for_rows(
+        n_rows,
+        k=k,
+        n_public=n_public,
+        relation=relation,
+        rng=noise_rng,
+        plan=lambda count, count_mu: plan_run(
+            count, n_cols, k, relation=relation, count_mu=count_mu, **plan_options
+        ),
+    )
+    return RunStart(points=points, center=c, plan=plan, rng=noise_rng)
 
 
 def job_generator(rng: np.random.Generator | None) -> np.random.Generator:

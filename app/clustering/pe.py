@@ -13,11 +13,7 @@ from app.clustering.packing import sphere_packing
 from app.clustering.params import (
     DEFAULT_MAX_POPULATION,
     RunPlan,
-    data_shape,
-    job_generator,
-    plan_for_rows,
-    plan_run,
-    prepare_rows,
+    start_run,
 )
 from app.clustering.result import ClusteringResult
 from app.clustering.selection import select_centres
@@ -130,30 +126,24 @@ def pe_means(
     and anything it raises propagates. `rng` is for tests only: by default every random number
     comes from a ChaCha20 generator keyed from OS entropy.
     """
-    n_rows, n_cols = data_shape(X)
-    points, c = prepare_rows(X, radius, center)  # validates X and the domain before any noise
-    noise_rng = job_generator(rng)
-    plan = plan_for_rows(
-        n_rows,
-        k=k,
+    run = start_run(
+        X,
+        k,
+        radius=radius,
+        center=center,
         n_public=n_public,
         relation=relation,
-        rng=noise_rng,
-        plan=lambda count, count_mu: plan_run(
-            count,
-            n_cols,
-            k,
-            algorithm="pe-means",
-            epsilon=epsilon,
-            delta=delta,
-            mu=mu,
-            iterations=iterations,
-            variations=variations,
-            max_population=max_population,
-            relation=relation,
-            count_mu=count_mu,
-        ),
+        rng=rng,
+        algorithm="pe-means",
+        epsilon=epsilon,
+        delta=delta,
+        mu=mu,
+        iterations=iterations,
+        variations=variations,
+        max_population=max_population,
     )
+    points, c, plan, noise_rng = run.points, run.center, run.plan, run.rng
+    del run  # `points` is the one N x d working copy: freed with it below
     outcome = evolve(
         points, plan, radius=float(radius), rng=noise_rng, packing_rng=rng, progress=progress
     )

@@ -13,32 +13,13 @@ from app.clustering.hdpe import grid_sensitivity
 from app.clustering.lsh_coreset import MAX_BRANCHING_NODES, default_min_count
 from app.clustering.metrics import kmeans_loss
 from app.clustering.params import COUNT_MU_FRACTION
-from app.privacy import noise
+from tests.unit.test_clustering_runs import ReleaseLog
 
 
 def _blobs(n: int, d: int, k: int, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     centres = rng.uniform(-0.6, 0.6, size=(k, d))
     return centres[rng.integers(k, size=n)] + rng.normal(scale=0.05, size=(n, d))
-
-
-class ReleaseLog:
-    """Records every noise.integer_release call (sensitivity, sigma, shape) of a run."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.calls: list[tuple[float, float, tuple[int, ...]]] = []
-        original = noise.integer_release
-
-        def recording(
-            values: np.ndarray, *, sensitivity: float, sigma: float, rng: np.random.Generator
-        ) -> np.ndarray:
-            assert np.issubdtype(np.asarray(values).dtype, np.integer)
-            self.calls.append((sensitivity, sigma, np.shape(values)))
-            out = original(values, sensitivity=sensitivity, sigma=sigma, rng=rng)
-            assert out.dtype == np.int64
-            return out
-
-        monkeypatch.setattr(noise, "integer_release", recording)
 
 
 def _composed_mu(calls: list[tuple[float, float, tuple[int, ...]]], true: list[float]) -> float:
