@@ -298,7 +298,10 @@ def main() -> None:
     )
     parser.add_argument("--no-kmeans-at-scale", action="store_true")
     parser.add_argument(
+        "--scale-algorithm",
+        default="pe-means",
         choices=["pe-means", "hdpe-means", "fastlloyd", "lsh-coreset"],
+        help="algorithm of the scale section",
     )
     parser.add_argument(
         "--dims", nargs="*", type=int, default=[2, 4, 5, 6, 8, 12, 16, 32, 64], help="backend d"
