@@ -55,6 +55,13 @@ class Settings(BaseSettings):
         gt=0,
         description="A running job whose heartbeat is older than this is marked failed.",
     )
+    api_threads: int = Field(
+        default=40,
+        ge=1,
+        le=1000,
+        description="Threads that run request handlers in each API process; its database pool "
+        "holds as many connections (plus 4 for the sweeper and spikes).",
+    )
     worker_threads: int | None = Field(
         default=None,
         ge=1,

@@ -7,6 +7,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
+import anyio
 from fastapi import FastAPI, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
@@ -65,6 +66,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Endpoints run on these threads; each holds at most one pooled connection at a time,
+        # and the pool has a connection for every thread (app.db.session.get_engine).
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
         sweeper = _Sweeper(settings)
         sweeper.start()
         yield
@@ -78,7 +82,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.sessionmaker = session_factory(settings.resolved_database_url)
+    app.state.sessionmaker = session_factory(
+        settings.resolved_database_url, pool_size=settings.api_threads
+    )
     problems.install(app)
 
     @app.middleware("http")

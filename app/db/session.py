@@ -15,6 +15,7 @@ IMMEDIATE = {"privclust_immediate": True}
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
+    """An engine for `url`; keyword arguments (e.g. pool_size) go to `create_engine`."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
@@ -44,21 +45,44 @@ def _configure_sqlite(engine: Engine) -> None:
             conn.exec_driver_sql("BEGIN")
 
 
-_engines: dict[tuple[int, str], Engine] = {}
+_engines: dict[tuple[int, str, int | None], Engine] = {}
 
 
-def get_engine(url: str) -> Engine:
-    """One engine per process and URL; a forked worker gets its own (never share a pool)."""
-    key = (os.getpid(), url)
+def get_engine(url: str, pool_size: int | None = None) -> Engine:
+    """One engine per process, URL and pool size; a forked worker gets its own pool.
+
+    `pool_size` None is SQLAlchemy's default pool (5 + 10 overflow), right for workers and the
+    CLI. The API passes its thread count: a request thread then never waits for a connection,
+    because a request holds a connection only while one of its threads runs.
+    """
+    key = (os.getpid(), url, pool_size)
     engine = _engines.get(key)
     if engine is None:
-        engine = make_engine(url)
+        sizing = {} if pool_size is None else {"pool_size": pool_size, "max_overflow": 4}
+        engine = make_engine(url, **sizing)
         _engines[key] = engine
     return engine
 
 
-def session_factory(url: str) -> sessionmaker[Session]:
-    return sessionmaker(bind=get_engine(url), expire_on_commit=False)
+def session_factory(url: str, pool_size: int | None = None) -> sessionmaker[Session]:
+    return sessionmaker(bind=get_engine(url, pool_size), expire_on_commit=False)
+
+
+def finish(session: Session, *, failed: bool) -> None:
+    """End a unit of work: commit it (or roll it back if it failed), then close the session.
+
+    Closing returns the session's connection to the pool; the objects it loaded stay readable.
+    """
+    try:
+        if failed:
+            session.rollback()
+        else:
+            session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
 
 
 @contextmanager
@@ -67,12 +91,10 @@ def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
     session = factory()
     try:
         yield session
-        session.commit()
     except BaseException:
-        session.rollback()
+        finish(session, failed=True)
         raise
-    finally:
-        session.close()
+    finish(session, failed=False)
 
 
 def session_scope(url: str) -> AbstractContextManager[Session]:

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Header, Query, Response
 from sqlalchemy.exc import IntegrityError
 
-from app.api.deps import SessionDep, SettingsDep, TenantKey
+from app.api.deps import SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute
 from app.api.problems import responses
 from app.api.schemas import Budget, Estimate, JobCreate, JobOut, Page, Privacy
 from app.db import repositories as repo
@@ -18,7 +18,7 @@ from app.services import datasets as datasets_service
 from app.services import jobs as jobs_service
 from app.services import ledger, queue
 
-router = APIRouter(prefix="/v1", tags=["jobs"])
+router = APIRouter(prefix="/v1", tags=["jobs"], route_class=UnitOfWorkRoute)
 
 IdempotencyKey = Annotated[
     str | None,
