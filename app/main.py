@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import __version__
 from app.api import problems
@@ -61,6 +63,36 @@ class _Sweeper(threading.Thread):
                 log.exception("stale-job sweep failed; will retry")
 
 
+class _UploadLimit:
+    """Refuses an oversized upload from its Content-Length, before the body is read.
+
+    A plain ASGI middleware: `@app.middleware("http")` would put every request, polls
+    included, through an extra task and a pair of memory streams.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope["path"].rstrip("/") == "/v1/datasets"
+        ):
+            length = Headers(scope=scope).get("content-length", "")
+            if length.isdigit() and int(length) > self.limit + 1024 * 1024:
+                response = problems.problem_response(
+                    413,
+                    "too-large",
+                    "Upload too large",
+                    f"the upload is {int(length)} bytes; the limit is {self.limit}",
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
 
@@ -87,27 +119,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     problems.install(app)
 
-    @app.middleware("http")
-    async def _upload_limit(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        # Refuse an oversized upload from its Content-Length, before the body is read.
-        length = request.headers.get("content-length")
-        if (
-            request.method == "POST"
-            and request.url.path.rstrip("/") == "/v1/datasets"
-            and length
-            and length.isdigit()
-            and int(length) > settings.max_upload_bytes + 1024 * 1024
-        ):
-            return problems.problem_response(
-                413,
-                "too-large",
-                "Upload too large",
-                f"the upload is {int(length)} bytes; the limit is {settings.max_upload_bytes}",
-            )
-        return await call_next(request)
-
+    app.add_middleware(_UploadLimit, limit=settings.max_upload_bytes)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -129,6 +129,18 @@ def job_for_tenant(session: Session, job_id: uuid.UUID, tenant: str) -> Job | No
     return session.scalar(select(Job).where(Job.id == job_id, Job.tenant == tenant))
 
 
+def job_and_columns_for_tenant(
+    session: Session, job_id: uuid.UUID, tenant: str
+) -> tuple[Job, list[str]] | None:
+    """A job with its dataset's column names, in one query (what a poll needs)."""
+    row = session.execute(
+        select(Job, Dataset.columns)
+        .join(Dataset, Dataset.id == Job.dataset_id)
+        .where(Job.id == job_id, Job.tenant == tenant)
+    ).first()
+    return None if row is None else (row[0], list(row[1]))
+
+
 def job_by_idempotency_key(session: Session, tenant: str, key: str) -> Job | None:
     return session.scalar(select(Job).where(Job.tenant == tenant, Job.idempotency_key == key))
 
