@@ -11,6 +11,8 @@ import anyio
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
+from redis.exceptions import RedisError
+from sqlalchemy.orm import Session, sessionmaker
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -18,8 +20,9 @@ from app import __version__
 from app.api import problems
 from app.api.routes import datasets, health, jobs, keys
 from app.config import Settings, get_settings
-from app.db.session import session_factory, session_scope
+from app.db.session import session_factory, unit_of_work
 from app.services import jobs as jobs_service
+from app.services import queue, reconcile
 
 log = logging.getLogger("privclust.api")
 
@@ -43,24 +46,54 @@ def _operation_id(route: APIRoute) -> str:
 
 
 class _Sweeper(threading.Thread):
-    """Fails running jobs whose worker died (no heartbeat); their budget stays charged."""
+    """Keeps job states honest while the API runs.
 
-    def __init__(self, settings: Settings) -> None:
+    - Fails running jobs whose worker died (no heartbeat); their budget stays charged.
+    - Re-enqueues queued jobs whose queue entry was lost (app.services.reconcile).
+    """
+
+    def __init__(self, settings: Settings, sessions: sessionmaker[Session]) -> None:
         super().__init__(daemon=True, name="stale-job-sweeper")
         self.settings = settings
+        self.sessions = sessions
         self.stopped = threading.Event()
         self.every = max(0.5, min(10.0, settings.stale_job_seconds / 3))
+        self._queue_down = False
 
     def run(self) -> None:
         while not self.stopped.wait(self.every):
-            try:
-                with session_scope(self.settings.resolved_database_url) as session:
-                    for job_id in jobs_service.sweep_stale_jobs(
-                        session, self.settings.stale_job_seconds
-                    ):
-                        log.warning("job %s failed: its worker stopped", job_id)
-            except Exception:
-                log.exception("stale-job sweep failed; will retry")
+            self.sweep_stale()
+            self.reconcile()
+
+    def sweep_stale(self) -> None:
+        try:
+            with unit_of_work(self.sessions) as session:
+                for job_id in jobs_service.sweep_stale_jobs(
+                    session, self.settings.stale_job_seconds
+                ):
+                    log.warning("job %s failed: its worker stopped", job_id)
+        except Exception:
+            log.exception("stale-job sweep failed; will retry")
+
+    def reconcile(self) -> None:
+        try:
+            reconcile.reconcile_queue(
+                self.sessions,
+                queue.get_queue(self.settings),
+                self.settings,
+                grace_seconds=self.settings.stale_job_seconds,
+            )
+        except (RedisError, RuntimeError) as exc:
+            if not self._queue_down:  # once per outage, not every few seconds
+                log.warning("cannot check queued jobs against the queue: %s", exc)
+            self._queue_down = True
+            return
+        except Exception:
+            log.exception("queue reconciliation failed; will retry")
+            return
+        if self._queue_down:
+            log.warning("the queue is reachable again; queued jobs are checked against it")
+        self._queue_down = False
 
 
 class _UploadLimit:
@@ -101,7 +134,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Endpoints run on these threads; each holds at most one pooled connection at a time,
         # and the pool has a connection for every thread (app.db.session.get_engine).
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
-        sweeper = _Sweeper(settings)
+        sweeper = _Sweeper(settings, app.state.sessionmaker)
         sweeper.start()
         yield
         sweeper.stopped.set()

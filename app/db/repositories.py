@@ -190,5 +190,22 @@ def stale_running_jobs(session: Session, cutoff: datetime) -> Sequence[Job]:
     ).all()
 
 
+def queued_jobs_created_before(
+    session: Session, cutoff: datetime, limit: int = 500
+) -> Sequence[Job]:
+    """Jobs still queued that were admitted before `cutoff`, oldest first."""
+    return session.scalars(
+        select(Job)
+        .where(Job.status == "queued", Job.created_at < cutoff)
+        .order_by(Job.created_at)
+        .limit(limit)
+    ).all()
+
+
+def job_status(session: Session, job_id: uuid.UUID) -> str | None:
+    """The job's status as the database has it now (not as this session last loaded it)."""
+    return session.scalar(select(Job.status).where(Job.id == job_id))
+
+
 def now() -> datetime:
     return utcnow()
