@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -22,7 +23,7 @@ from app.api.routes import datasets, health, jobs, keys
 from app.config import Settings, get_settings
 from app.db.session import session_factory, unit_of_work
 from app.services import jobs as jobs_service
-from app.services import queue, reconcile
+from app.services import partial_uploads, queue, reconcile
 
 log = logging.getLogger("privclust.api")
 
@@ -45,11 +46,32 @@ def _operation_id(route: APIRoute) -> str:
     return route.name
 
 
+CLEANUP_EVERY = 600.0  # seconds between looks for partial uploads left by a killed API
+
+
+def remove_partial_uploads(settings: Settings) -> None:
+    """Delete partial upload files that no process has written to for an hour, and say so."""
+    try:
+        removed = partial_uploads.remove_stale_partial_uploads(settings.datasets_dir)
+    except OSError:
+        log.exception("could not look for partial uploads in %s", settings.datasets_dir)
+        return
+    for f in removed:
+        log.warning(
+            "removed %s (%.1f MiB, untouched for %.0f min): a partial upload left by an API "
+            "process that stopped during the upload",
+            f.path,
+            f.size / 2**20,
+            f.idle_seconds / 60,
+        )
+
+
 class _Sweeper(threading.Thread):
     """Keeps job states honest while the API runs.
 
     - Fails running jobs whose worker died (no heartbeat); their budget stays charged.
     - Re-enqueues queued jobs whose queue entry was lost (app.services.reconcile).
+    - Deletes partial uploads left by a killed API process (also done at start-up).
     """
 
     def __init__(self, settings: Settings, sessions: sessionmaker[Session]) -> None:
@@ -61,9 +83,13 @@ class _Sweeper(threading.Thread):
         self._queue_down = False
 
     def run(self) -> None:
+        next_cleanup = time.monotonic() + CLEANUP_EVERY
         while not self.stopped.wait(self.every):
             self.sweep_stale()
             self.reconcile()
+            if time.monotonic() >= next_cleanup:
+                next_cleanup = time.monotonic() + CLEANUP_EVERY
+                remove_partial_uploads(self.settings)
 
     def sweep_stale(self) -> None:
         try:
@@ -134,6 +160,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Endpoints run on these threads; each holds at most one pooled connection at a time,
         # and the pool has a connection for every thread (app.db.session.get_engine).
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
+        remove_partial_uploads(settings)
         sweeper = _Sweeper(settings, app.state.sessionmaker)
         sweeper.start()
         yield
