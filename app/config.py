@@ -56,11 +56,17 @@ class Settings(BaseSettings):
         description="A running job whose heartbeat is older than this is marked failed.",
     )
     api_threads: int = Field(
-        default=40,
+        default=16,
         ge=1,
         le=1000,
         description="Threads that run request handlers in each API process; its database pool "
-        "holds as many connections (plus 4 for the sweeper and spikes).",
+        "holds as many connections, plus UPLOAD_THREADS, plus 4 for the sweeper and spikes.",
+    )
+    upload_threads: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Uploads ingested at once per API process; more wait their turn.",
     )
     worker_threads: int | None = Field(
         default=None,

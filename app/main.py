@@ -8,7 +8,6 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import anyio
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
@@ -19,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import __version__
 from app.api import problems
+from app.api.deps import configure_threads
 from app.api.routes import datasets, health, jobs, keys
 from app.config import Settings, get_settings
 from app.db.session import session_factory, unit_of_work
@@ -159,7 +159,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Endpoints run on these threads; each holds at most one pooled connection at a time,
         # and the pool has a connection for every thread (app.db.session.get_engine).
-        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
+        configure_threads(settings)
         remove_partial_uploads(settings)
         sweeper = _Sweeper(settings, app.state.sessionmaker)
         sweeper.start()
@@ -175,7 +175,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.sessionmaker = session_factory(
-        settings.resolved_database_url, pool_size=settings.api_threads
+        settings.resolved_database_url, pool_size=settings.api_threads + settings.upload_threads
     )
     problems.install(app)
 

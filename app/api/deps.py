@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any
 
 import anyio
-from fastapi import Depends, Request
+from fastapi import Depends, Request, params
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
@@ -37,20 +37,37 @@ async def get_settings_dep(request: Request) -> Settings:
     return settings
 
 
-# Sessions that an endpoint left open (it was not run by UnitOfWorkRoute) are finished on their
-# own small pool of threads, so that finishing one never waits behind requests that wait for a
-# connection.
-_cleanup_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
+class _Limiters:
+    """Thread pools besides anyio's default one, per event loop (as anyio's own is).
+
+    `uploads`: endpoints that ingest an uploaded file take seconds of CPU each; they queue
+    here, holding nothing, instead of filling the threads that answer every other request.
+    `cleanup`: sessions an endpoint left open are finished here, so that finishing one never
+    waits behind requests that wait for a connection.
+    """
+
+    def __init__(self, upload_threads: int) -> None:
+        self.uploads = anyio.CapacityLimiter(upload_threads)
+        self.cleanup = anyio.CapacityLimiter(4)
+
+
+_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Limiters] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def _cleanup_limiter() -> anyio.CapacityLimiter:
+def configure_threads(settings: Settings) -> None:
+    """Size this event loop's thread pools (call it from the app's lifespan)."""
+    anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
+    _limiters[asyncio.get_running_loop()] = _Limiters(settings.upload_threads)
+
+
+def _loop_limiters() -> _Limiters:
     loop = asyncio.get_running_loop()
-    limiter = _cleanup_limiters.get(loop)
-    if limiter is None:
-        limiter = _cleanup_limiters[loop] = anyio.CapacityLimiter(4)
-    return limiter
+    limiters = _limiters.get(loop)
+    if limiters is None:  # an app run without its lifespan
+        limiters = _limiters[loop] = _Limiters(Settings.model_fields["upload_threads"].default)
+    return limiters
 
 
 async def get_session(request: Request) -> AsyncIterator[Session]:
@@ -64,7 +81,8 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
     finally:
         if session.in_transaction():
             await anyio.to_thread.run_sync(
-                functools.partial(finish, session, failed=failed), limiter=_cleanup_limiter()
+                functools.partial(finish, session, failed=failed),
+                limiter=_loop_limiters().cleanup,
             )
         else:
             session.close()
@@ -130,14 +148,20 @@ class UnitOfWorkRoute(APIRoute):
     """
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        self.takes_upload = False
         if not inspect.iscoroutinefunction(endpoint):
-            endpoint = _in_worker_thread(endpoint)
+            endpoint = self._in_worker_thread(endpoint)
         super().__init__(path, endpoint, **kwargs)
+        self.takes_upload = any(
+            isinstance(p.field_info, params.File) for p in self.dependant.body_params
+        )
 
+    def _in_worker_thread(self, endpoint: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(endpoint)
+        async def run(**kwargs: Any) -> Any:
+            limiter = _loop_limiters().uploads if self.takes_upload else None
+            return await anyio.to_thread.run_sync(
+                _call_as_unit_of_work, endpoint, kwargs, limiter=limiter
+            )
 
-def _in_worker_thread(endpoint: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(endpoint)
-    async def run(**kwargs: Any) -> Any:
-        return await anyio.to_thread.run_sync(_call_as_unit_of_work, endpoint, kwargs)
-
-    return run
+        return run
