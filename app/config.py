@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
@@ -55,6 +56,14 @@ class Settings(BaseSettings):
         gt=0,
         description="A running job whose heartbeat is older than this is marked failed.",
     )
+    api_workers: int = Field(
+        default_factory=lambda: min(2, os.cpu_count() or 1),
+        ge=1,
+        le=64,
+        description="API processes (uvicorn workers) sharing the port (default: 2, or 1 on a "
+        "single-core machine). Requests are CPU-bound in Python, so one process uses one core.",
+    )
+    access_log: bool = Field(default=True, description="Log one line per HTTP request.")
     api_threads: int = Field(
         default=16,
         ge=1,
