@@ -2,9 +2,9 @@
 
 A job is admitted (its budget reserved) and committed before it is enqueued, and the queue can
 lose an entry afterwards: Redis flushed or restarted without its data, the API killed between
-the commit and the enqueue, a worker killed after taking the job but before starting it, a
-worker failing to reach the database when it took the job. The job would then stay queued,
-holding its reservation, forever.
+the commit and the enqueue, a worker killed after taking the job but before starting it (RQ
+lets its entry expire), a worker failing to reach the database when it took the job. The job
+would then stay queued, holding its reservation, forever.
 
 No noise has been drawn for a queued job, so enqueuing it again is safe: the worker's
 compare-and-set queued -> running lets a job run at most once however many queue entries name
@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import cast
 
 from redis import Redis
 from redis.exceptions import LockError
@@ -54,12 +56,16 @@ def job_ids_in_queue(queue: Queue) -> set[str]:
     """Every job id RQ holds for this queue: waiting, being handed to a worker, or running.
 
     Read in the order a job moves (queue list, intermediate list, started registry), so that a
-    job moving while this runs is seen in the later place.
+    job moving while this runs is seen in the later place. A started entry counts only while
+    its worker keeps extending it: one whose expiry passed belongs to a worker that died
+    (RQ itself moves such entries to its failed registry only at its next maintenance).
     """
     conn: Redis = queue.connection
     ids = {_text(i) for i in conn.lrange(queue.key, 0, -1)}
     ids |= {_text(i) for i in conn.lrange(queue.intermediate_queue_key, 0, -1)}
-    ids |= set(queue.started_job_registry.get_job_ids(cleanup=False))
+    started = queue.started_job_registry
+    live = cast(list[bytes], conn.zrangebyscore(started.key, f"({time.time()}", "+inf"))
+    ids |= {started.parse_job_id(_text(entry)) for entry in live}
     return ids
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -70,20 +71,34 @@ def test_an_enqueued_or_recent_job_is_left_alone(settings: Settings) -> None:
     assert sorted(queue.get_queue(settings).get_job_ids()) == sorted([str(enqueued), str(recent)])
 
 
-def test_a_job_running_on_a_worker_is_not_enqueued_again(settings: Settings) -> None:
+def _taken_by_a_worker(settings: Settings, job_id: uuid.UUID, ttl: int) -> None:
+    """What a worker does when it takes the job: off the queue, into the started registry
+    with an expiry that its heartbeats keep extending (negative ttl: it stopped doing so)."""
     from rq.executions import Execution
 
-    _, job_id = _admitted_job(settings)
     q = queue.get_queue(settings)
     queue.enqueue_job(settings, job_id)
-    # What a worker does when it takes the job: off the queue, into the started registry.
     rq_job = q.fetch_job(str(job_id))
     assert rq_job is not None
     q.remove(rq_job)
+    execution = Execution("e1", str(job_id), q.connection)
     with q.connection.pipeline() as pipe:
-        q.started_job_registry.add_execution(Execution("e1", str(job_id), q.connection), pipe)
+        q.started_job_registry.add_execution(execution, pipe, ttl=0)
         pipe.execute()
+    q.connection.zadd(q.started_job_registry.key, {execution.composite_key: time.time() + ttl})
+
+
+def test_a_job_running_on_a_worker_is_not_enqueued_again(settings: Settings) -> None:
+    _, job_id = _admitted_job(settings)
+    _taken_by_a_worker(settings, job_id, ttl=90)
     assert _reconcile(settings) == reconcile.Reconciled()
+
+
+def test_a_job_taken_by_a_worker_that_died_is_enqueued_again(settings: Settings) -> None:
+    _, job_id = _admitted_job(settings)
+    _taken_by_a_worker(settings, job_id, ttl=-1)
+    assert _reconcile(settings).requeued == [job_id]
+    assert queue.get_queue(settings).get_job_ids() == [str(job_id)]
 
 
 def test_a_job_lost_too_often_is_failed_and_refunded(settings: Settings) -> None:
