@@ -54,7 +54,8 @@ class Settings(BaseSettings):
     stale_job_seconds: float = Field(
         default=30.0,
         gt=0,
-        description="A running job whose heartbeat is older than this is marked failed.",
+        description="A running job whose heartbeat is older than this is marked failed; a "
+        "queued job older than this that is missing from the queue is enqueued again.",
     )
     api_workers: int = Field(
         default_factory=lambda: min(2, os.cpu_count() or 1),
