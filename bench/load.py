@@ -416,6 +416,8 @@ def main() -> None:
         help="extra PRIVCLUST_* settings for the service, e.g. PRIVCLUST_API_WORKERS=2",
     )
     args = parser.parse_args()
+    # Stopped from outside (timeout, kill): still stop the service and drop the database.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     extra = dict(item.split("=", 1) for item in args.env)
     body = blobs_csv(args.upload_rows, args.upload_cols, seed=1) if args.uploads else None
     if body is not None:
