@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
@@ -53,7 +54,29 @@ class Settings(BaseSettings):
     stale_job_seconds: float = Field(
         default=30.0,
         gt=0,
-        description="A running job whose heartbeat is older than this is marked failed.",
+        description="A running job whose heartbeat is older than this is marked failed; a "
+        "queued job older than this that is missing from the queue is enqueued again.",
+    )
+    api_workers: int = Field(
+        default_factory=lambda: min(2, os.cpu_count() or 1),
+        ge=1,
+        le=64,
+        description="API processes (uvicorn workers) sharing the port (default: 2, or 1 on a "
+        "single-core machine). Requests are CPU-bound in Python, so one process uses one core.",
+    )
+    access_log: bool = Field(default=True, description="Log one line per HTTP request.")
+    api_threads: int = Field(
+        default=16,
+        ge=1,
+        le=1000,
+        description="Threads that run request handlers in each API process; its database pool "
+        "holds as many connections, plus UPLOAD_THREADS, plus 4 for the sweeper and spikes.",
+    )
+    upload_threads: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Uploads ingested at once per API process; more wait their turn.",
     )
     worker_threads: int | None = Field(
         default=None,

@@ -7,7 +7,6 @@ for a socket), persists queued jobs with an append-only file, and dies with its 
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import signal
@@ -15,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from redis import Redis
@@ -31,11 +31,44 @@ def redis_server_binary() -> str:
     return path
 
 
-def die_with_parent() -> None:
-    """preexec_fn: the child gets SIGTERM if the process that started it dies (Linux)."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError):
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)
+PR_SET_PDEATHSIG = 1
+
+
+def _prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except OSError:
+        return None
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
+    """A preexec_fn: the child gets `sig` when the process that started it dies (Linux).
+
+    If that process already died before the child got here, the child sends `sig` to itself:
+    the kernel would never deliver it.
+    """
+    parent = os.getpid()
+    prctl = _prctl()  # loaded here: no dlopen between fork and exec
+
+    def preexec() -> None:
+        if prctl is not None:
+            prctl(PR_SET_PDEATHSIG, sig)
+            if os.getppid() != parent:
+                os.kill(os.getpid(), sig)
+
+    return preexec
+
+
+def exit_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Ask the kernel to send this process `sig` when its parent dies (Linux; else a no-op)."""
+    parent = os.getppid()
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(PR_SET_PDEATHSIG, sig)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), sig)
 
 
 def _free_port() -> int:
@@ -50,6 +83,7 @@ class EmbeddedRedis:
         self.persist = persist
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
+        self.port = 0  # kept across restarts, so that clients' URL stays valid
 
     def start(self, timeout: float = 15.0) -> str:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -76,15 +110,15 @@ class EmbeddedRedis:
             args += ["--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700"]
             self.url = f"unix://{sock}"
         else:
-            port = _free_port()
-            args += ["--port", str(port)]
-            self.url = f"redis://127.0.0.1:{port}/0"
+            self.port = self.port or _free_port()
+            args += ["--port", str(self.port)]
+            self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process = subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            preexec_fn=die_with_parent,
+            preexec_fn=die_with_parent(signal.SIGTERM),
             process_group=0,
         )
         deadline = time.monotonic() + timeout
@@ -94,7 +128,8 @@ class EmbeddedRedis:
                 tail = log.read_text()[-2000:] if log.exists() else ""
                 raise RuntimeError(f"embedded redis-server exited at start:\n{tail}")
             try:
-                Redis.from_url(self.url, socket_connect_timeout=1).ping()
+                with Redis.from_url(self.url, socket_connect_timeout=1) as probe:
+                    probe.ping()
                 return self.url
             except Exception:
                 if time.monotonic() > deadline:

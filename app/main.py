@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+import time
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
+from redis.exceptions import RedisError
+from sqlalchemy.orm import Session, sessionmaker
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app import __version__
 from app.api import problems
+from app.api.deps import configure_threads
 from app.api.routes import datasets, health, jobs, keys
 from app.config import Settings, get_settings
-from app.db.session import session_factory, session_scope
+from app.db.session import session_factory, unit_of_work
 from app.services import jobs as jobs_service
+from app.services import partial_uploads, queue, reconcile
 
 log = logging.getLogger("privclust.api")
 
@@ -45,25 +52,110 @@ def _operation_id(route: APIRoute) -> str:
     return route.name
 
 
-class _Sweeper(threading.Thread):
-    """Fails running jobs whose worker died (no heartbeat); their budget stays charged."""
+CLEANUP_EVERY = 600.0  # seconds between looks for partial uploads left by a killed API
 
-    def __init__(self, settings: Settings) -> None:
+
+def remove_partial_uploads(settings: Settings) -> None:
+    """Delete partial upload files that no process has written to for an hour, and say so."""
+    try:
+        removed = partial_uploads.remove_stale_partial_uploads(settings.datasets_dir)
+    except OSError:
+        log.exception("could not look for partial uploads in %s", settings.datasets_dir)
+        return
+    for f in removed:
+        log.warning(
+            "removed %s (%.1f MiB, untouched for %.0f min): a partial upload left by an API "
+            "process that stopped during the upload",
+            f.path,
+            f.size / 2**20,
+            f.idle_seconds / 60,
+        )
+
+
+class _Sweeper(threading.Thread):
+    """Keeps job states honest while the API runs.
+
+    - Fails running jobs whose worker died (no heartbeat); their budget stays charged.
+    - Re-enqueues queued jobs whose queue entry was lost (app.services.reconcile).
+    - Deletes partial uploads left by a killed API process (also done at start-up).
+    """
+
+    def __init__(self, settings: Settings, sessions: sessionmaker[Session]) -> None:
         super().__init__(daemon=True, name="stale-job-sweeper")
         self.settings = settings
+        self.sessions = sessions
         self.stopped = threading.Event()
         self.every = max(0.5, min(10.0, settings.stale_job_seconds / 3))
+        self._queue_down = False
 
     def run(self) -> None:
+        next_cleanup = time.monotonic() + CLEANUP_EVERY
         while not self.stopped.wait(self.every):
-            try:
-                with session_scope(self.settings.resolved_database_url) as session:
-                    for job_id in jobs_service.sweep_stale_jobs(
-                        session, self.settings.stale_job_seconds
-                    ):
-                        log.warning("job %s failed: its worker stopped", job_id)
-            except Exception:
-                log.exception("stale-job sweep failed; will retry")
+            self.sweep_stale()
+            self.reconcile()
+            if time.monotonic() >= next_cleanup:
+                next_cleanup = time.monotonic() + CLEANUP_EVERY
+                remove_partial_uploads(self.settings)
+
+    def sweep_stale(self) -> None:
+        try:
+            with unit_of_work(self.sessions) as session:
+                for job_id in jobs_service.sweep_stale_jobs(
+                    session, self.settings.stale_job_seconds
+                ):
+                    log.warning("job %s failed: its worker stopped", job_id)
+        except Exception:
+            log.exception("stale-job sweep failed; will retry")
+
+    def reconcile(self) -> None:
+        try:
+            reconcile.reconcile_queue(
+                self.sessions,
+                queue.get_queue(self.settings),
+                self.settings,
+                grace_seconds=self.settings.stale_job_seconds,
+            )
+        except (RedisError, RuntimeError) as exc:
+            if not self._queue_down:  # once per outage, not every few seconds
+                log.warning("cannot check queued jobs against the queue: %s", exc)
+            self._queue_down = True
+            return
+        except Exception:
+            log.exception("queue reconciliation failed; will retry")
+            return
+        if self._queue_down:
+            log.warning("the queue is reachable again; queued jobs are checked against it")
+        self._queue_down = False
+
+
+class _UploadLimit:
+    """Refuses an oversized upload from its Content-Length, before the body is read.
+
+    A plain ASGI middleware: `@app.middleware("http")` would put every request, polls
+    included, through an extra task and a pair of memory streams.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] == "http"
+            and scope["method"] == "POST"
+            and scope["path"].rstrip("/") == "/v1/datasets"
+        ):
+            length = Headers(scope=scope).get("content-length", "")
+            if length.isdigit() and int(length) > self.limit + 1024 * 1024:
+                response = problems.problem_response(
+                    413,
+                    "too-large",
+                    "Upload too large",
+                    f"the upload is {int(length)} bytes; the limit is {self.limit}",
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -71,7 +163,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        sweeper = _Sweeper(settings)
+        # Endpoints run on these threads; each holds at most one pooled connection at a time,
+        # and the pool has a connection for every thread (app.db.session.get_engine).
+        configure_threads(settings)
+        remove_partial_uploads(settings)
+        sweeper = _Sweeper(settings, app.state.sessionmaker)
         sweeper.start()
         yield
         sweeper.stopped.set()
@@ -84,30 +180,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.sessionmaker = session_factory(settings.resolved_database_url)
+    app.state.sessionmaker = session_factory(
+        settings.resolved_database_url, pool_size=settings.api_threads + settings.upload_threads
+    )
     problems.install(app)
 
-    @app.middleware("http")
-    async def _upload_limit(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        # Refuse an oversized upload from its Content-Length, before the body is read.
-        length = request.headers.get("content-length")
-        if (
-            request.method == "POST"
-            and request.url.path.rstrip("/") == "/v1/datasets"
-            and length
-            and length.isdigit()
-            and int(length) > settings.max_upload_bytes + 1024 * 1024
-        ):
-            return problems.problem_response(
-                413,
-                "too-large",
-                "Upload too large",
-                f"the upload is {int(length)} bytes; the limit is {settings.max_upload_bytes}",
-            )
-        return await call_next(request)
-
+    app.add_middleware(_UploadLimit, limit=settings.max_upload_bytes)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -1,42 +1,109 @@
-"""Request dependencies: settings, one DB session per request, the calling API key and its role."""
+"""Request dependencies: settings, one DB session per request, the calling API key and its role.
+
+A pooled database connection is only ever held by a thread that is running: a request's
+session connects inside the thread that runs its endpoint and is committed and closed in that
+same thread (`UnitOfWorkRoute`), and the API key is looked up in a short session of its own.
+Holding a connection while waiting for a free thread (to serialize a response, or to run the
+endpoint after authentication) deadlocked the server under concurrent polling: every thread
+waited for a connection held by a request that waited for a thread.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Annotated
+import asyncio
+import functools
+import inspect
+import weakref
+from collections.abc import AsyncIterator, Callable
+from typing import Annotated, Any
 
-from fastapi import Depends, Request
+import anyio
+from fastapi import Depends, Request, params
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from app.config import Settings
 from app.db.models import ApiKey
-from app.db.session import unit_of_work
+from app.db.session import finish
 from app.errors import Forbidden
 from app.services import keys as keys_service
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`")
 
 
-def get_settings_dep(request: Request) -> Settings:
+async def get_settings_dep(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    """One session per request: commit on success, roll back on any error."""
-    with unit_of_work(request.app.state.sessionmaker) as session:
+class _Limiters:
+    """Thread pools besides anyio's default one, per event loop (as anyio's own is).
+
+    `uploads`: endpoints that ingest an uploaded file take seconds of CPU each; they queue
+    here, holding nothing, instead of filling the threads that answer every other request.
+    `cleanup`: sessions an endpoint left open are finished here, so that finishing one never
+    waits behind requests that wait for a connection.
+    """
+
+    def __init__(self, upload_threads: int) -> None:
+        self.uploads = anyio.CapacityLimiter(upload_threads)
+        self.cleanup = anyio.CapacityLimiter(4)
+
+
+_limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Limiters] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def configure_threads(settings: Settings) -> None:
+    """Size this event loop's thread pools (call it from the app's lifespan)."""
+    anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
+    _limiters[asyncio.get_running_loop()] = _Limiters(settings.upload_threads)
+
+
+def _loop_limiters() -> _Limiters:
+    loop = asyncio.get_running_loop()
+    limiters = _limiters.get(loop)
+    if limiters is None:  # an app run without its lifespan
+        limiters = _limiters[loop] = _Limiters(Settings.model_fields["upload_threads"].default)
+    return limiters
+
+
+async def get_session(request: Request) -> AsyncIterator[Session]:
+    """One session per request. It connects lazily, inside the endpoint's thread."""
+    factory: sessionmaker[Session] = request.app.state.sessionmaker
+    session = factory()
+    failed = True
+    try:
         yield session
+        failed = False
+    finally:
+        if session.in_transaction():
+            await anyio.to_thread.run_sync(
+                functools.partial(finish, session, failed=failed),
+                limiter=_loop_limiters().cleanup,
+            )
+        else:
+            session.close()
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
 SessionDep = Annotated[Session, Depends(get_session)]
 
 
-def get_current_key(
-    session: SessionDep, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+def _authenticate(factory: sessionmaker[Session], secret: str | None) -> ApiKey:
+    # Its own short session: the connection goes back to the pool before this thread returns.
+    with factory() as session:
+        return keys_service.authenticate(session, secret)
+
+
+async def get_current_key(
+    request: Request,
+    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> ApiKey:
-    return keys_service.authenticate(session, creds.credentials if creds else None)
+    secret = creds.credentials if creds else None
+    return await anyio.to_thread.run_sync(_authenticate, request.app.state.sessionmaker, secret)
 
 
 CurrentKey = Annotated[ApiKey, Depends(get_current_key)]
@@ -50,9 +117,51 @@ def require(key: ApiKey, *roles: str) -> None:
         )
 
 
-def get_tenant_member(key: CurrentKey) -> ApiKey:
+async def get_tenant_member(key: CurrentKey) -> ApiKey:
     require(key, "owner", "analyst")
     return key
 
 
 TenantKey = Annotated[ApiKey, Depends(get_tenant_member)]
+
+
+def _call_as_unit_of_work(endpoint: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    sessions = [value for value in kwargs.values() if isinstance(value, Session)]
+    try:
+        result = endpoint(**kwargs)
+    except BaseException:
+        for session in sessions:
+            finish(session, failed=True)
+        raise
+    for session in sessions:
+        finish(session, failed=False)
+    return result
+
+
+class UnitOfWorkRoute(APIRoute):
+    """Runs a plain (sync) endpoint in a worker thread as one unit of work.
+
+    The request's session is committed (rolled back on error) and closed in the same thread
+    that ran the endpoint, before the response is serialized, so its connection is back in the
+    pool before the request needs anything else. The endpoint becomes a coroutine for FastAPI,
+    which then validates the response on the event loop instead of in yet another thread.
+    """
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        self.takes_upload = False
+        if not inspect.iscoroutinefunction(endpoint):
+            endpoint = self._in_worker_thread(endpoint)
+        super().__init__(path, endpoint, **kwargs)
+        self.takes_upload = any(
+            isinstance(p.field_info, params.File) for p in self.dependant.body_params
+        )
+
+    def _in_worker_thread(self, endpoint: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(endpoint)
+        async def run(**kwargs: Any) -> Any:
+            limiter = _loop_limiters().uploads if self.takes_upload else None
+            return await anyio.to_thread.run_sync(
+                _call_as_unit_of_work, endpoint, kwargs, limiter=limiter
+            )
+
+        return run

@@ -1,13 +1,17 @@
-"""`privclust serve`: everything in one command on embedded defaults.
+"""`privclust serve`: everything in one command on embedded defaults, kept running.
 
 Migrates the database (SQLite under the data dir unless PRIVCLUST_DATABASE_URL is set), starts
-an embedded redis-server unless PRIVCLUST_REDIS_URL is set, then the API and one worker as child
-processes. Ctrl-C or SIGTERM stops every child; children also die if this process is killed.
+an embedded redis-server unless PRIVCLUST_REDIS_URL is set, then the API and the workers as
+child processes, and supervises them: a child that dies is restarted after a backoff (1 s,
+doubling up to 30 s while it keeps dying young; at most 5 restarts a minute per child), and the
+others keep running meanwhile. Ctrl-C or SIGTERM stops every child. If `serve` itself is killed,
+the kernel kills its children (PR_SET_PDEATHSIG), so none outlives it.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import fcntl
 import os
 import signal
@@ -15,10 +19,16 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 from app.config import Settings, get_settings
+
+BACKOFF_FIRST = 1.0
+BACKOFF_MAX = 30.0
+STABLE_AFTER = 60.0  # a child that ran this long before dying gets the first, shortest backoff
+MAX_RESTARTS_PER_MINUTE = 5
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,22 +59,89 @@ def acquire_lock(run_dir: Path) -> IO[str]:
     return fh
 
 
+def say(message: str) -> None:
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    print(f"{stamp} privclust serve: {message}", file=sys.stderr, flush=True)
+
+
 def _spawn(command: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
     from app.embedded_redis import die_with_parent
 
     # Own process group: Ctrl-C reaches only `serve`, which then stops children in order.
+    # SIGKILL if `serve` dies: a worker asked to stop with SIGTERM would first finish its job,
+    # and nothing would be left to stop it after that.
     return subprocess.Popen(
         [sys.executable, "-m", "app.cli", command],
         env=env,
-        preexec_fn=die_with_parent,
+        preexec_fn=die_with_parent(signal.SIGKILL),
         process_group=0,
     )
 
 
-def _wait_healthy(url: str, procs: list[subprocess.Popen[bytes]], timeout: float) -> bool:
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+class Supervised:
+    """One child process that `serve` keeps running."""
+
+    def __init__(self, name: str, start: Callable[[], subprocess.Popen[bytes]]) -> None:
+        self.name = name
+        self._start = start
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0
+        self.quick_deaths = 0
+        self.restarts: collections.deque[float] = collections.deque()
+        self.restart_at: float | None = None
+
+    def start(self) -> None:
+        self.proc = self._start()
+        self.started_at = time.monotonic()
+
+    def check(self, now: float) -> None:
+        """Notice a death and schedule a restart; restart once its backoff has passed."""
+        if self.restart_at is None:
+            if self.proc is None or self.proc.poll() is None:
+                return
+            lived = now - self.started_at
+            self.quick_deaths = 0 if lived >= STABLE_AFTER else self.quick_deaths + 1
+            self._schedule(
+                now,
+                f"{self.name} (pid {self.proc.pid}) "
+                f"{_describe_exit(self.proc.returncode)} after {lived:.0f} s",
+            )
+        elif now >= self.restart_at:
+            self.restart_at = None
+            self.restarts.append(now)
+            try:
+                self.start()
+            except Exception as exc:
+                self.quick_deaths += 1
+                self._schedule(now, f"{self.name} could not be started ({exc})")
+                return
+            assert self.proc is not None
+            say(f"{self.name} restarted (pid {self.proc.pid})")
+
+    def _schedule(self, now: float, what: str) -> None:
+        delay = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** max(0, self.quick_deaths - 1))
+        while self.restarts and now - self.restarts[0] >= 60:
+            self.restarts.popleft()
+        if len(self.restarts) >= MAX_RESTARTS_PER_MINUTE:
+            delay = max(delay, self.restarts[0] + 60 - now)
+        self.restart_at = now + delay
+        say(f"{what}; restarting it in {delay:.0f} s")
+
+
+def _wait_healthy(url: str, api: Supervised, others: list[Supervised], timeout: float) -> bool:
+    """Wait for the API to answer; the other children are already supervised meanwhile."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if any(p.poll() is not None for p in procs):
+        if api.proc is None or api.proc.poll() is not None:
             return False
         try:
             with urllib.request.urlopen(url, timeout=1) as resp:
@@ -72,6 +149,9 @@ def _wait_healthy(url: str, procs: list[subprocess.Popen[bytes]], timeout: float
                     return True
         except OSError:
             pass
+        now = time.monotonic()
+        for child in others:
+            child.check(now)
         time.sleep(0.2)
     return False
 
@@ -121,33 +201,48 @@ def run(args: argparse.Namespace) -> int:
     env["PRIVCLUST_DATA_DIR"] = str(data_dir)
     redis: EmbeddedRedis | None = None
     url_file = redis_url_file(settings)
-    children: list[subprocess.Popen[bytes]] = []
+    children: list[Supervised] = []
     try:
         if not settings.redis_url:
-            redis = EmbeddedRedis(data_dir / "redis")
-            env["PRIVCLUST_REDIS_URL"] = redis.start()
-            url_file.write_text(env["PRIVCLUST_REDIS_URL"])
-        children.append(_spawn("api", env))
-        children.extend(_spawn("worker", env) for _ in range(max(1, args.workers)))
+            embedded = redis = EmbeddedRedis(data_dir / "redis")
+
+            def start_redis() -> subprocess.Popen[bytes]:
+                embedded.start()
+                assert embedded.process is not None
+                return embedded.process
+
+            redis_child = Supervised("redis-server", start_redis)
+            redis_child.start()
+            env["PRIVCLUST_REDIS_URL"] = redis.url
+            url_file.write_text(redis.url)
+            children.append(redis_child)
+        api = Supervised("API", lambda: _spawn("api", env))
+        api.start()
+        children.append(api)
+        for i in range(max(1, args.workers)):
+            worker = Supervised(f"worker {i + 1}", lambda: _spawn("worker", env))
+            worker.start()
+            children.append(worker)
         base = f"http://{settings.host}:{settings.port}"
-        if not _wait_healthy(base + "/healthz", children, timeout=60) and not stopping:
+        others = [c for c in children if c is not api]
+        if not _wait_healthy(base + "/healthz", api, others, timeout=60) and not stopping:
             print("privclust: the API did not start; see the messages above", file=sys.stderr)
             return 1
         if not stopping:
             _banner(settings, base, token)
         while not stopping:
-            for p in children:
-                if p.poll() is not None:
-                    print(
-                        f"privclust: a child process exited (code {p.returncode}); stopping",
-                        file=sys.stderr,
-                    )
-                    return 1
+            now = time.monotonic()
+            for child in children:
+                if not stopping:
+                    child.check(now)
             time.sleep(0.3)
         return 0
     finally:
         print("privclust: stopping…", file=sys.stderr, flush=True)
-        _stop(children)
+        # Workers and the API first, the queue they use last.
+        _stop(
+            [c.proc for c in reversed(children) if c.proc is not None and c.name != "redis-server"]
+        )
         if redis is not None:
             redis.stop()
             url_file.unlink(missing_ok=True)

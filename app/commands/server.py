@@ -1,8 +1,12 @@
-"""`privclust api`: run the HTTP API with uvicorn."""
+"""`privclust api`: run the HTTP API with uvicorn (PRIVCLUST_API_WORKERS processes)."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -12,6 +16,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def worker_app() -> FastAPI:
+    """The app of one of several uvicorn worker processes, which must not outlive their parent."""
+    import signal
+
+    from app.embedded_redis import exit_with_parent
+    from app.main import create_app
+
+    exit_with_parent(signal.SIGKILL)
+    return create_app()
+
+
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -19,12 +34,22 @@ def run(args: argparse.Namespace) -> int:
     from app.main import create_app
 
     settings = get_settings()
-    uvicorn.run(
-        create_app(settings),
-        host=args.host or settings.host,
-        port=args.port or settings.port,
-        log_level="info",
-        proxy_headers=True,
-        timeout_graceful_shutdown=5,
-    )
+    options: dict[str, Any] = {
+        "host": args.host or settings.host,
+        "port": args.port or settings.port,
+        "log_level": "info",
+        "access_log": settings.access_log,
+        "proxy_headers": True,
+        "timeout_graceful_shutdown": 5,
+    }
+    if settings.api_workers > 1:
+        # Processes sharing the listening socket; each builds its app from the environment.
+        uvicorn.run(
+            "app.commands.server:worker_app",
+            factory=True,
+            workers=settings.api_workers,
+            **options,
+        )
+    else:
+        uvicorn.run(create_app(settings), **options)
     return 0

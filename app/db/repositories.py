@@ -129,6 +129,18 @@ def job_for_tenant(session: Session, job_id: uuid.UUID, tenant: str) -> Job | No
     return session.scalar(select(Job).where(Job.id == job_id, Job.tenant == tenant))
 
 
+def job_and_columns_for_tenant(
+    session: Session, job_id: uuid.UUID, tenant: str
+) -> tuple[Job, list[str]] | None:
+    """A job with its dataset's column names, in one query (what a poll needs)."""
+    row = session.execute(
+        select(Job, Dataset.columns)
+        .join(Dataset, Dataset.id == Job.dataset_id)
+        .where(Job.id == job_id, Job.tenant == tenant)
+    ).first()
+    return None if row is None else (row[0], list(row[1]))
+
+
 def job_by_idempotency_key(session: Session, tenant: str, key: str) -> Job | None:
     return session.scalar(select(Job).where(Job.tenant == tenant, Job.idempotency_key == key))
 
@@ -176,6 +188,23 @@ def stale_running_jobs(session: Session, cutoff: datetime) -> Sequence[Job]:
             Job.status == "running", or_(Job.heartbeat_at < cutoff, Job.heartbeat_at.is_(None))
         )
     ).all()
+
+
+def queued_jobs_created_before(
+    session: Session, cutoff: datetime, limit: int = 500
+) -> Sequence[Job]:
+    """Jobs still queued that were admitted before `cutoff`, oldest first."""
+    return session.scalars(
+        select(Job)
+        .where(Job.status == "queued", Job.created_at < cutoff)
+        .order_by(Job.created_at)
+        .limit(limit)
+    ).all()
+
+
+def job_status(session: Session, job_id: uuid.UUID) -> str | None:
+    """The job's status as the database has it now (not as this session last loaded it)."""
+    return session.scalar(select(Job.status).where(Job.id == job_id))
 
 
 def now() -> datetime:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.orm import Session, sessionmaker
 
 IMMEDIATE = {"privclust_immediate": True}
@@ -15,6 +17,7 @@ IMMEDIATE = {"privclust_immediate": True}
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
+    """An engine for `url`; keyword arguments (e.g. pool_size) go to `create_engine`."""
     if url.startswith("sqlite"):
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
@@ -22,7 +25,38 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
         engine = create_engine(url, connect_args={"timeout": 30}, **kwargs)
         _configure_sqlite(engine)
         return engine
-    return create_engine(url, pool_pre_ping=True, **kwargs)
+    engine = create_engine(url, **kwargs)
+    _ping_when_idle(engine)
+    return engine
+
+
+PING_AFTER_IDLE_SECONDS = 10.0
+
+
+def _ping_when_idle(engine: Engine) -> None:
+    """Test a pooled connection before use if it sat idle for a while (the server may have
+    restarted since); replace it if it is dead.
+
+    SQLAlchemy's pool_pre_ping does this on every checkout: a round trip per checkout that cost
+    about a third of the polling throughput on PostgreSQL. A connection in steady use needs no
+    test: if the server goes away under load, the statement that finds out fails (503) and
+    SQLAlchemy replaces every connection of the pool that is older than that failure.
+    """
+
+    @event.listens_for(engine, "checkin")
+    def _on_checkin(_dbapi_connection: Any, record: Any) -> None:
+        record.info["privclust_idle_since"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _on_checkout(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        idle_since = record.info.get("privclust_idle_since")
+        if idle_since is None or time.monotonic() - idle_since < PING_AFTER_IDLE_SECONDS:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            # The pool discards this connection and checks out (or opens) another.
+            raise DisconnectionError(f"pooled connection failed its ping: {exc}") from exc
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -44,21 +78,44 @@ def _configure_sqlite(engine: Engine) -> None:
             conn.exec_driver_sql("BEGIN")
 
 
-_engines: dict[tuple[int, str], Engine] = {}
+_engines: dict[tuple[int, str, int | None], Engine] = {}
 
 
-def get_engine(url: str) -> Engine:
-    """One engine per process and URL; a forked worker gets its own (never share a pool)."""
-    key = (os.getpid(), url)
+def get_engine(url: str, pool_size: int | None = None) -> Engine:
+    """One engine per process, URL and pool size; a forked worker gets its own pool.
+
+    `pool_size` None is SQLAlchemy's default pool (5 + 10 overflow), right for workers and the
+    CLI. The API passes its thread count: a request thread then never waits for a connection,
+    because a request holds a connection only while one of its threads runs.
+    """
+    key = (os.getpid(), url, pool_size)
     engine = _engines.get(key)
     if engine is None:
-        engine = make_engine(url)
+        sizing = {} if pool_size is None else {"pool_size": pool_size, "max_overflow": 4}
+        engine = make_engine(url, **sizing)
         _engines[key] = engine
     return engine
 
 
-def session_factory(url: str) -> sessionmaker[Session]:
-    return sessionmaker(bind=get_engine(url), expire_on_commit=False)
+def session_factory(url: str, pool_size: int | None = None) -> sessionmaker[Session]:
+    return sessionmaker(bind=get_engine(url, pool_size), expire_on_commit=False)
+
+
+def finish(session: Session, *, failed: bool) -> None:
+    """End a unit of work: commit it (or roll it back if it failed), then close the session.
+
+    Closing returns the session's connection to the pool; the objects it loaded stay readable.
+    """
+    try:
+        if failed:
+            session.rollback()
+        else:
+            session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
 
 
 @contextmanager
@@ -67,12 +124,10 @@ def unit_of_work(factory: sessionmaker[Session]) -> Iterator[Session]:
     session = factory()
     try:
         yield session
-        session.commit()
     except BaseException:
-        session.rollback()
+        finish(session, failed=True)
         raise
-    finally:
-        session.close()
+    finish(session, failed=False)
 
 
 def session_scope(url: str) -> AbstractContextManager[Session]:

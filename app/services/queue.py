@@ -49,9 +49,9 @@ def get_queue(settings: Settings, connection: Redis | None = None) -> Queue:
     return Queue(settings.queue_name, connection=conn, serializer=JSONSerializer)
 
 
-def enqueue_job(settings: Settings, job_id: uuid.UUID) -> None:
+def enqueue_job(settings: Settings, job_id: uuid.UUID, queue: Queue | None = None) -> None:
     """Deterministic RQ id (= our job id); status and results live in the database, not RQ."""
-    get_queue(settings).enqueue_call(
+    (queue or get_queue(settings)).enqueue_call(
         func=TASK,
         args=(str(job_id),),
         job_id=str(job_id),

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Query, UploadFile
 
-from app.api.deps import SessionDep, SettingsDep, TenantKey, require
+from app.api.deps import SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute, require
 from app.api.problems import responses
 from app.api.schemas import (
     Budget,
@@ -22,8 +22,8 @@ from app.db import repositories as repo
 from app.services import datasets as datasets_service
 from app.services import ledger
 
-router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
-budget_router = APIRouter(prefix="/v1/datasets", tags=["budget"])
+router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=UnitOfWorkRoute)
+budget_router = APIRouter(prefix="/v1/datasets", tags=["budget"], route_class=UnitOfWorkRoute)
 
 JSON_ARRAY = "A JSON array, e.g. [0, 0, 0]."
 # The form fields that carry JSON are plain strings to multipart; these patterns say which

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Header, Query, Response
 from sqlalchemy.exc import IntegrityError
 
-from app.api.deps import SessionDep, SettingsDep, TenantKey
+from app.api.deps import SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute
 from app.api.problems import responses
 from app.api.schemas import Budget, Estimate, JobCreate, JobOut, Page, Privacy
 from app.db import repositories as repo
@@ -18,7 +18,7 @@ from app.services import datasets as datasets_service
 from app.services import jobs as jobs_service
 from app.services import ledger, queue
 
-router = APIRouter(prefix="/v1", tags=["jobs"])
+router = APIRouter(prefix="/v1", tags=["jobs"], route_class=UnitOfWorkRoute)
 
 IdempotencyKey = Annotated[
     str | None,
@@ -135,20 +135,19 @@ def jobs_estimate(
     )
 
 
-def _job(session: SessionDep, job_id: uuid.UUID, tenant: str) -> tuple[Job, Dataset]:
-    job = repo.job_for_tenant(session, job_id, tenant)
-    if job is None:
+def _job(session: SessionDep, job_id: uuid.UUID, tenant: str) -> tuple[Job, list[str]]:
+    """The job and its dataset's column names (one query: clients poll this)."""
+    found = repo.job_and_columns_for_tenant(session, job_id, tenant)
+    if found is None:
         raise NotFound("no such job", code="job-not-found")
-    dataset = session.get(Dataset, job.dataset_id)
-    assert dataset is not None
-    return job, dataset
+    return found
 
 
 @router.get("/jobs/{job_id}", response_model=JobOut, responses=responses(401, 403, 404))
 def jobs_get(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOut:
     """A job's status, progress, privacy cost and, once succeeded, its private centres."""
-    job, dataset = _job(session, job_id, key.tenant)
-    return JobOut.of(job, dataset.columns)
+    job, columns = _job(session, job_id, key.tenant)
+    return JobOut.of(job, columns)
 
 
 @router.get("/jobs", response_model=Page[JobOut], responses=responses(401, 403, 422))
@@ -181,8 +180,8 @@ def jobs_list(
 )
 def jobs_cancel(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOut:
     """A queued job is cancelled and refunded; a running job is stopped and stays charged."""
-    job, dataset = _job(session, job_id, key.tenant)
+    job, columns = _job(session, job_id, key.tenant)
     ledger.begin_budget_transaction(session)
     job = jobs_service.cancel(session, job, key.id)
     session.commit()
-    return JobOut.of(job, dataset.columns)
+    return JobOut.of(job, columns)

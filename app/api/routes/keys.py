@@ -7,13 +7,13 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from app.api.deps import CurrentKey, SessionDep, require
+from app.api.deps import CurrentKey, SessionDep, UnitOfWorkRoute, require
 from app.api.problems import responses
 from app.api.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyOut, Page
 from app.db import repositories as repo
 from app.services import keys as keys_service
 
-router = APIRouter(prefix="/v1/api-keys", tags=["keys"])
+router = APIRouter(prefix="/v1/api-keys", tags=["keys"], route_class=UnitOfWorkRoute)
 
 
 @router.post("", status_code=201, response_model=ApiKeyCreated, responses=responses(401, 403, 422))

@@ -1,0 +1,447 @@
+"""Load benchmark: many clients polling GET /v1/jobs/{id}, optionally during large uploads.
+
+Starts `privclust serve` itself on a temporary data dir: SQLite with the embedded Redis, and,
+when PostgreSQL and Redis answer on this machine, PostgreSQL (a throwaway database) with that
+Redis. Creates keys, a dataset and a job, then for each concurrency level keeps that many HTTP/1.1
+keep-alive connections polling the job with one analyst key and prints requests per second,
+errors, timeouts and latency percentiles. `--uploads N` runs a second measurement at the highest
+level while N owner uploads of a ROWS x COLS CSV go on at the same time.
+
+The client is a minimal asyncio HTTP/1.1 client (no wrk needed) so that it takes as little of the
+machine's CPU as possible; its own CPU time is printed beside the results. Prints tables; never
+asserts on timings.
+
+    .venv/bin/python bench/load.py                       # 20/60/200 connections, 30 s each
+    .venv/bin/python bench/load.py --duration 5 --backends sqlite
+    .venv/bin/python bench/load.py --connections 200 --uploads 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import os
+import resource
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+PG_ADMIN_URL = os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
+LOG_PATTERNS = ("QueuePool limit", "database is locked", "Traceback", " 500 ", " 503 ")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# --- the service under test --------------------------------------------------------------------
+
+
+@dataclass
+class Service:
+    name: str
+    base: str
+    port: int
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    admin: str
+
+    def log_counts(self, since: int = 0) -> dict[str, int]:
+        text = self.log_path.read_bytes()[since:].decode(errors="replace")
+        return {p.strip(): text.count(p) for p in LOG_PATTERNS}
+
+    def log_size(self) -> int:
+        return self.log_path.stat().st_size
+
+
+@contextlib.contextmanager
+def serve(name: str, data_dir: Path, extra_env: dict[str, str]) -> Iterator[Service]:
+    """`privclust serve` on a free port; stopped (SIGTERM, then SIGKILL) at exit."""
+    port = free_port()
+    admin = "pck_bench_" + secrets.token_urlsafe(16)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVCLUST_")}
+    env.update(
+        PRIVCLUST_DATA_DIR=str(data_dir),
+        PRIVCLUST_PORT=str(port),
+        PRIVCLUST_HOST="127.0.0.1",
+        PRIVCLUST_ADMIN_TOKEN=admin,
+        PRIVCLUST_WORKER_THREADS="1",
+        PYTHONUNBUFFERED="1",
+        **extra_env,
+    )
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log_path = data_dir.parent / f"{name}-serve.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve"],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    svc = Service(name, f"http://127.0.0.1:{port}", port, proc, log_path, admin)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"serve exited:\n{log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(svc.base + "/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"serve did not get ready:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.3)
+        yield svc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@contextlib.contextmanager
+def postgres_database() -> Iterator[str | None]:
+    """A throwaway database on this machine's PostgreSQL, or None when it is not reachable."""
+    try:
+        import psycopg
+        import redis
+
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3).ping()
+        name = f"privclust_bench_{int(time.time())}_{os.getpid()}"
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    except Exception as exc:
+        print(f"PostgreSQL/Redis not reachable ({type(exc).__name__}: {exc}); skipping them")
+        yield None
+        return
+    try:
+        yield (
+            "postgresql+psycopg://" + PG_ADMIN_URL.split("://", 1)[1].rsplit("/", 1)[0] + "/" + name
+        )
+    finally:
+        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        redis.Redis.from_url(REDIS_URL).flushdb()
+
+
+def blobs_csv(rows: int, cols: int, seed: int = 0) -> bytes:
+    rng = np.random.default_rng(seed)
+    centers = rng.uniform(-5, 5, (8, cols))
+    x = centers[rng.integers(0, 8, rows)] + rng.normal(0, 0.5, (rows, cols))
+    buf = io.BytesIO()
+    buf.write((",".join(f"c{i}" for i in range(cols)) + "\n").encode())
+    np.savetxt(buf, x, delimiter=",", fmt="%.5f")
+    return buf.getvalue()
+
+
+@dataclass
+class Fixture:
+    owner: str
+    analyst: str
+    dataset_id: str
+    job_id: str
+
+
+def setup(svc: Service) -> Fixture:
+    with httpx.Client(base_url=svc.base, timeout=60) as c:
+        admin = {"Authorization": f"Bearer {svc.admin}"}
+
+        def new_key(role: str) -> str:
+            r = c.post("/v1/api-keys", headers=admin, json={"tenant": "bench", "role": role})
+            r.raise_for_status()
+            return str(r.json()["key"])
+
+        owner, analyst = new_key("owner"), new_key("analyst")
+        r = c.post(
+            "/v1/datasets",
+            headers={"Authorization": f"Bearer {owner}"},
+            data={"name": "poll", "epsilon": "100", "delta": "1e-6", "radius": "20"},
+            files={"file": ("poll.csv", blobs_csv(2000, 4), "text/csv")},
+        )
+        r.raise_for_status()
+        dataset_id = r.json()["id"]
+        r = c.post(
+            f"/v1/datasets/{dataset_id}/jobs",
+            headers={"Authorization": f"Bearer {analyst}"},
+            json={"k": 4, "epsilon": 1.0},
+        )
+        r.raise_for_status()
+        return Fixture(owner, analyst, dataset_id, r.json()["id"])
+
+
+# --- the polling client ------------------------------------------------------------------------
+
+
+@dataclass
+class Stats:
+    latencies: list[float] = field(default_factory=list)
+    statuses: Counter[int] = field(default_factory=Counter)
+    timeouts: int = 0
+    errors: int = 0  # connection errors and malformed responses
+
+    @property
+    def failures(self) -> int:
+        return self.timeouts + self.errors + sum(n for s, n in self.statuses.items() if s != 200)
+
+
+async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bool]:
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    length, close = None, False
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        name = name.strip().lower()
+        if name == "content-length":
+            length = int(value.strip())
+        elif name == "connection" and value.strip().lower() == "close":
+            close = True
+    if length is None:
+        raise ValueError("response without Content-Length")
+    await reader.readexactly(length)
+    return status, close
+
+
+async def _poller(port: int, request: bytes, stop_at: float, timeout: float, stats: Stats) -> None:
+    writer: asyncio.StreamWriter | None = None
+    reader: asyncio.StreamReader | None = None
+    while time.monotonic() < stop_at:
+        if writer is None:
+            try:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection("127.0.0.1", port), timeout
+                )
+            except (OSError, TimeoutError):
+                stats.errors += 1
+                await asyncio.sleep(0.05)
+                continue
+        assert reader is not None
+        t0 = time.perf_counter()
+        close = False
+        try:
+            writer.write(request)
+            status, close = await asyncio.wait_for(_read_response(reader), timeout)
+        except TimeoutError:
+            stats.timeouts += 1
+            close = True
+        except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            stats.errors += 1
+            close = True
+        else:
+            stats.latencies.append(time.perf_counter() - t0)
+            stats.statuses[status] += 1
+        if close:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+            writer = reader = None
+    if writer is not None:
+        writer.close()
+
+
+async def _poll(
+    port: int, path: str, key: str, conns: int, seconds: float, timeout: float
+) -> Stats:
+    request = (
+        f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Authorization: Bearer {key}\r\nAccept: application/json\r\n\r\n"
+    ).encode()
+    stats = Stats()
+    stop_at = time.monotonic() + seconds
+    await asyncio.gather(*(_poller(port, request, stop_at, timeout, stats) for _ in range(conns)))
+    return stats
+
+
+def poll(port: int, path: str, key: str, conns: int, seconds: float, timeout: float) -> Stats:
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop comes with uvicorn[standard]
+        runner = asyncio.run
+    return runner(_poll(port, path, key, conns, seconds, timeout))
+
+
+# --- uploads during polling --------------------------------------------------------------------
+
+
+@dataclass
+class UploadOutcome:
+    status: int | str
+    seconds: float
+
+
+def upload_storm(
+    svc: Service, owner: str, body: bytes, n: int, timeout: float
+) -> tuple[list[UploadOutcome], list[threading.Thread]]:
+    outcomes: list[UploadOutcome] = []
+
+    def one(i: int) -> None:
+        t0 = time.monotonic()
+        try:
+            with httpx.Client(base_url=svc.base, timeout=timeout) as c:
+                r = c.post(
+                    "/v1/datasets",
+                    headers={"Authorization": f"Bearer {owner}"},
+                    data={"name": f"up{i}", "epsilon": "1", "delta": "1e-6", "radius": "50"},
+                    files={"file": (f"up{i}.csv", body, "text/csv")},
+                )
+            outcomes.append(UploadOutcome(r.status_code, time.monotonic() - t0))
+        except httpx.HTTPError as exc:
+            outcomes.append(UploadOutcome(type(exc).__name__, time.monotonic() - t0))
+
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    return outcomes, threads
+
+
+# --- reporting ---------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    return statistics.quantiles(values, n=1000, method="inclusive")[int(q * 10) - 1]
+
+
+def row(backend: str, label: str, conns: int, seconds: float, stats: Stats, cpu: float) -> str:
+    ok = stats.statuses.get(200, 0)
+    lat = sorted(stats.latencies)
+    other = {s: n for s, n in stats.statuses.items() if s != 200}
+    return (
+        f"| {backend} | {label} | {conns} | {ok / seconds:.0f} | {ok} | "
+        f"{stats.failures} ({stats.timeouts} timeouts{', ' + str(other) if other else ''}"
+        f"{', ' + str(stats.errors) + ' conn' if stats.errors else ''}) | "
+        f"{1000 * percentile(lat, 50):.0f} | {1000 * percentile(lat, 95):.0f} | "
+        f"{1000 * percentile(lat, 99):.0f} | {1000 * max(lat, default=float('nan')):.0f} | "
+        f"{cpu:.0f}% |"
+    )
+
+
+HEADER = (
+    "| backend | load | connections | req/s (200 OK) | answered 200 | failed | p50 ms | p95 ms "
+    "| p99 ms | max ms | client CPU |\n|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def client_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def run_backend(
+    name: str, svc: Service, args: argparse.Namespace, upload_body: bytes | None
+) -> None:
+    fx = setup(svc)
+    path = f"/v1/jobs/{fx.job_id}"
+    poll(svc.port, path, fx.analyst, 10, 1.0, args.timeout)  # warm-up
+    for conns in args.connections:
+        since = svc.log_size()
+        cpu0, t0 = client_cpu(), time.monotonic()
+        stats = poll(svc.port, path, fx.analyst, conns, args.duration, args.timeout)
+        elapsed = time.monotonic() - t0
+        cpu = 100 * (client_cpu() - cpu0) / elapsed
+        print(row(name, "polling", conns, elapsed, stats, cpu), flush=True)
+        counts = {k: v for k, v in svc.log_counts(since).items() if v}
+        if counts:
+            print(f"|   | server log: {counts} |", flush=True)
+    if upload_body is not None and args.uploads:
+        conns = max(args.connections)
+        since = svc.log_size()
+        outcomes, threads = upload_storm(
+            svc, fx.owner, upload_body, args.uploads, args.upload_timeout
+        )
+        cpu0, t0 = client_cpu(), time.monotonic()
+        stats = poll(svc.port, path, fx.analyst, conns, args.duration, args.timeout)
+        elapsed = time.monotonic() - t0
+        cpu = 100 * (client_cpu() - cpu0) / elapsed
+        for t in threads:
+            t.join(args.upload_timeout + 5)
+        label = f"polling + {args.uploads} uploads"
+        print(row(name, label, conns, elapsed, stats, cpu), flush=True)
+        codes = Counter(o.status for o in outcomes)
+        times = sorted(o.seconds for o in outcomes)
+        print(
+            f"|   | uploads answered: {dict(codes)}; seconds min/median/max "
+            f"{times[0]:.1f}/{statistics.median(times):.1f}/{times[-1]:.1f} |"
+            if times
+            else "|   | no upload answered |",
+            flush=True,
+        )
+        counts = {k: v for k, v in svc.log_counts(since).items() if v}
+        if counts:
+            print(f"|   | server log: {counts} |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backends", nargs="+", default=["sqlite", "postgres"])
+    parser.add_argument("--connections", nargs="+", type=int, default=[20, 60, 200])
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds per level")
+    parser.add_argument("--timeout", type=float, default=5.0, help="per-request timeout, s")
+    parser.add_argument("--uploads", type=int, default=0, help="concurrent uploads (0: none)")
+    parser.add_argument("--upload-rows", type=int, default=100_000)
+    parser.add_argument("--upload-cols", type=int, default=16)
+    parser.add_argument("--upload-timeout", type=float, default=300.0)
+    parser.add_argument(
+        "--env",
+        nargs="*",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra PRIVCLUST_* settings for the service, e.g. PRIVCLUST_API_WORKERS=2",
+    )
+    args = parser.parse_args()
+    # Stopped from outside (timeout, kill): still stop the service and drop the database.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    extra = dict(item.split("=", 1) for item in args.env)
+    body = blobs_csv(args.upload_rows, args.upload_cols, seed=1) if args.uploads else None
+    if body is not None:
+        print(f"upload body: {args.upload_rows} x {args.upload_cols} CSV, {len(body) / 1e6:.1f} MB")
+    print(
+        f"{args.duration:g} s per level, per-request timeout {args.timeout:g} s, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}\n"
+    )
+    print(HEADER, flush=True)
+    with tempfile.TemporaryDirectory(prefix="privclust-load-") as tmp:
+        if "sqlite" in args.backends:
+            with serve("sqlite", Path(tmp) / "sqlite" / "var", extra) as svc:
+                run_backend("SQLite", svc, args, body)
+        if "postgres" in args.backends:
+            with postgres_database() as url:
+                if url is not None:
+                    env = {
+                        **extra,
+                        "PRIVCLUST_DATABASE_URL": url,
+                        "PRIVCLUST_REDIS_URL": REDIS_URL,
+                    }
+                    with serve("postgres", Path(tmp) / "postgres" / "var", env) as svc:
+                        run_backend("PostgreSQL", svc, args, body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""A queued job whose queue entry is lost still runs: the API's sweeper enqueues it again."""
+
+from __future__ import annotations
+
+import io
+import signal
+import time
+
+import numpy as np
+import pytest
+from redis import Redis
+from rq import Queue
+
+from tests.e2e.conftest import Stack
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+
+
+def test_a_job_whose_queue_entry_was_flushed_runs(stack: Stack) -> None:
+    # No worker for now, so that the job waits in the queue.
+    worker = stack.workers[0]
+    worker.send_signal(signal.SIGTERM)
+    worker.wait(30)
+    with stack.client(stack.admin_key) as admin:
+        owner_key = admin.post("/v1/api-keys", json={"tenant": "acme", "role": "owner"})
+        analyst_key = admin.post("/v1/api-keys", json={"tenant": "acme", "role": "analyst"})
+    rows = np.random.default_rng(1).normal(0, 1, (300, 2))
+    body = "a,b\n" + "\n".join(f"{x:.5f},{y:.5f}" for x, y in rows) + "\n"
+    with (
+        stack.client(owner_key.json()["key"]) as owner,
+        stack.client(analyst_key.json()["key"]) as analyst,
+    ):
+        r = owner.post(
+            "/v1/datasets",
+            data={"name": "lost", "epsilon": "2", "delta": "1e-6", "radius": "5"},
+            files={"file": ("x.csv", io.BytesIO(body.encode()), "text/csv")},
+        )
+        assert r.status_code == 201, r.text
+        dataset = r.json()
+        job = analyst.post(f"/v1/datasets/{dataset['id']}/jobs", json={"k": 2, "epsilon": 1.0})
+        assert job.status_code == 202, job.text
+        job_id = job.json()["id"]
+
+        redis = Redis.from_url(stack.env["PRIVCLUST_REDIS_URL"])
+        queue = Queue(stack.env["PRIVCLUST_QUEUE_NAME"], connection=redis)
+        assert queue.get_job_ids() == [job_id]
+        redis.flushdb()  # the queue forgets the job; the database still has it queued
+        lost_at = time.monotonic()
+
+        deadline = lost_at + 120
+        while queue.get_job_ids() != [job_id]:
+            assert time.monotonic() < deadline, "never enqueued again\n" + stack.logs()
+            time.sleep(0.2)
+        stack.start_worker()
+        while (status := analyst.get(f"/v1/jobs/{job_id}").json()["status"]) not in (
+            "succeeded",
+            "failed",
+        ):
+            assert time.monotonic() < deadline, f"still {status}\n" + stack.logs()
+            time.sleep(0.2)
+        assert status == "succeeded"
+        entries = analyst.get(f"/v1/datasets/{dataset['id']}/ledger").json()["entries"]
+        assert [e["kind"] for e in entries if e["job_id"] == job_id] == [
+            "reserve",
+            "commit",
+            "succeeded",
+        ]
+    assert "enqueued again" in stack.logs()

@@ -1,0 +1,40 @@
+"""The API removes partial uploads left by a process that was killed during an upload."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.config import Settings
+from app.services.partial_uploads import STALE_AFTER_SECONDS
+
+pytestmark = pytest.mark.integration
+
+
+def test_start_up_removes_stale_partial_uploads_and_says_so(
+    settings: Settings, caplog: pytest.LogCaptureFixture
+) -> None:
+    from app.main import create_app
+
+    directory = settings.datasets_dir
+    directory.mkdir(parents=True)
+    stale = directory / ".ingest-killed.npy.part"
+    stale.write_bytes(b"\0" * 4096)
+    then = time.time() - STALE_AFTER_SECONDS - 1
+    os.utime(stale, (then, then))
+    # Possibly another API process's upload in progress right now: left alone.
+    live = directory / ".ingest-live.npy.part"
+    live.write_bytes(b"\0" * 4096)
+
+    with (
+        caplog.at_level(logging.WARNING, logger="privclust.api"),
+        TestClient(create_app(settings)) as client,
+    ):
+        assert client.get("/healthz").status_code == 200
+    assert not stale.exists()
+    assert live.exists()
+    assert any(str(stale) in r.getMessage() for r in caplog.records), caplog.text
