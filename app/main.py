@@ -7,22 +7,28 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
+import anyio
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 from redis.exceptions import RedisError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__
 from app.api import problems
-from app.api.deps import configure_threads
+from app.api.deps import configure_threads, require
 from app.api.routes import datasets, health, jobs, keys
 from app.config import Settings, get_settings
+from app.db.models import ApiKey
 from app.db.session import session_factory, unit_of_work
+from app.errors import PrivclustError
 from app.services import jobs as jobs_service
+from app.services import keys as keys_service
 from app.services import partial_uploads, queue, reconcile
 
 log = logging.getLogger("privclust.api")
@@ -128,9 +134,25 @@ class _Sweeper(threading.Thread):
         self._queue_down = False
 
 
-class _UploadLimit:
-    """Refuses an oversized upload from its Content-Length, before the body is read.
+class _BodyTooLarge(Exception):
+    """Raised from the upload's receive channel once the body passes the limit."""
 
+
+def _upload_key(factory: Any, secret: str | None) -> ApiKey:
+    with factory() as session:
+        key = keys_service.authenticate(session, secret)
+    require(key, "owner")
+    return key
+
+
+class _UploadGate:
+    """Guards `POST /v1/datasets` before and while its body streams in.
+
+    - Who: the API key is checked (and must be an owner's) before a byte of the body is read,
+      so a caller without one cannot make the server spool anything.
+    - How much: a Content-Length over the limit is refused at once; a body without one
+      (chunked) is counted as it arrives, and the read stops as soon as it passes the limit
+      (plus 1 MiB for the multipart framing), so the spool never grows past that.
     A plain ASGI middleware: `@app.middleware("http")` would put every request, polls
     included, through an extra task and a pair of memory streams.
     """
@@ -138,24 +160,63 @@ class _UploadLimit:
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
         self.limit = limit
+        self.cap = limit + 1024 * 1024
+
+    def _too_large(self, size: str) -> JSONResponse:
+        return problems.problem_response(
+            413, "too-large", "Upload too large", f"the upload is {size}; the limit is {self.limit}"
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
+        if not (
             scope["type"] == "http"
             and scope["method"] == "POST"
             and scope["path"].rstrip("/") == "/v1/datasets"
         ):
-            length = Headers(scope=scope).get("content-length", "")
-            if length.isdigit() and int(length) > self.limit + 1024 * 1024:
-                response = problems.problem_response(
-                    413,
-                    "too-large",
-                    "Upload too large",
-                    f"the upload is {int(length)} bytes; the limit is {self.limit}",
-                )
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        scheme, _, credentials = headers.get("authorization", "").partition(" ")
+        secret = credentials.strip() if scheme.lower() == "bearer" else None
+        try:
+            await anyio.to_thread.run_sync(_upload_key, scope["app"].state.sessionmaker, secret)
+        except PrivclustError as exc:
+            response = problems.problem_response(exc.status, exc.code, exc.title, exc.detail)
+            await response(scope, receive, send)
+            return
+        length = headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.cap:
+            await self._too_large(f"{int(length)} bytes")(scope, receive, send)
+            return
+
+        received = 0
+        exceeded = False
+        started = False
+
+        async def counted() -> Message:
+            nonlocal received, exceeded
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.cap:
+                    exceeded = True
+                    raise _BodyTooLarge
+            return message
+
+        async def guarded(message: Message) -> None:
+            nonlocal started
+            if exceeded:
+                return  # the app's own answer to a cut-off body; ours is sent below
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, guarded)
+        except Exception:
+            if not exceeded:
+                raise
+        if exceeded and not started:
+            await self._too_large(f"over {self.cap} bytes")(scope, receive, send)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -185,7 +246,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     problems.install(app)
 
-    app.add_middleware(_UploadLimit, limit=settings.max_upload_bytes)
+    app.add_middleware(_UploadGate, limit=settings.max_upload_bytes)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -215,7 +276,6 @@ def _polish_openapi(app: FastAPI) -> None:
     - File parts are tagged `format: binary`: OpenAPI 3.1 output describes an UploadFile only by
       `contentMediaType`, which generators such as openapi-python-client send as plain text.
     """
-    from typing import Any
 
     original = app.openapi
 

@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
 import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 from sqlalchemy.orm import Session
 
 from app.db import repositories as repo
@@ -12,6 +21,8 @@ from app.db.session import session_scope
 from app.errors import BudgetExceeded
 from app.services import jobs as jobs_service
 from app.services import ledger
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def make_dataset(
@@ -72,3 +83,48 @@ def admit(
     except BudgetExceeded:
         session.rollback()
         return None
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def running_api(tmp_path: Path, **env_extra: str) -> Iterator[str]:
+    """`privclust api` (uvicorn) as a real process on the test's database and Redis (from the
+    environment the `settings` fixture set up), with `env_extra` added; yields its base URL."""
+    port = _free_port()
+    env = {**os.environ, "PRIVCLUST_PORT": str(port), "PRIVCLUST_HOST": "127.0.0.1", **env_extra}
+    log_path = tmp_path / "api.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "api"],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            try:
+                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "API did not start\n" + log_path.read_text()
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -7,10 +7,6 @@ deadlock request threads against pooled connections until the pool timed out.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -24,7 +20,7 @@ from app.config import Settings
 from app.db.session import session_scope
 from app.services import jobs as jobs_service
 from tests.conftest import make_key
-from tests.integration.helpers import admit, make_dataset
+from tests.integration.helpers import admit, make_dataset, running_api
 
 pytestmark = pytest.mark.integration
 
@@ -34,48 +30,11 @@ SECONDS = 4.0
 REQUEST_TIMEOUT = 15.0  # generous: a healthy server answers in milliseconds
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def api_url(settings: Settings, tmp_path: Path) -> Iterator[str]:
     """`privclust api` (uvicorn) as a real process on this test's database and Redis."""
-    port = _free_port()
-    env = {**os.environ, "PRIVCLUST_PORT": str(port), "PRIVCLUST_HOST": "127.0.0.1"}
-    log_path = tmp_path / "api.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "api"],
-            env=env,
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, log_path.read_text()[-3000:]
-            try:
-                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "API did not start\n" + log_path.read_text()
-            time.sleep(0.2)
+    with running_api(tmp_path) as base:
         yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def test_sixty_clients_polling_one_job_are_all_answered(settings: Settings, api_url: str) -> None:
