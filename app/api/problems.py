@@ -14,6 +14,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.api.deps import check_claim_before_validation
 from app.errors import PrivclustError
 
 log = logging.getLogger("privclust.api")
@@ -88,6 +89,15 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        try:
+            await check_claim_before_validation(request)
+        except Exception as denied:  # 401/403, or 503 when the database is down
+            for cls in type(denied).__mro__:
+                handler = request.app.exception_handlers.get(cls)
+                if handler is not None and cls is not Exception:
+                    response: JSONResponse = await handler(request, denied)
+                    return response
+            raise
         ctype = request.headers.get("content-type", "")
         if (
             request.method == "POST"

@@ -84,6 +84,25 @@ def test_missing_and_invalid_keys_are_401_problems(client: TestClient, keys) -> 
     assert r.status_code == 401 and r.json()["code"] == "invalid-api-key"
 
 
+
+def test_a_bad_key_is_answered_before_a_bad_body(client: TestClient, keys) -> None:
+    # Keys are checked in the endpoint's thread, after FastAPI validated the request: a caller
+    # without a valid key must still get 401 (or 403 for the wrong role), not the 422 that
+    # would tell it what the route accepts.
+    bad_job = {"k": "many", "epsilon": -1}
+    path = f"/v1/datasets/{uuid.uuid4()}/jobs"
+    r = client.post(path, json=bad_job)
+    assert r.status_code == 401 and r.json()["code"] == "missing-api-key"
+    r = client.post(path, headers=auth("pck_not-a-key"), json=bad_job)
+    assert r.status_code == 401 and r.json()["code"] == "invalid-api-key"
+    r = client.get("/v1/jobs/not-a-uuid", headers=auth("pck_not-a-key"))
+    assert r.status_code == 401
+    r = client.post(path, headers=auth(keys["admin"]), json=bad_job)
+    assert r.status_code == 403 and r.json()["code"] == "forbidden-role"
+    # With a key that may call the route, the body's problem is what comes back.
+    r = client.post(path, headers=auth(keys["analyst"]), json=bad_job)
+    assert r.status_code == 422 and r.json()["code"] == "invalid-parameter"
+
 def test_admin_creates_lists_and_revokes_keys(client: TestClient, keys) -> None:
     r = client.post(
         "/v1/api-keys", headers=auth(keys["admin"]), json={"tenant": "newco", "role": "analyst"}
