@@ -25,7 +25,7 @@ from app.api.deps import configure_threads, require
 from app.api.routes import datasets, health, jobs, keys
 from app.config import Settings, get_settings
 from app.db.models import ApiKey
-from app.db.session import session_factory, unit_of_work
+from app.db.session import read_session_factory, session_factory, unit_of_work
 from app.errors import PrivclustError
 from app.services import jobs as jobs_service
 from app.services import keys as keys_service
@@ -241,8 +241,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
-    app.state.sessionmaker = session_factory(
-        settings.resolved_database_url, pool_size=settings.api_threads + settings.upload_threads
+    pool_size = settings.api_threads + settings.upload_threads
+    app.state.sessionmaker = session_factory(settings.resolved_database_url, pool_size=pool_size)
+    app.state.read_sessionmaker = read_session_factory(
+        settings.resolved_database_url, pool_size=pool_size
     )
     problems.install(app)
 

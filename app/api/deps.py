@@ -72,8 +72,14 @@ def _loop_limiters() -> _Limiters:
 
 
 async def get_session(request: Request) -> AsyncIterator[Session]:
-    """One session per request. It connects lazily, inside the endpoint's thread."""
-    factory: sessionmaker[Session] = request.app.state.sessionmaker
+    """One session per request. It connects lazily, inside the endpoint's thread.
+
+    GET and HEAD requests get a read-only session (`app.db.session.read_session_factory`).
+    """
+    reads_only = request.method in ("GET", "HEAD")
+    factory: sessionmaker[Session] = (
+        request.app.state.read_sessionmaker if reads_only else request.app.state.sessionmaker
+    )
     session = factory()
     failed = True
     try:

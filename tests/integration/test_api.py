@@ -84,7 +84,6 @@ def test_missing_and_invalid_keys_are_401_problems(client: TestClient, keys) -> 
     assert r.status_code == 401 and r.json()["code"] == "invalid-api-key"
 
 
-
 def test_a_bad_key_is_answered_before_a_bad_body(client: TestClient, keys) -> None:
     # Keys are checked in the endpoint's thread, after FastAPI validated the request: a caller
     # without a valid key must still get 401 (or 403 for the wrong role), not the 422 that
@@ -102,6 +101,7 @@ def test_a_bad_key_is_answered_before_a_bad_body(client: TestClient, keys) -> No
     # With a key that may call the route, the body's problem is what comes back.
     r = client.post(path, headers=auth(keys["analyst"]), json=bad_job)
     assert r.status_code == 422 and r.json()["code"] == "invalid-parameter"
+
 
 def test_admin_creates_lists_and_revokes_keys(client: TestClient, keys) -> None:
     r = client.post(
