@@ -16,6 +16,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 from fastapi.telemetry import TelemetryConfig
 from redis.exceptions import RedisError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
@@ -29,6 +30,7 @@ from app.config import Settings, get_settings
 from app.db.models import ApiKey
 from app.db.session import read_session_factory, session_factory, unit_of_work
 from app.errors import PrivclustError
+from app.services import datasets as datasets_service
 from app.services import jobs as jobs_service
 from app.services import keys as keys_service
 from app.services import partial_uploads, queue, reconcile
@@ -63,20 +65,30 @@ def _operation_id(route: APIRoute) -> str:
 CLEANUP_EVERY = 600.0  # seconds between looks for partial uploads left by a killed API
 
 
-def remove_partial_uploads(settings: Settings) -> None:
-    """Delete partial upload files that no process has written to for an hour, and say so."""
+def remove_partial_uploads(settings: Settings, sessions: sessionmaker[Session]) -> None:
+    """Delete upload files left by a killed API process (partial ones, and complete ones whose
+    dataset was never committed) that have been untouched for an hour, and say so."""
+
+    def referenced() -> set[str]:
+        with sessions() as session:
+            return datasets_service.stored_file_names(session)
+
     try:
-        removed = partial_uploads.remove_stale_partial_uploads(settings.datasets_dir)
-    except OSError:
-        log.exception("could not look for partial uploads in %s", settings.datasets_dir)
+        partial = partial_uploads.remove_stale_partial_uploads(settings.datasets_dir)
+        orphans = partial_uploads.remove_orphaned_dataset_files(settings.datasets_dir, referenced)
+    except (OSError, SQLAlchemyError):
+        log.exception("could not look for abandoned uploads in %s", settings.datasets_dir)
         return
-    for f in removed:
+    for f, what in [(f, "a partial upload") for f in partial] + [
+        (f, "a complete upload whose dataset was never recorded") for f in orphans
+    ]:
         log.warning(
-            "removed %s (%.1f MiB, untouched for %.0f min): a partial upload left by an API "
-            "process that stopped during the upload",
+            "removed %s (%.1f MiB, untouched for %.0f min): %s left by an API process that "
+            "stopped during the upload",
             f.path,
             f.size / 2**20,
             f.idle_seconds / 60,
+            what,
         )
 
 
@@ -103,7 +115,7 @@ class _Sweeper(threading.Thread):
             self.reconcile()
             if time.monotonic() >= next_cleanup:
                 next_cleanup = time.monotonic() + CLEANUP_EVERY
-                remove_partial_uploads(self.settings)
+                remove_partial_uploads(self.settings, self.sessions)
 
     def sweep_stale(self) -> None:
         try:
@@ -239,7 +251,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Endpoints run on these threads; each holds at most one pooled connection at a time,
         # and the pool has a connection for every thread (app.db.session.get_engine).
         configure_threads(settings)
-        remove_partial_uploads(settings)
+        remove_partial_uploads(settings, app.state.sessionmaker)
         sweeper = _Sweeper(settings, app.state.sessionmaker)
         sweeper.start()
         yield

@@ -110,6 +110,12 @@ def list_datasets(
 # --- ledger ------------------------------------------------------------------------------------
 
 
+def dataset_storage_paths(session: Session) -> list[str]:
+    """Every dataset's storage path, deleted datasets' included."""
+    paths = session.scalars(select(Dataset.storage_path)).all()
+    return [p for p in paths if p is not None]
+
+
 def ledger_entries(session: Session, dataset_id: uuid.UUID) -> Sequence[LedgerEntry]:
     return session.scalars(
         select(LedgerEntry).where(LedgerEntry.dataset_id == dataset_id).order_by(LedgerEntry.id)

@@ -369,6 +369,11 @@ def create_dataset(
     return dataset
 
 
+def stored_file_names(session: Session) -> set[str]:
+    """The names of the files that datasets (deleted ones included) were stored in."""
+    return {Path(p).name for p in repo.dataset_storage_paths(session)}
+
+
 def get_dataset(session: Session, dataset_id: uuid.UUID, tenant: str) -> Dataset:
     dataset = repo.dataset_for_tenant(session, dataset_id, tenant)
     if dataset is None:

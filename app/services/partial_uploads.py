@@ -1,8 +1,10 @@
-"""Partial upload files left in the datasets directory by an API process that stopped mid-upload.
+"""Upload files left in the datasets directory by an API process that stopped mid-upload.
 
 An upload is ingested into a hidden `.ingest-*.npy.part` file that is renamed to its final name
 only once every row has been checked (app.services.ingest). A process killed during the ingest
-leaves the partial file behind.
+leaves the partial file behind; one killed after the rename but before the dataset's row was
+committed leaves a complete `<dataset id>.npy` that no dataset refers to (an orphan). Both hold
+rows that no dataset will ever use, so both are removed.
 
 Several API processes may share one data dir (uvicorn workers, `docker compose --scale api=N`)
 and another one may be writing a partial file right now, so one process cannot tell from the
@@ -14,11 +16,14 @@ ingest starts), so a live file is never that old.
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 PARTIAL_UPLOAD_GLOB = ".ingest-*.npy.part"  # as written by app.services.ingest._MatrixWriter
+DATASET_FILE = re.compile(r"[0-9a-f]{32}\.npy")  # a dataset id's hex: app.services.datasets
 STALE_AFTER_SECONDS = 3600.0
 
 
@@ -44,6 +49,48 @@ def remove_stale_partial_uploads(
                 continue
             path.unlink()
         except FileNotFoundError:  # finished, discarded, or removed by another API process
+            continue
+        removed.append(RemovedFile(path, stat.st_size, now - stat.st_mtime))
+    return removed
+
+
+def remove_orphaned_dataset_files(
+    directory: Path,
+    referenced: Callable[[], Iterable[str]],
+    stale_after: float = STALE_AFTER_SECONDS,
+    now: float | None = None,
+) -> list[RemovedFile]:
+    """Delete dataset files in `directory` that no dataset refers to and that are older than
+    `stale_after` seconds.
+
+    `referenced` gives the file names (not paths) every dataset row refers to, deleted datasets
+    included; it is called after the candidates were listed, so a file whose dataset was
+    committed in between is seen as referenced. The age test spares an upload between its
+    rename and its commit.
+    """
+    if not directory.is_dir():
+        return []
+    now = time.time() if now is None else now
+    candidates = []
+    for path in directory.iterdir():
+        if not DATASET_FILE.fullmatch(path.name):
+            continue
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            continue
+        if now - stat.st_mtime >= stale_after:
+            candidates.append((path, stat))
+    if not candidates:
+        return []
+    known = set(referenced())
+    removed = []
+    for path, stat in candidates:
+        if path.name in known:
+            continue
+        try:
+            path.unlink()
+        except FileNotFoundError:
             continue
         removed.append(RemovedFile(path, stat.st_size, now - stat.st_mtime))
     return removed

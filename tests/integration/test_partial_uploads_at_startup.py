@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import uuid
 
 import pytest
 from fastapi.testclient import TestClient
@@ -38,3 +39,36 @@ def test_start_up_removes_stale_partial_uploads_and_says_so(
     assert not stale.exists()
     assert live.exists()
     assert any(str(stale) in r.getMessage() for r in caplog.records), caplog.text
+
+
+def test_start_up_removes_a_complete_upload_no_dataset_refers_to(
+    settings: Settings, keys: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # An API killed after renaming an upload into place but before committing its dataset.
+    from app.main import create_app
+
+    directory = settings.datasets_dir
+    with TestClient(create_app(settings)) as client:
+        r = client.post(
+            "/v1/datasets",
+            headers={"Authorization": f"Bearer {keys['owner']}"},
+            data={"name": "kept", "epsilon": "1", "delta": "1e-6", "radius": "10"},
+            files={"file": ("kept.csv", b"x,y\n1,2\n3,4\n5,6\n", "text/csv")},
+        )
+        assert r.status_code == 201, r.text
+    (kept,) = directory.glob("*.npy")
+    orphan = directory / (uuid.uuid4().hex + ".npy")
+    orphan.write_bytes(kept.read_bytes())
+    then = time.time() - STALE_AFTER_SECONDS - 1
+    for path in (kept, orphan):
+        os.utime(path, (then, then))
+
+    with (
+        caplog.at_level(logging.WARNING, logger="privclust.api"),
+        TestClient(create_app(settings)) as client,
+    ):
+        assert client.get("/healthz").status_code == 200
+    assert kept.exists() and not orphan.exists()
+    assert any(
+        str(orphan) in r.getMessage() and "never recorded" in r.getMessage() for r in caplog.records
+    ), caplog.text
