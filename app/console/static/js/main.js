@@ -156,5 +156,16 @@ document.getElementById("sign-out").addEventListener("click", () => {
   history.replaceState(null, "", "#/datasets");
   render();
 });
+// The skip link moves focus without touching the hash, which is the router's.
+document.querySelector(".skip").addEventListener("click", (event) => {
+  event.preventDefault();
+  main.focus();
+});
+window.addEventListener("privclust:unauthorized", (event) => {
+  current?.abort();
+  session.signOut();
+  setHeader();
+  loginView(event.detail);
+});
 window.addEventListener("hashchange", render);
 render();

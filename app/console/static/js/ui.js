@@ -111,8 +111,13 @@ export async function follow(jobId, signal, update) {
       if (TERMINAL.has(job.status)) return job;
     } catch (err) {
       if (err.name === "AbortError") return null;
+      if (err.status === 401) {
+        // The key was revoked meanwhile: main.js signs out and asks for another.
+        window.dispatchEvent(new CustomEvent("privclust:unauthorized", { detail: err }));
+        return null;
+      }
       showError(err, "Could not refresh the job");
-      if (err.status === 404 || err.status === 401) return null;
+      if (err.status === 404) return null;
     }
   }
 }
