@@ -105,6 +105,7 @@ def test_me_needs_a_valid_key(client: TestClient, keys: dict[str, str]) -> None:
         r = client.get("/v1/me", headers=headers)
         assert r.status_code == 401
         assert r.headers["content-type"].startswith("application/problem+json")
-    admin = client.get("/v1/me", headers=auth(keys["admin"])).json()
-    assert client.delete(f"/v1/api-keys/{admin['id']}", headers=auth(keys["admin"])).status_code == 200
-    assert client.get("/v1/me", headers=auth(keys["admin"])).status_code == 401
+    analyst = client.get("/v1/me", headers=auth(keys["analyst"])).json()
+    revoked = client.delete(f"/v1/api-keys/{analyst['id']}", headers=auth(keys["admin"]))
+    assert revoked.status_code == 200
+    assert client.get("/v1/me", headers=auth(keys["analyst"])).status_code == 401
