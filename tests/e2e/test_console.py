@@ -42,6 +42,8 @@ def browser() -> Iterator[Any]:
     except ImportError:
         _unavailable("the Python package playwright is not installed (pip install -e '.[dev]')")
     path = chromium_path()
+    if path is None and os.environ.get("PRIVCLUST_CHROMIUM"):
+        _unavailable(f"PRIVCLUST_CHROMIUM={os.environ['PRIVCLUST_CHROMIUM']} is not an executable")
     if path is None:
         _unavailable(
             "no Chromium found (looked for " + ", ".join(BROWSERS) + "); run "
@@ -84,7 +86,7 @@ def _shot(page: Any, tmp_path: Path, name: str, part: Any = None) -> None:
         (part or page).screenshot(path=str(Path(out) / f"console-{name}.png"))
 
 
-def test_console_upload_job_centres_and_roles(stack: Stack, browser: Any, tmp_path: Path) -> None:
+def test_console_upload_job_centres_and_roles(browser: Any, stack: Stack, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
     owner_key, analyst_key = _keys(stack)
@@ -97,11 +99,14 @@ def test_console_upload_job_centres_and_roles(stack: Stack, browser: Any, tmp_pa
     expect.set_options(timeout=20_000)
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    # The browser logs every non-2xx answer; the one to the wrong key below is expected.
-    expected = "the server responded with a status of 401"
+    # The browser logs every non-2xx answer; those to the wrong key and the bad file below are
+    # expected.
+    expected = re.compile(r"the server responded with a status of (401|400)")
     page.on(
         "console",
-        lambda m: errors.append(m.text) if m.type == "error" and expected not in m.text else None,
+        lambda m: (
+            errors.append(m.text) if m.type == "error" and not expected.search(m.text) else None
+        ),
     )
     external: list[str] = []
     page.on(
@@ -122,10 +127,19 @@ def test_console_upload_job_centres_and_roles(stack: Stack, browser: Any, tmp_pa
         assert page.evaluate("sessionStorage.getItem('privclust.apiKey')") == owner_key
         assert page.evaluate("localStorage.length") == 0
         page.get_by_role("navigation", name="Main").get_by_role("link", name="Upload").click()
-        page.get_by_label("Data file").set_input_files(str(csv))
-        page.get_by_label("Name").fill("blobs")
+        # A file the API refuses: its problem (detail and code) is shown, the form stays.
+        bad = tmp_path / "bad.csv"
+        bad.write_text("height,weight,age\n1,2,3\n4,five,6\n")
+        page.get_by_label("Data file").set_input_files(str(bad))
+        page.get_by_label("Name", exact=True).fill("blobs")
         page.get_by_label("Epsilon").fill("4")
         page.get_by_label("Radius").fill("12")
+        page.get_by_role("button", name="Upload").click()
+        alert = page.get_by_role("alert")
+        expect(alert).to_contain_text("The upload was refused")
+        expect(alert).to_contain_text("non-numeric-value")
+        expect(alert).to_contain_text("five")
+        page.get_by_label("Data file").set_input_files(str(csv))
         page.get_by_role("button", name="Upload").click()
 
         # Its page: budget gauges in epsilon and mu, the ledger as a timeline, a priced job.
