@@ -184,12 +184,40 @@ def test_console_upload_job_centres_and_roles(browser: Any, stack: Stack, tmp_pa
         expect(row).to_contain_text("succeeded")
         expect(row).to_contain_text("blobs")
         expect(row.get_by_role("progressbar")).to_have_attribute("value", re.compile(r"^[1-9]"))
+        page.get_by_label("Show jobs with status").select_option("failed")
+        expect(page.get_by_text("No failed jobs.")).to_be_visible()
+        page.get_by_label("Show jobs with status").select_option("succeeded")
+        expect(page.get_by_role("table", name="Jobs").get_by_role("row")).to_have_count(2)
         page.get_by_role("link", name="blobs").first.click()
         expect(page.get_by_role("list", name="Ledger entries, oldest first")).to_contain_text(
             "Job succeeded"
         )
         expect(page.get_by_role("status", name="Cost preview")).to_contain_text("would cost")
         _shot(page, tmp_path, "dataset")
+
+        # Live, without reloading: with no worker a second job waits in the queue; once a worker
+        # starts, its row's bar fills and the budget and ledger follow.
+        for worker in stack.workers:
+            worker.terminate()
+            worker.wait(30)
+        page.get_by_label("k (number of centres)").fill("2")
+        page.get_by_label("Epsilon (this job)").fill("0.5")
+        expect(page.get_by_role("status", name="Cost preview")).to_contain_text("would cost ε 0.5")
+        page.get_by_role("button", name="Submit job").click()
+        expect(page).to_have_url(re.compile(r"#/jobs/[0-9a-f-]{36}$"))
+        second = page.url.rsplit("/", 1)[1]
+        expect(page.locator(".badge")).to_have_text("queued")
+        page.get_by_role("main").get_by_role("link", name="blobs").click()
+        row = page.get_by_role("table", name="Jobs on blobs").locator(f'tr[data-job-id="{second}"]')
+        expect(row).to_contain_text("queued")
+        expect(row.get_by_role("progressbar")).to_have_attribute("value", "0")
+        stack.start_worker()
+        expect(row).to_contain_text("succeeded", timeout=60_000)
+        done = row.get_by_role("progressbar").evaluate("b => [b.value, b.max]")
+        assert done[0] == done[1] >= 1
+        ledger = page.get_by_role("list", name="Ledger entries, oldest first")
+        expect(ledger.get_by_text("Job succeeded")).to_have_count(2)
+        expect(page.get_by_text("2 jobs charged to this budget.")).to_be_visible()
 
         # The owner's list shows the exact count; the analyst's never does.
         page.get_by_role("link", name="Datasets", exact=True).first.click()

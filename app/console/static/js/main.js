@@ -15,7 +15,7 @@ const UUID = "([0-9a-fA-F-]{36})";
 const ROUTES = [
   [new RegExp("^#/datasets/?$"), datasetsView, "datasets"],
   [new RegExp(`^#/datasets/${UUID}$`), datasetView, "datasets"],
-  [new RegExp("^#/jobs/?$"), jobsView, "jobs"],
+  [new RegExp("^#/jobs/?(\\?.*)?$"), jobsView, "jobs"],
   [new RegExp(`^#/jobs/${UUID}$`), jobView, "jobs"],
   [new RegExp("^#/upload$"), uploadView, "upload"],
 ];
@@ -128,10 +128,11 @@ async function render() {
   for (const [pattern, view, section] of ROUTES) {
     const match = hash.match(pattern);
     if (!match) continue;
+    const params = match.slice(1).filter((p) => p && !p.startsWith("?"));
     highlight(section);
     main.replaceChildren(h("p", { class: "empty", role: "status" }, "Loading…"));
     try {
-      await view(main, { params: match.slice(1), signal, me: session.me });
+      await view(main, { params, signal, me: session.me });
       main.querySelector("h1")?.setAttribute("tabindex", "-1");
       document.title = `${main.querySelector("h1")?.textContent || "privclust"} · privclust console`;
     } catch (err) {

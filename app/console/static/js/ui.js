@@ -6,6 +6,7 @@ import { h, num, shortId, time } from "./dom.js";
 
 export const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 export const POLL_MS = 1000;
+const MAX_FOLLOWED = 20;
 
 const alertBox = () => document.getElementById("alert");
 
@@ -81,8 +82,9 @@ function jobRow(job, datasetName) {
 /**
  * A jobs table whose unfinished rows follow their job (GET /v1/jobs/{id} every second) until it
  * ends. `names` maps dataset ids to names; without it the dataset column is left out.
+ * `onFinish(job)` is called when a followed job ends.
  */
-export function liveJobsTable(jobs, { names, signal, label }) {
+export function liveJobsTable(jobs, { names, signal, label, onFinish }) {
   const withDataset = names !== undefined;
   const nameOf = (job) => (withDataset ? names.get(job.dataset_id) || "" : undefined);
   const body = h("tbody", {}, jobs.map((j) => jobRow(j, nameOf(j))));
@@ -92,10 +94,13 @@ export function liveJobsTable(jobs, { names, signal, label }) {
     headRow(["Job", ...(withDataset ? ["Dataset"] : []), "Algorithm", "k", "Status", "Progress", "Cost", "Created"]),
     body,
   );
-  for (const job of jobs.filter((j) => !TERMINAL.has(j.status))) {
+  // The newest unfinished jobs are followed; a page of hundreds of queued jobs would otherwise
+  // send hundreds of requests a second.
+  for (const job of jobs.filter((j) => !TERMINAL.has(j.status)).slice(0, MAX_FOLLOWED)) {
     follow(job.id, signal, (fresh) => {
       const row = body.querySelector(`tr[data-job-id="${fresh.id}"]`);
       if (row) row.replaceWith(jobRow(fresh, nameOf(fresh)));
+      if (onFinish && TERMINAL.has(fresh.status)) onFinish(fresh);
     });
   }
   return table;

@@ -26,15 +26,30 @@ export async function datasetView(main, { params: [id], signal, me }) {
     listAll(`/v1/jobs?dataset_id=${id}`, signal),
   ]);
   const panels = datasetPanels.map((panel) => panel(ds, { signal, me })).filter(Boolean);
+  const budgetBox = h("div", {}, budgetGauges(budget));
+  const ledgerBox = h("div", {}, timeline(ledger.entries));
+  // A job that ends moves the budget (a refund) and the ledger: show them as they are now.
+  const onFinish = async () => {
+    try {
+      const [b, l] = await Promise.all([
+        api(`/v1/datasets/${id}/budget`, { signal }),
+        api(`/v1/datasets/${id}/ledger`, { signal }),
+      ]);
+      budgetBox.replaceChildren(budgetGauges(b));
+      ledgerBox.replaceChildren(timeline(l.entries));
+    } catch (err) {
+      showError(err, "Could not refresh the budget");
+    }
+  };
   main.replaceChildren(
     h("p", { class: "crumbs" }, h("a", { href: "#/datasets" }, "Datasets"), " / "),
     h("h1", {}, ds.name),
     metadata(ds),
     h("div", { class: "two" },
       h("section", { "aria-labelledby": "budget-title", class: "card" },
-        h("h2", { id: "budget-title" }, "Privacy budget"), budgetGauges(budget)),
+        h("h2", { id: "budget-title" }, "Privacy budget"), budgetBox),
       h("section", { "aria-labelledby": "ledger-title", class: "card" },
-        h("h2", { id: "ledger-title" }, "Ledger"), timeline(ledger.entries))),
+        h("h2", { id: "ledger-title" }, "Ledger"), ledgerBox)),
     h("section", { "aria-labelledby": "new-job-title", class: "card" },
       h("h2", { id: "new-job-title" }, "New job"),
       ds.deleted_at
@@ -43,7 +58,7 @@ export async function datasetView(main, { params: [id], signal, me }) {
     h("section", { "aria-labelledby": "jobs-title" },
       h("h2", { id: "jobs-title" }, "Jobs on this dataset"),
       jobs.length
-        ? h("div", { class: "scroll" }, liveJobsTable(jobs, { signal, label: `Jobs on ${ds.name}` }))
+        ? h("div", { class: "scroll" }, liveJobsTable(jobs, { signal, label: `Jobs on ${ds.name}`, onFinish }))
         : emptyState("No jobs yet.", h("p", {}, "Price one with the form above, then submit it."))),
     ...panels,
   );
