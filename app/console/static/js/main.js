@@ -96,7 +96,8 @@ function adminView() {
   );
 }
 
-async function render() {
+async function render(event) {
+  const moved = event?.type === "hashchange";
   current?.abort();
   current = new AbortController();
   const { signal } = current;
@@ -133,8 +134,13 @@ async function render() {
     main.replaceChildren(h("p", { class: "empty", role: "status" }, "Loading…"));
     try {
       await view(main, { params, signal, me: session.me });
-      main.querySelector("h1")?.setAttribute("tabindex", "-1");
-      document.title = `${main.querySelector("h1")?.textContent || "privclust"} · privclust console`;
+      const heading = main.querySelector("h1");
+      document.title = `${heading?.textContent || "privclust"} · privclust console`;
+      if (heading && moved) {
+        // Tell assistive technology that the page changed: focus its heading.
+        heading.setAttribute("tabindex", "-1");
+        heading.focus({ preventScroll: true });
+      }
     } catch (err) {
       if (err.name === "AbortError") return;
       if (err instanceof ApiError && err.status === 401) {
