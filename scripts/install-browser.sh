@@ -4,7 +4,7 @@
 # without them it says what to do and exits 1, and the browser tests skip.
 set -euo pipefail
 
-for name in chromium chromium-browser google-chrome google-chrome-stable; do
+for name in ${PRIVCLUST_CHROMIUM:-} chromium chromium-browser google-chrome google-chrome-stable; do
     if path=$(command -v "$name"); then
         echo "browser tests will use $path"
         exit 0
