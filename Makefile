@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint format bench clean
+.PHONY: run test browser lint format bench clean
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "privclust needs Python 3.11 or newer")'
@@ -23,6 +23,10 @@ run: $(VENV)/.installed
 
 test: $(VENV)/.installed-dev
 	$(BIN)/pytest
+
+# Debian's Chromium for the console's browser tests (they skip without one).
+browser:
+	scripts/install-browser.sh
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

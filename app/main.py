@@ -22,7 +22,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import __version__
+from app import __version__, console
 from app.api import problems
 from app.api.deps import configure_threads, require
 from app.api.routes import datasets, health, jobs, keys
@@ -286,11 +286,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in (
         health.router,
         keys.router,
+        keys.me_router,
         datasets.router,
         datasets.budget_router,
         jobs.router,
     ):
         app.include_router(router)
+    app.mount("/console", console.static_app(), name="console")
     _polish_openapi(app)
     return app
 

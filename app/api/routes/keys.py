@@ -1,4 +1,5 @@
-"""API keys (admin only): create (secret shown once), list without secrets, revoke."""
+"""API keys: create (secret shown once), list without secrets, revoke (admin only); and the
+calling key itself (any role), so a client such as the web console can tell what it may do."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from app.db import repositories as repo
 from app.services import keys as keys_service
 
 router = APIRouter(prefix="/v1/api-keys", tags=["keys"], route_class=UnitOfWorkRoute)
+me_router = APIRouter(prefix="/v1", tags=["keys"], route_class=UnitOfWorkRoute)
 
 
 @router.post("", status_code=201, response_model=ApiKeyCreated, responses=responses(401, 403, 422))
@@ -52,3 +54,9 @@ def keys_revoke(key_id: uuid.UUID, session: SessionDep, key: CurrentKey) -> ApiK
     revoked = keys_service.revoke_key(session, key_id)
     session.commit()
     return ApiKeyOut.of(revoked)
+
+
+@me_router.get("/me", response_model=ApiKeyOut, responses=responses(401, validation=False))
+def keys_me(key: CurrentKey) -> ApiKeyOut:
+    """The calling key (any role): its tenant, role and prefix, never its secret."""
+    return ApiKeyOut.of(key)

@@ -1,0 +1,141 @@
+// Pieces shared by the views: the alert region, status badges, the live jobs table, polling.
+
+import { api, ApiError } from "./api.js";
+import { progress } from "./charts.js";
+import { h, num, shortId, time } from "./dom.js";
+
+export const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+export const POLL_MS = 1000;
+const MAX_FOLLOWED = 20;
+
+const alertBox = () => document.getElementById("alert");
+
+/** Show an error in the page's alert region: a problem's title, then its detail. */
+export function showError(err, context) {
+  if (err?.name === "AbortError") return;
+  const box = alertBox();
+  box.replaceChildren();
+  if (err instanceof ApiError) {
+    const p = err.problem;
+    box.append(
+      h("strong", {}, context ? `${context}: ` : "", p.title || `HTTP ${err.status}`),
+      p.detail ? h("span", {}, ` — ${p.detail}`) : null,
+      p.code ? h("code", { class: "code" }, p.code) : null,
+    );
+  } else {
+    box.append(h("strong", {}, context || "Something went wrong"), h("span", {}, ` — ${err?.message || err}`));
+  }
+  box.hidden = false;
+}
+
+export function clearError() {
+  const box = alertBox();
+  box.hidden = true;
+  box.replaceChildren();
+}
+
+/** Sleep that ends early (rejecting) when the view is left. */
+export function pause(ms, signal) {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => {
+      clearTimeout(t);
+      reject(new DOMException("view left", "AbortError"));
+    }, { once: true });
+  });
+}
+
+export function statusBadge(status) {
+  return h("span", { class: `badge status-${status}` }, status);
+}
+
+/** A job's privacy cost in both currencies. */
+export function cost(privacy) {
+  return `ε ${num(privacy.epsilon)} at δ ${num(privacy.delta)} · μ ${num(privacy.mu)}`;
+}
+
+export function emptyState(title, ...body) {
+  return h("div", { class: "empty", role: "status" }, h("p", {}, h("strong", {}, title)), ...body);
+}
+
+/** Table caption-less header row. */
+function headRow(names) {
+  return h("thead", {}, h("tr", {}, names.map((n) => h("th", { scope: "col" }, n))));
+}
+
+function jobRow(job, datasetName) {
+  return h(
+    "tr",
+    { dataset: { jobId: job.id } },
+    h("td", {}, h("a", { href: `#/jobs/${job.id}` }, shortId(job.id))),
+    datasetName === undefined ? null
+      : h("td", {}, h("a", { href: `#/datasets/${job.dataset_id}` }, datasetName || shortId(job.dataset_id))),
+    h("td", {}, job.algorithm),
+    h("td", { class: "num" }, String(job.k)),
+    h("td", {}, statusBadge(job.status)),
+    h("td", {}, progress(job)),
+    h("td", {}, cost(job.privacy)),
+    h("td", {}, time(job.created_at)),
+  );
+}
+
+/**
+ * A jobs table whose unfinished rows follow their job (GET /v1/jobs/{id} every second) until it
+ * ends. `names` maps dataset ids to names; without it the dataset column is left out.
+ * `onFinish(job)` is called when a followed job ends.
+ */
+export function liveJobsTable(jobs, { names, signal, label, onFinish }) {
+  const withDataset = names !== undefined;
+  const nameOf = (job) => (withDataset ? names.get(job.dataset_id) || "" : undefined);
+  const body = h("tbody", {}, jobs.map((j) => jobRow(j, nameOf(j))));
+  const table = h(
+    "table",
+    { class: "jobs", "aria-label": label },
+    headRow(["Job", ...(withDataset ? ["Dataset"] : []), "Algorithm", "k", "Status", "Progress", "Cost", "Created"]),
+    body,
+  );
+  // The newest unfinished jobs are followed; a page of hundreds of queued jobs would otherwise
+  // send hundreds of requests a second.
+  for (const job of jobs.filter((j) => !TERMINAL.has(j.status)).slice(0, MAX_FOLLOWED)) {
+    follow(job.id, signal, (fresh) => {
+      const row = body.querySelector(`tr[data-job-id="${fresh.id}"]`);
+      if (row) row.replaceWith(jobRow(fresh, nameOf(fresh)));
+      if (onFinish && TERMINAL.has(fresh.status)) onFinish(fresh);
+    });
+  }
+  return table;
+}
+
+/** Poll one job until it ends or the view is left, calling `update` with every answer. */
+export async function follow(jobId, signal, update) {
+  for (;;) {
+    try {
+      await pause(POLL_MS, signal);
+      const job = await api(`/v1/jobs/${jobId}`, { signal });
+      update(job);
+      if (TERMINAL.has(job.status)) return job;
+    } catch (err) {
+      if (err.name === "AbortError") return null;
+      if (err.status === 401) {
+        // The key was revoked meanwhile: main.js signs out and asks for another.
+        window.dispatchEvent(new CustomEvent("privclust:unauthorized", { detail: err }));
+        return null;
+      }
+      showError(err, "Could not refresh the job");
+      if (err.status === 404) return null;
+    }
+  }
+}
+
+/** All pages of a list endpoint, up to `max` items. */
+export async function listAll(path, signal, max = 1000) {
+  const items = [];
+  let cursor = null;
+  do {
+    const sep = path.includes("?") ? "&" : "?";
+    const page = await api(`${path}${sep}limit=200${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`, { signal });
+    items.push(...page.items);
+    cursor = page.next_cursor;
+  } while (cursor && items.length < max);
+  return items;
+}
