@@ -214,9 +214,15 @@ class UnitOfWorkRoute(APIRoute):
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
         self.takes_upload = False
-        if not inspect.iscoroutinefunction(endpoint):
+        is_async = inspect.iscoroutinefunction(endpoint)
+        if not is_async:
             endpoint = self._in_worker_thread(endpoint)
         super().__init__(path, endpoint, **kwargs)
+        if is_async and any(
+            d.call in (get_current_key, get_tenant_member) for d in self.dependant.dependencies
+        ):
+            # Only the worker-thread path swaps the KeyClaim for the checked ApiKey.
+            raise TypeError(f"{path}: an endpoint that takes an API key must be a plain def")
         self.takes_upload = any(
             isinstance(p.field_info, params.File) for p in self.dependant.body_params
         )

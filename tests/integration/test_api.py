@@ -11,8 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fastapi import APIRouter
 from fastapi.testclient import TestClient
 
+from app.api.deps import CurrentKey, TenantKey, UnitOfWorkRoute
 from app.config import Settings
 from tests.conftest import auth
 
@@ -596,3 +598,23 @@ def test_database_down_means_503_and_readyz_names_it(settings, keys) -> None:
         assert r.status_code == 503 and r.json()["code"] == "database-unavailable"
         ready = c.get("/readyz")
         assert ready.status_code == 503 and ready.json()["failing"] == ["database"]
+
+
+def test_an_async_endpoint_cannot_take_an_api_key() -> None:
+    # The key is checked where the endpoint runs, in a worker thread: an async endpoint would
+    # receive the unchecked claim, so declaring one is an error when the route is built.
+    router = APIRouter(route_class=UnitOfWorkRoute)
+
+    async def any_key(key: CurrentKey) -> dict[str, str]:
+        return {}
+
+    async def tenant_key(key: TenantKey) -> dict[str, str]:
+        return {}
+
+    def plain(key: TenantKey) -> dict[str, str]:
+        return {}
+
+    for endpoint in (any_key, tenant_key):
+        with pytest.raises(TypeError, match="must be a plain def"):
+            router.add_api_route("/x", endpoint)
+    router.add_api_route("/y", plain)
