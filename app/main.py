@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 from fastapi.telemetry import TelemetryConfig
+from fastapi_offline import FastAPIOffline
 from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -257,8 +258,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         sweeper.stopped.set()
 
-    app = FastAPI(
+    # /docs and /redoc load Swagger UI, ReDoc and the favicon from files shipped in the
+    # fastapi-offline wheel (served under /static-offline-docs), never from a CDN: the service
+    # often runs on a host without internet access. No online spec validator either.
+    app = FastAPIOffline(
         title="privclust",
+        swagger_ui_parameters={"validatorUrl": None},
         version=__version__,
         description=DESCRIPTION,
         generate_unique_id_function=_operation_id,
