@@ -291,7 +291,7 @@ def _banner(settings: Settings, base: str, token: str | None) -> None:
     elif token_file.exists():
         admin = f"admin token: in {token_file}"
     else:
-        admin = "admin token: generated on first start (see `privclust keys create`)"
+        admin = "admin token: generated on first start (see `.venv/bin/privclust keys create`)"
     print(
         f"\nprivclust is running\n  API:  {base}\n  docs: {base}/docs\n  {admin}\n"
         "Press Ctrl-C to stop.\n",

@@ -1,4 +1,4 @@
-"""`privclust serve` on a port that something already listens on stops before it creates anything."""
+"""`privclust serve` on a port something already listens on stops before it creates anything."""
 
 from __future__ import annotations
 
