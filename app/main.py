@@ -26,11 +26,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app import __version__, console
 from app.api import problems
 from app.api.deps import configure_threads, require
-from app.api.routes import datasets, health, jobs, keys
+from app.api.routes import datasets, health, jobs, keys, metrics
 from app.config import Settings, get_settings
 from app.db.models import ApiKey
 from app.db.session import read_session_factory, session_factory, unit_of_work
 from app.errors import PrivclustError
+from app.metrics import HttpMetrics, Metrics
 from app.services import datasets as datasets_service
 from app.services import jobs as jobs_service
 from app.services import keys as keys_service
@@ -276,6 +277,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.read_sessionmaker = read_session_factory(
         settings.resolved_database_url, pool_size=pool_size
     )
+    app.state.metrics = Metrics(settings, app.state.sessionmaker)
     problems.install(app)
 
     app.add_middleware(_UploadGate, limit=settings.max_upload_bytes)
@@ -288,8 +290,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             expose_headers=["Idempotent-Replayed"],
             max_age=600,
         )
+    # Outermost, so its latency includes the upload gate and CORS.
+    app.add_middleware(HttpMetrics, metrics=app.state.metrics)
     for router in (
         health.router,
+        metrics.router,
         keys.router,
         keys.me_router,
         datasets.router,

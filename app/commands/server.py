@@ -27,7 +27,34 @@ def worker_app() -> FastAPI:
     return create_app()
 
 
+def _metrics_dir() -> str | None:
+    """A fresh directory for prometheus-client's multiprocess mode, shared by this process's
+    uvicorn workers (app.metrics), or None when the operator set PROMETHEUS_MULTIPROC_DIR.
+
+    Set before anything imports prometheus_client: it picks its storage at import time.
+    """
+    import os
+    import tempfile
+
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return None
+    path = tempfile.mkdtemp(prefix="privclust-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    return path
+
+
 def run(args: argparse.Namespace) -> int:
+    import shutil
+
+    metrics_dir = _metrics_dir()
+    try:
+        return _run(args)
+    finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.config import get_settings

@@ -1,0 +1,20 @@
+"""GET /metrics: Prometheus text format, for admin keys only (docs/operations.md says why)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from app.api.deps import CurrentKey, require
+from app.metrics import CONTENT_TYPE, Metrics
+
+router = APIRouter(tags=["metrics"])
+
+
+# Not in the OpenAPI document: it is for Prometheus, not for API clients, and is not JSON.
+@router.get("/metrics", include_in_schema=False)
+def metrics_scrape(request: Request, key: CurrentKey) -> Response:
+    """Prometheus metrics: jobs, queue, uploads, budget refusals and HTTP latency."""
+    require(key, "admin")
+    metrics: Metrics = request.app.state.metrics
+    return Response(metrics.render(), media_type=CONTENT_TYPE)
