@@ -30,7 +30,7 @@ from app.api.routes import datasets, health, jobs, keys, metrics
 from app.config import Settings, get_settings
 from app.db.models import ApiKey
 from app.db.session import read_session_factory, session_factory, unit_of_work
-from app.errors import PrivclustError
+from app.errors import BudgetExceeded, PrivclustError
 from app.metrics import HttpMetrics, Metrics
 from app.services import datasets as datasets_service
 from app.services import jobs as jobs_service
@@ -279,6 +279,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.metrics = Metrics(settings, app.state.sessionmaker)
     problems.install(app)
+    app.add_exception_handler(BudgetExceeded, metrics.budget_refused)
 
     app.add_middleware(_UploadGate, limit=settings.max_upload_bytes)
     if settings.cors_origins:

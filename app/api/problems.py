@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.api.deps import check_claim_before_validation
-from app.errors import BudgetExceeded, PrivclustError
+from app.errors import PrivclustError
 
 log = logging.getLogger("privclust.api")
 PROBLEM_JSON = "application/problem+json"
@@ -84,9 +84,7 @@ def _field_of(loc: Any) -> str:
 
 def install(app: FastAPI) -> None:
     @app.exception_handler(PrivclustError)
-    async def _domain(request: Request, exc: PrivclustError) -> JSONResponse:
-        if isinstance(exc, BudgetExceeded):
-            request.app.state.metrics.budget_refusals.inc()
+    async def _domain(_: Request, exc: PrivclustError) -> JSONResponse:
         return problem_response(exc.status, exc.code, exc.title, exc.detail, **exc.extra)
 
     @app.exception_handler(RequestValidationError)
