@@ -5,12 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from app.api.deps import CurrentKey, require
+from app.api.deps import CurrentKey, UnitOfWorkRoute, require
 from app.api.problems import problem_response
 from app.errors import BudgetExceeded
 from app.metrics import CONTENT_TYPE, Metrics
 
-router = APIRouter(tags=["metrics"])
+router = APIRouter(tags=["metrics"], route_class=UnitOfWorkRoute)
 
 
 # Not in the OpenAPI document: it is for Prometheus, not for API clients, and is not JSON.
