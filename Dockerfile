@@ -27,13 +27,14 @@ COPY pyproject.toml ./
 RUN python -c "import tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; open('/tmp/requirements.txt', 'w').write('\n'.join(deps) + '\n')" \
     && pip install -r /tmp/requirements.txt
 
-# The project itself, as a regular (non-editable) install: app/, worker/ and migrations/
-# (env.py, versions/, script.py.mako) end up inside the venv. `privclust migrate` configures
+# The project itself, as a regular (non-editable) install: app/, worker/, migrations/
+# (env.py, versions/, script.py.mako) and the privclust library package end up inside the venv. `privclust migrate` configures
 # Alembic from the installed migrations package, so alembic.ini is not needed at run time.
 COPY README.md ./
 COPY app ./app
 COPY worker ./worker
 COPY migrations ./migrations
+COPY privclust ./privclust
 RUN pip install --no-deps . \
     && privclust --help > /dev/null
 

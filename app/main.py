@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 from fastapi.telemetry import TelemetryConfig
+from fastapi_offline import FastAPIOffline
 from redis.exceptions import RedisError
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -25,11 +26,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app import __version__, console
 from app.api import problems
 from app.api.deps import configure_threads, require
-from app.api.routes import datasets, health, jobs, keys
+from app.api.routes import datasets, health, jobs, keys, metrics
 from app.config import Settings, get_settings
 from app.db.models import ApiKey
 from app.db.session import read_session_factory, session_factory, unit_of_work
-from app.errors import PrivclustError
+from app.errors import BudgetExceeded, PrivclustError
+from app.metrics import HttpMetrics, Metrics
 from app.services import datasets as datasets_service
 from app.services import jobs as jobs_service
 from app.services import keys as keys_service
@@ -257,8 +259,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         yield
         sweeper.stopped.set()
 
-    app = FastAPI(
+    # /docs and /redoc load Swagger UI, ReDoc and the favicon from files shipped in the
+    # fastapi-offline wheel (served under /static-offline-docs), never from a CDN: the service
+    # often runs on a host without internet access. No online spec validator either.
+    app = FastAPIOffline(
         title="privclust",
+        swagger_ui_parameters={"validatorUrl": None},
         version=__version__,
         description=DESCRIPTION,
         generate_unique_id_function=_operation_id,
@@ -271,7 +277,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.read_sessionmaker = read_session_factory(
         settings.resolved_database_url, pool_size=pool_size
     )
+    app.state.metrics = Metrics(settings, app.state.sessionmaker)
     problems.install(app)
+    app.add_exception_handler(BudgetExceeded, metrics.budget_refused)
 
     app.add_middleware(_UploadGate, limit=settings.max_upload_bytes)
     if settings.cors_origins:
@@ -283,8 +291,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             expose_headers=["Idempotent-Replayed"],
             max_age=600,
         )
+    # Outermost, so its latency includes the upload gate and CORS.
+    app.add_middleware(HttpMetrics, metrics=app.state.metrics)
     for router in (
         health.router,
+        metrics.router,
         keys.router,
         keys.me_router,
         datasets.router,

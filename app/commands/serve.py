@@ -15,6 +15,7 @@ import collections
 import fcntl
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -57,6 +58,26 @@ def acquire_lock(run_dir: Path) -> IO[str]:
     fh.write(str(os.getpid()))
     fh.flush()
     return fh
+
+
+def port_in_use(host: str, port: int) -> OSError | None:
+    """Why (host, port) cannot be listened on now, or None if it can.
+
+    Binds and closes a socket the way uvicorn will (SO_REUSEADDR), so a port left in TIME_WAIT
+    by a previous run counts as free and one that any process listens on does not.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        return exc
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return exc
+    return None
 
 
 def say(message: str) -> None:
@@ -182,6 +203,18 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    # Before anything is created: with the port taken, the health check would be answered by
+    # whatever listens there, and the banner (with a new admin token) would name its URL.
+    busy = port_in_use(settings.host, settings.port)
+    if busy is not None:
+        print(
+            f"privclust: cannot listen on {settings.host}:{settings.port} ({busy.strerror or busy})"
+            ". Another privclust or another program may be using it. Stop it, or choose "
+            f"another port: PRIVCLUST_PORT={settings.port + 1} make run",
+            file=sys.stderr,
+        )
+        lock.close()
+        return 1
 
     stopping = False
 
@@ -258,7 +291,7 @@ def _banner(settings: Settings, base: str, token: str | None) -> None:
     elif token_file.exists():
         admin = f"admin token: in {token_file}"
     else:
-        admin = "admin token: generated on first start (see `privclust keys create`)"
+        admin = "admin token: generated on first start (see `.venv/bin/privclust keys create`)"
     print(
         f"\nprivclust is running\n  API:  {base}\n  docs: {base}/docs\n  {admin}\n"
         "Press Ctrl-C to stop.\n",

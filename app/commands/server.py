@@ -27,7 +27,53 @@ def worker_app() -> FastAPI:
     return create_app()
 
 
+def _metrics_dir() -> str | None:
+    """A fresh directory for prometheus-client's multiprocess mode, shared by this process's
+    uvicorn workers (app.metrics), or None when the operator set PROMETHEUS_MULTIPROC_DIR.
+
+    Set before anything imports prometheus_client: it picks its storage at import time.
+    """
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return None
+    # Directories of `privclust api` processes that were killed (no chance to remove theirs).
+    for old in Path(tempfile.gettempdir()).glob("privclust-metrics-*-*"):
+        pid = old.name.split("-")[2]
+        if pid.isdigit() and old.stat().st_uid == os.getuid() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    path = tempfile.mkdtemp(prefix=f"privclust-metrics-{os.getpid()}-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    return path
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
+    import shutil
+
+    metrics_dir = _metrics_dir()
+    try:
+        return _run(args)
+    finally:
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.config import get_settings

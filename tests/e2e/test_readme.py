@@ -26,6 +26,29 @@ def walkthrough() -> str:
     return blocks[0]
 
 
+def run_walkthrough(
+    tmp_path: Path, env: dict[str, str], base: str, **extra: str
+) -> subprocess.CompletedProcess[str]:
+    """The README's block under `bash -euo pipefail`, from an empty working directory."""
+    cwd = tmp_path / "cwd"
+    cwd.mkdir(exist_ok=True)
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", walkthrough()],
+        env={**env, "PRIVCLUST": base, **extra},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
 def descendants(pid: int) -> set[int]:
     out: set[int] = set()
     todo = [pid]
@@ -96,21 +119,33 @@ def test_serve_runs_the_readme_walkthrough_and_stops_cleanly(tmp_path: Path) -> 
         )
         assert second.returncode == 1 and "already running" in second.stderr
 
-        result = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", walkthrough()],
-            env={**env, "PRIVCLUST": base},
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        assert result.returncode == 0, result.stderr + (tmp_path / "serve.log").read_text()
-        assert "'centers'" in result.stdout and "'mu_remaining'" in result.stdout
-        assert "'kind': 'count'" in result.stdout and "'kind': 'commit'" in result.stdout
-        # The analyst's view of the dataset: a released count, and no exact one.
+        # Twice on one service: nothing in the block collides with its earlier run.
+        for _ in range(2):
+            result = run_walkthrough(tmp_path, env, base)
+            assert result.returncode == 0, result.stderr + (tmp_path / "serve.log").read_text()
+            assert "'centers'" in result.stdout and "'mu_remaining'" in result.stdout
+            assert "'kind': 'count'" in result.stdout and "'kind': 'commit'" in result.stdout
+            # The analyst's view of the dataset: a released count, and no exact one.
+            assert re.search(
+                r"\{'n_rows_dp': \d+, 'n_rows': None, 'relation': 'add-remove'", result.stdout
+            )
+            assert "Traceback" not in result.stderr
+
+        # A job that cannot finish (the only worker is stopped): the poll gives up with a message.
+        (worker,) = [p for p in descendants(serve.pid) if "app.cli worker" in cmdline(p)]
+        os.kill(worker, signal.SIGSTOP)
+        try:
+            stuck = run_walkthrough(tmp_path, env, base, POLL_SECONDS="3")
+        finally:
+            os.kill(worker, signal.SIGCONT)
+        assert stuck.returncode != 0
         assert re.search(
-            r"\{'n_rows_dp': \d+, 'n_rows': None, 'relation': 'add-remove'", result.stdout
+            r"job \S+ is not done after 3 s \(queued\): is a worker running\?", stuck.stderr
         )
+        assert "Traceback" not in stuck.stderr
+
+        # The example file went to a temporary directory, not the working directory.
+        assert sorted(p.name for p in (tmp_path / "cwd").iterdir()) == []
 
         children = descendants(serve.pid)
         assert len(children) >= 3  # redis-server, API, worker
@@ -127,3 +162,9 @@ def test_serve_runs_the_readme_walkthrough_and_stops_cleanly(tmp_path: Path) -> 
     while any(alive(p) for p in children) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not [p for p in children if alive(p)], "orphans left after Ctrl-C"
+
+    # With the service stopped: a readable message, not a traceback, and a failing exit code.
+    down = run_walkthrough(tmp_path, env, base)
+    assert down.returncode != 0
+    assert f"privclust at {base}: no answer; is it running (make run)?" in down.stderr
+    assert "Traceback" not in down.stderr, down.stderr

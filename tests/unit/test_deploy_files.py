@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -409,7 +410,46 @@ def test_image_healthcheck_reports_healthz_status(stages: list[Stage]) -> None:
 
 
 def test_compose_declares_the_five_services(compose: dict[str, Any]) -> None:
-    assert set(compose["services"]) == {"postgres", "redis", "migrate", "api", "worker"}
+    default = {n for n, s in compose["services"].items() if not s.get("profiles")}
+    assert default == {"postgres", "redis", "migrate", "api", "worker"}
+    optional = {n: s["profiles"] for n, s in compose["services"].items() if s.get("profiles")}
+    assert optional == {"prometheus": ["metrics"]}
+
+
+def test_the_metrics_profile_scrapes_the_api_with_an_admin_key(
+    compose: dict[str, Any], tmp_path: Path
+) -> None:
+    prometheus = compose["services"]["prometheus"]
+    assert re.fullmatch(r"prom/prometheus:v\d+\.\d+\.\d+", prometheus["image"])  # pinned
+    (config,) = prometheus["configs"]
+    assert config["target"] == "/etc/prometheus/prometheus.yml"
+    assert "--config.file=/etc/prometheus/prometheus.yml" in prometheus["command"]
+    source = ROOT / compose["configs"][config["source"]]["file"]
+    # Its UI has no authentication: loopback only.
+    assert prometheus["ports"] == ["127.0.0.1:9090:9090"]
+    (secret,) = prometheus["secrets"]
+    assert compose["secrets"][secret] == {"environment": "PRIVCLUST_ADMIN_TOKEN"}
+    assert prometheus["depends_on"] == {"api": {"condition": "service_healthy"}}
+
+    scrape = yaml.safe_load(source.read_text())["scrape_configs"]
+    (job,) = scrape
+    assert job["metrics_path"] == "/metrics"
+    assert job["authorization"]["credentials_file"] == f"/run/secrets/{secret}"
+    api_port = service_environment(compose["services"]["api"])["PRIVCLUST_PORT"]
+    assert job["static_configs"] == [{"targets": [f"api:{api_port}"]}]
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool (Debian package prometheus) is not installed")
+    # promtool also checks that the credentials file exists: point it at a stand-in.
+    token = tmp_path / "token"
+    token.write_text("stand-in")
+    checked = tmp_path / "prometheus.yml"
+    checked.write_text(source.read_text().replace(f"/run/secrets/{secret}", str(token)))
+    result = subprocess.run(
+        [promtool, "check", "config", str(checked)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_project_services_run_real_privclust_subcommands(

@@ -1,0 +1,193 @@
+"""A real Prometheus scrapes a real `privclust api` (two uvicorn processes) and a worker.
+
+Uses Debian's `prometheus` binary (.ci/install-prometheus installs it); skipped without it.
+The counters it reads are summed over both API processes (prometheus-client multiprocess mode).
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.conftest import make_key
+from tests.e2e.conftest import Stack, free_port
+
+PROMETHEUS = shutil.which("prometheus")
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        PROMETHEUS is None,
+        reason="no prometheus binary: install Debian's package (`apt-get install prometheus`, "
+        "as .ci/install-prometheus does) to run the real scrape test",
+    ),
+]
+
+
+@pytest.fixture
+def two_api_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Requested before `stack`, which copies the environment when it starts the API.
+    monkeypatch.setenv("PRIVCLUST_API_WORKERS", "2")
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path, stack: Stack) -> Iterator[str]:
+    token = tmp_path / "admin-token"
+    token.write_text(stack.admin_key)
+    token.chmod(0o600)
+    config = tmp_path / "prometheus.yml"
+    target = stack.base_url.removeprefix("http://")
+    config.write_text(
+        f"""
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: privclust
+    metrics_path: /metrics
+    authorization:
+      credentials_file: {token}
+    static_configs:
+      - targets: ["{target}"]
+"""
+    )
+    port = free_port()
+    log = open(tmp_path / "prometheus.log", "wb")  # noqa: SIM115
+    assert PROMETHEUS is not None
+    proc = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()[-3000:]
+            try:
+                if httpx.get(base + "/-/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, (tmp_path / "prometheus.log").read_text()
+            time.sleep(0.3)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _metric_file_pids(api_pid: int) -> set[str]:
+    children = Path(f"/proc/{api_pid}/task/{api_pid}/children").read_text().split()
+    directories = set()
+    for child in children:
+        environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+        for entry in environ:
+            if entry.startswith(b"PROMETHEUS_MULTIPROC_DIR="):
+                directories.add(entry.split(b"=", 1)[1].decode())
+    (directory,) = directories
+    return {p.stem.rsplit("_", 1)[1] for p in Path(directory).glob("*.db")}
+
+
+def query(base: str, expr: str) -> float | None:
+    r = httpx.get(base + "/api/v1/query", params={"query": expr}, timeout=5)
+    r.raise_for_status()
+    result = r.json()["data"]["result"]
+    return float(result[0]["value"][1]) if result else None
+
+
+def wait_for(base: str, expr: str, expected: float, stack: Stack, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    seen = None
+    while time.monotonic() < deadline:
+        seen = query(base, expr)
+        if seen == expected:
+            return
+        time.sleep(0.5)
+    targets = httpx.get(base + "/api/v1/targets", timeout=5).json()
+    raise AssertionError(f"{expr} = {seen}, expected {expected}\n{targets}\n{stack.logs()}")
+
+
+def test_a_real_prometheus_scrapes_jobs_uploads_and_latency(
+    two_api_processes: None, settings, stack: Stack, prometheus: str
+) -> None:
+    wait_for(prometheus, 'up{job="privclust"}', 1.0, stack)
+    with (
+        stack.client(make_key(settings.resolved_database_url, "acme", "owner")) as owner,
+        stack.client(make_key(settings.resolved_database_url, "acme", "analyst")) as analyst,
+    ):
+        _exercise(prometheus, stack, owner, analyst)
+
+
+def _exercise(prometheus: str, stack: Stack, owner: httpx.Client, analyst: httpx.Client) -> None:
+    rows = np.random.default_rng(3).normal(0.0, 1.0, (400, 2))
+    body = ("a,b\n" + "\n".join(f"{x:.4f},{y:.4f}" for x, y in rows) + "\n").encode()
+    datasets = []
+    for i in range(4):  # spread over both API processes by the kernel
+        r = owner.post(
+            "/v1/datasets",
+            data={"name": f"p{i}", "epsilon": "3", "delta": "1e-6", "radius": "10"},
+            files={"file": ("d.csv", io.BytesIO(body), "text/csv")},
+        )
+        assert r.status_code == 201, r.text
+        datasets.append(r.json()["id"])
+    wait_for(prometheus, 'privclust_uploads_total{outcome="created"}', 4.0, stack)
+    assert (query(prometheus, 'privclust_upload_bytes_total{outcome="created"}') or 0) > 4 * len(
+        body
+    )
+
+    r = analyst.post(
+        f"/v1/datasets/{datasets[0]}/jobs", json={"algorithm": "pe-means", "k": 2, "epsilon": 1.0}
+    )
+    assert r.status_code == 202, r.text
+    wait_for(prometheus, 'privclust_jobs{status="succeeded",algorithm="pe-means"}', 1.0, stack)
+    wait_for(prometheus, 'privclust_job_duration_seconds_count{algorithm="pe-means"}', 1.0, stack)
+    r = analyst.post(
+        f"/v1/datasets/{datasets[1]}/jobs", json={"algorithm": "pe-means", "k": 2, "epsilon": 99.0}
+    )
+    assert r.status_code == 409
+    wait_for(prometheus, "privclust_budget_refusals_total", 1.0, stack)
+    wait_for(
+        prometheus,
+        'sum(privclust_http_request_duration_seconds_count{route="/v1/datasets",method="POST"})',
+        4.0,
+        stack,
+    )
+    assert query(prometheus, "privclust_queue_depth") == 0.0
+
+    # Fresh connections, which the kernel hands to either API process: the scraped count is the
+    # sum over both (each process writes its own file in the multiprocess directory).
+    import uuid
+
+    for _ in range(40):
+        httpx.get(
+            f"{stack.base_url}/v1/jobs/{uuid.uuid4()}",
+            headers={"Authorization": analyst.headers["Authorization"]},
+            timeout=30,
+        )
+    wait_for(
+        prometheus,
+        'sum(privclust_http_request_duration_seconds_count{route="/v1/jobs/{job_id}",status="404"})',
+        40.0,
+        stack,
+    )
+    # Both API processes run in multiprocess mode (each has written its values' file).
+    assert len(_metric_file_pids(stack.api.pid)) == 2

@@ -1,0 +1,189 @@
+"""GET /metrics: admin-only, Prometheus text format (read back with prometheus-client's own
+parser), and every counter and gauge moves when its event happens (real database and Redis)."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from app.config import Settings
+from app.db.models import Job
+from app.db.session import session_scope
+from tests.conftest import auth
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    from app.main import create_app
+
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(client: TestClient, admin: str) -> Samples:
+    r = client.get("/metrics", headers=auth(admin))
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+    out: Samples = {}
+    for family in text_string_to_metric_families(r.text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def _csv(n: int) -> bytes:
+    rng = np.random.default_rng(1)
+    rows = rng.normal(0.0, 1.0, (n, 2))
+    return ("a,b\n" + "\n".join(f"{x:.5f},{y:.5f}" for x, y in rows) + "\n").encode()
+
+
+def _upload(client: TestClient, owner: str, body: bytes, epsilon: str = "3") -> uuid.UUID:
+    r = client.post(
+        "/v1/datasets",
+        headers=auth(owner),
+        data={"name": "m", "epsilon": epsilon, "delta": "1e-6", "radius": "10"},
+        files={"file": ("d.csv", io.BytesIO(body), "text/csv")},
+    )
+    assert r.status_code == 201, r.json()
+    return uuid.UUID(r.json()["id"])
+
+
+def test_metrics_are_for_admin_keys_only(client: TestClient, keys) -> None:
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", headers=auth(keys["owner"])).status_code == 403
+    assert client.get("/metrics", headers=auth(keys["analyst"])).status_code == 403
+    assert client.get("/metrics", headers=auth(keys["admin"])).status_code == 200
+    # Not part of the REST contract that generated clients are built from.
+    assert "/metrics" not in client.get("/openapi.json").json()["paths"]
+
+
+def test_every_metric_moves_when_its_event_happens(client: TestClient, keys, settings) -> None:
+    from worker.tasks import run_clustering_job
+
+    admin, owner, analyst = keys["admin"], keys["owner"], keys["analyst"]
+    before = scrape(client, admin)
+    assert value(before, "privclust_database_up") == 1
+    assert value(before, "privclust_queue_up") == 1
+
+    # An upload: created, with its body's bytes; a bad file: refused.
+    body = _csv(300)
+    dataset = _upload(client, owner, body)
+    bad = client.post(
+        "/v1/datasets",
+        headers=auth(owner),
+        data={"name": "bad", "epsilon": "1", "delta": "1e-6", "radius": "1"},
+        files={"file": ("d.csv", io.BytesIO(b"a,b\n1,x\n"), "text/csv")},
+    )
+    assert bad.status_code == 400
+    s = scrape(client, admin)
+    assert value(s, "privclust_uploads_total", outcome="created") == 1
+    assert value(s, "privclust_uploads_total", outcome="refused") == 1
+    created_bytes = value(s, "privclust_upload_bytes_total", outcome="created")
+    assert len(body) < created_bytes < len(body) + 1024  # the file plus multipart framing
+    assert value(s, "privclust_upload_bytes_total", outcome="refused") > 0
+    assert value(s, "privclust_datasets", state="stored") == 1
+
+    # A job: queued in the database and waiting in Redis.
+    r = client.post(
+        f"/v1/datasets/{dataset}/jobs",
+        headers=auth(analyst),
+        json={"algorithm": "pe-means", "k": 2, "epsilon": 1.0},
+    )
+    assert r.status_code == 202, r.json()
+    job_id = r.json()["id"]
+    s = scrape(client, admin)
+    assert value(s, "privclust_jobs", status="queued", algorithm="pe-means") == 1
+    assert value(s, "privclust_queue_depth") == 1
+
+    # It runs (the worker's own task function, in this process) and succeeds.
+    assert run_clustering_job(job_id) == "succeeded"
+    s = scrape(client, admin)
+    assert value(s, "privclust_jobs", status="queued", algorithm="pe-means") == 0
+    assert value(s, "privclust_jobs", status="succeeded", algorithm="pe-means") == 1
+    assert value(s, "privclust_job_duration_seconds_count", algorithm="pe-means") == 1
+    assert value(s, "privclust_job_duration_seconds_bucket", algorithm="pe-means", le="+Inf") == 1
+    assert value(s, "privclust_job_duration_seconds_sum", algorithm="pe-means") >= 0
+
+    # A submission over the budget: a 409, counted as a budget refusal.
+    refusals = value(s, "privclust_budget_refusals_total")
+    r = client.post(
+        f"/v1/datasets/{dataset}/jobs",
+        headers=auth(analyst),
+        json={"algorithm": "pe-means", "k": 2, "epsilon": 50.0},
+    )
+    assert r.status_code == 409 and r.json()["code"] == "budget-exceeded"
+    s = scrape(client, admin)
+    assert value(s, "privclust_budget_refusals_total") == refusals + 1
+
+    # A running job whose worker went silent: failed by the sweeper, counted as swept and failed.
+    r = client.post(
+        f"/v1/datasets/{dataset}/jobs",
+        headers=auth(analyst),
+        json={"algorithm": "pe-means", "k": 2, "epsilon": 0.1},
+    )
+    assert r.status_code == 202, r.json()
+    silent = uuid.UUID(r.json()["id"])
+    with session_scope(settings.resolved_database_url) as session:
+        job = session.get(Job, silent)
+        assert job is not None
+        from app.db import repositories as repo
+
+        long_ago = repo.now() - timedelta(seconds=3600)
+        job.status, job.started_at, job.heartbeat_at = "running", long_ago, long_ago
+    from app.services import jobs as jobs_service
+
+    with session_scope(settings.resolved_database_url) as session:
+        assert jobs_service.sweep_stale_jobs(session, settings.stale_job_seconds) == [silent]
+    s = scrape(client, admin)
+    assert value(s, "privclust_jobs_swept_total") == 1
+    assert value(s, "privclust_jobs_failed_total", algorithm="pe-means") == 1
+    assert value(s, "privclust_jobs", status="failed", algorithm="pe-means") == 1
+
+    # Dataset deletion moves it from stored to deleted.
+    assert client.delete(f"/v1/datasets/{dataset}", headers=auth(owner)).status_code in (200, 204)
+    s = scrape(client, admin)
+    assert value(s, "privclust_datasets", state="stored") == 0
+    assert value(s, "privclust_datasets", state="deleted") == 1
+
+
+def test_http_latency_is_labelled_by_route_template_not_raw_path(client: TestClient, keys) -> None:
+    admin = keys["admin"]
+    for _ in range(3):
+        client.get(f"/v1/jobs/{uuid.uuid4()}", headers=auth(keys["analyst"]))
+    client.get("/no/such/path/" + uuid.uuid4().hex)
+    s = scrape(client, admin)
+    labels = {"method": "GET", "route": "/v1/jobs/{job_id}", "status": "404"}
+    assert value(s, "privclust_http_request_duration_seconds_count", **labels) == 3
+    assert value(s, "privclust_http_request_duration_seconds_sum", **labels) > 0
+    unmatched = {"method": "GET", "route": "unmatched", "status": "404"}
+    assert value(s, "privclust_http_request_duration_seconds_count", **unmatched) == 1
+    routes = {dict(labels_)["route"] for (name, labels_) in s if "route" in dict(labels_)}
+    assert not [r for r in routes if any(c.isdigit() for c in r.replace("v1", ""))], routes
+
+
+def test_a_queue_outage_is_reported_not_raised(settings: Settings, keys) -> None:
+    from app.main import create_app
+
+    down = settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"})  # nothing listens
+    with TestClient(create_app(down)) as c:
+        s = scrape(c, keys["admin"])
+    assert value(s, "privclust_queue_up") == 0
+    assert value(s, "privclust_database_up") == 1
+    assert ("privclust_queue_depth", ()) not in s
+    assert ("privclust_jobs_swept_total", ()) in s
