@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app import __version__
 from app.api import problems
 from app.api.deps import configure_threads, require
-from app.api.routes import datasets, health, jobs, keys
+from app.api.routes import datasets, health, jobs, keys, sweeps
 from app.config import Settings, get_settings
 from app.db.models import ApiKey
 from app.db.session import session_factory, unit_of_work
@@ -262,6 +262,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         datasets.router,
         datasets.budget_router,
         jobs.router,
+        sweeps.router,
     ):
         app.include_router(router)
     _polish_openapi(app)
