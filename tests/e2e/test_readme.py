@@ -26,6 +26,15 @@ def walkthrough() -> str:
     return blocks[0]
 
 
+def summaries_example() -> str:
+    """The README's follow-on example (sweeps, summaries, labels), run after the walk-through."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Sizes, quality, choosing k", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 1
+    return blocks[0]
+
+
 def descendants(pid: int) -> set[int]:
     out: set[int] = set()
     todo = [pid]
@@ -97,7 +106,7 @@ def test_serve_runs_the_readme_walkthrough_and_stops_cleanly(tmp_path: Path) -> 
         assert second.returncode == 1 and "already running" in second.stderr
 
         result = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", walkthrough()],
+            ["bash", "-euo", "pipefail", "-c", walkthrough() + "\n" + summaries_example()],
             env={**env, "PRIVCLUST": base},
             cwd=tmp_path,
             capture_output=True,
@@ -111,6 +120,10 @@ def test_serve_runs_the_readme_walkthrough_and_stops_cleanly(tmp_path: Path) -> 
         assert re.search(
             r"\{'n_rows_dp': \d+, 'n_rows': None, 'relation': 'add-remove'", result.stdout
         )
+        # The follow-on example: a sweep's losses, a suggested k, sizes, owner-only labels.
+        assert "'loss_se'" in result.stdout and "\nlabel\n" in result.stdout
+        assert re.search(r"^suggested k: [234]$", result.stdout, flags=re.M)
+        assert result.stdout.rstrip().endswith("404")
 
         children = descendants(serve.pid)
         assert len(children) >= 3  # redis-server, API, worker
