@@ -1,5 +1,5 @@
 """Private summaries of released centres (cluster sizes, k-means loss), the owner's labels, and a
-private sweep over k with its elbow rule (docs/algorithms.md section 8).
+private sweep over k with its elbow rule (docs/algorithms.md section 10).
 
 Everything here reads the rows only through blocks of at most BLOCK_ROWS rows: a dataset may be
 a memory-mapped matrix of millions of rows. The two summary releases are integer releases
