@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import load
 
-from app.clustering import summaries, suggest_k, sweep
+from app.clustering import suggest_k, summaries, sweep
 from app.clustering.metrics import kmeans_loss
 
 
@@ -86,7 +86,9 @@ def main() -> None:
     print(f"every noisy loss within 20% of its exact loss: {within}/{args.runs}")
     print(
         "per k, within 20%: "
-        + ", ".join(f"k={k}: {int(c)}/{args.runs}" for k, c in zip(args.ks, per_k_within))
+        + ", ".join(
+            f"k={k}: {int(c)}/{args.runs}" for k, c in zip(args.ks, per_k_within, strict=True)
+        )
     )
     print("(seconds: CPU time of the sweep, process_time)")
 
