@@ -237,7 +237,6 @@ def cluster_with_summaries(
     _, n_cols = data_shape(X)
     if iterations is None and resolve_algorithm(algorithm, n_cols) == "pe-means":
         iterations = default_pe_iterations(n_cols, job_epsilon)
-    noise_rng = job_generator(rng)
     result = run(
         X,
         k,
@@ -246,12 +245,13 @@ def cluster_with_summaries(
         center=center,
         mu=centres_mu(job_mu, mu_summary),
         iterations=iterations,
-        rng=noise_rng,
+        rng=rng,  # None keeps the run's own choices (its secure generator, cached packings)
         n_public=n_public,
         relation=relation,
         **options,
     )
     exact = exact_summary(X, result.centers, radius=radius, center=center)
+    noise_rng = job_generator(rng)  # the caller's (tests) or a fresh ChaCha20 from OS entropy
     summary = release_summary(
         exact,
         mu=mu_summary,
@@ -388,7 +388,7 @@ def sweep(
             mu=job_mu,
             n_public=n_public,
             relation=relation,
-            rng=noise_rng,
+            rng=rng,
             summaries=True,
             **options,
         )
