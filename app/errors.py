@@ -73,6 +73,14 @@ class Conflict(PrivclustError):
     title = "Conflict"
 
 
+class Gone(PrivclustError):
+    """The object existed but what the request needs is gone (a dataset's deleted rows)."""
+
+    status = 410
+    code = "gone"
+    title = "Gone"
+
+
 class BudgetExceeded(Conflict):
     code = "budget-exceeded"
     title = "Privacy budget exceeded"

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app import __version__, console
 from app.api import problems
 from app.api.deps import configure_threads, require
-from app.api.routes import datasets, health, jobs, keys, metrics
+from app.api.routes import datasets, health, jobs, keys, metrics, sweeps
 from app.config import Settings, get_settings
 from app.db.models import ApiKey
 from app.db.session import read_session_factory, session_factory, unit_of_work
@@ -301,6 +301,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         datasets.router,
         datasets.budget_router,
         jobs.router,
+        sweeps.router,
     ):
         app.include_router(router)
     app.mount("/console", console.static_app(), name="console")

@@ -139,8 +139,13 @@ def run_clustering_job(job_id: str) -> str:
                     if "projection_dim" in job.params
                     else {}
                 ),
+                summaries=job.summaries,
             )
-            same = plan.releases == job.releases and plan.sigma >= job.sigma
+            same = (
+                plan.releases == job.releases
+                and plan.sigma >= job.sigma
+                and plan.summary_mu == job.summary_mu
+            )
         except ValueError:
             same = False
         if not same:
@@ -168,6 +173,7 @@ def run_clustering_job(job_id: str) -> str:
         algorithm, k, mu, sigma = job.algorithm, job.k, job.mu, job.sigma
         releases, iterations, params = job.releases, job.iterations, dict(job.params)
         progress_total = job.progress_total
+        summaries, summary_mu = job.summaries, job.summary_mu
 
     heartbeat = _Heartbeat(db_url, jid, settings.heartbeat_seconds)
     heartbeat.start()
@@ -185,6 +191,7 @@ def run_clustering_job(job_id: str) -> str:
             progress=_progress_writer(db_url, jid, heartbeat),
             n_public=count.n_rows,
             relation=count.relation,
+            summaries=summaries,
         )
         # The noise actually used must be at least what was charged for, and the run must have
         # planned with the dataset's public count and relation (not released a count of its own).
@@ -193,6 +200,7 @@ def run_clustering_job(job_id: str) -> str:
             or result.sigma < sigma
             or (result.n_public, result.relation, result.count_mu)
             != (count.n_rows, count.relation, None)
+            or result.summary_mu != summary_mu
         ):
             raise RuntimeError(
                 f"privacy plan mismatch: planned {releases} releases at sigma={sigma} with "
@@ -227,12 +235,20 @@ def run_clustering_job(job_id: str) -> str:
         heartbeat.finished.set()
 
     centers = [[float(v) for v in row] for row in result.centers]
+    released: dict[str, Any] = {}
+    if result.sizes is not None:  # the noisy releases only: nothing exact is stored
+        released = {
+            "sizes": [int(v) for v in result.sizes],
+            "loss": result.loss,
+            "loss_se": result.loss_se,
+        }
     with session_scope(db_url) as s:
         if not repo.update_running_job(
             s,
             jid,
             status="succeeded",
             centers=centers,
+            **released,
             progress_iteration=progress_total,
             progress_total=progress_total,
             finished_at=repo.now(),

@@ -191,6 +191,7 @@ def responses(*statuses: int, validation: bool = True) -> dict[int | str, dict[s
         403: "The key's role may not do this",
         404: "Not found (or another tenant's)",
         409: "Conflict (budget exceeded, idempotency key reused, ...)",
+        410: "Gone (the dataset's rows were deleted)",
         413: "Upload too large",
         415: "Not multipart/form-data",
         422: "Invalid parameter",

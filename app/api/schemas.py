@@ -8,7 +8,7 @@ from typing import Annotated, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from app.db.models import ApiKey, Dataset, Job, LedgerEntry
+from app.db.models import ApiKey, Dataset, Job, LedgerEntry, Sweep
 from app.services import datasets as datasets_service
 from app.services.ledger import BudgetView
 
@@ -198,6 +198,9 @@ class LedgerEntryOut(BaseModel):
         "`failed`, `cancelled`: audit only."
     )
     job_id: uuid.UUID | None
+    sweep_id: uuid.UUID | None = Field(
+        default=None, description="The sweep that admitted the entry's job, if any."
+    )
     actor: uuid.UUID | None = Field(description="The API key id that caused the entry.")
     mu: float | None
     sigma: float | None
@@ -215,6 +218,7 @@ class LedgerEntryOut(BaseModel):
             id=e.id,
             kind=e.kind,
             job_id=e.job_id,
+            sweep_id=e.sweep_id,
             actor=e.actor_key_id,
             mu=e.mu,
             sigma=e.sigma,
@@ -266,6 +270,12 @@ class JobCreate(RequestBody):
     )
     mu: float | None = Field(default=None, gt=0, description="Or: this job's cost as mu-GDP.")
     params: JobParams | None = None
+    summaries: bool = Field(
+        default=False,
+        description="Also release private cluster `sizes` and a private `loss` (with its "
+        "standard error) of the centres, paid out of this job's epsilon/mu "
+        "(`privacy.summary_mu`; the centres get the rest).",
+    )
 
 
 class Progress(BaseModel):
@@ -279,11 +289,31 @@ class Privacy(BaseModel):
     delta: float
     sigma: float = Field(description="Std of the Gaussian noise per release (sensitivity 1).")
     iterations: int = Field(description="Number of Gaussian releases.")
+    summary_mu: float | None = Field(
+        default=None,
+        description="With summaries: the part of `mu` spent on them (two more releases); "
+        "`sigma` and `iterations` are then the centres'.",
+    )
 
 
 class JobResult(BaseModel):
     centers: list[list[float]] = Field(description="k centres in the original coordinates.")
     columns: list[str]
+    sizes: list[int] | None = Field(
+        default=None,
+        description="With summaries: a noisy count of the rows nearest to each centre "
+        "(floored at 0; differentially private, not the exact counts).",
+    )
+    loss: float | None = Field(
+        default=None,
+        description="With summaries: the noisy k-means loss of the centres, "
+        "sum of min(squared distance, (2R)^2) over the rows divided by n_rows_dp.",
+    )
+    loss_se: float | None = Field(
+        default=None,
+        description="The standard deviation of the loss's noise: (2R)^2 * sigma_loss / "
+        "n_rows_dp (docs/algorithms.md).",
+    )
 
 
 class JobOut(BaseModel):
@@ -297,6 +327,8 @@ class JobOut(BaseModel):
     result: JobResult | None = None
     error: str | None = None
     cancel_requested: bool = False
+    summaries: bool = False
+    sweep_id: uuid.UUID | None = None
     created_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -305,7 +337,13 @@ class JobOut(BaseModel):
     def of(cls, job: Job, columns: list[str]) -> JobOut:
         result = None
         if job.status == "succeeded" and job.centers is not None:
-            result = JobResult(centers=job.centers, columns=columns)
+            result = JobResult(
+                centers=job.centers,
+                columns=columns,
+                sizes=job.sizes,
+                loss=job.loss,
+                loss_se=job.loss_se,
+            )
         return cls(
             id=job.id,
             dataset_id=job.dataset_id,
@@ -321,10 +359,13 @@ class JobOut(BaseModel):
                 delta=job.delta,
                 sigma=job.sigma,
                 iterations=job.releases,
+                summary_mu=job.summary_mu,
             ),
             result=result,
             error=job.error,
             cancel_requested=job.cancel_requested,
+            summaries=job.summaries,
+            sweep_id=job.sweep_id,
             created_at=job.created_at,
             started_at=job.started_at,
             finished_at=job.finished_at,
@@ -337,3 +378,88 @@ class Estimate(BaseModel):
     admissible: bool = Field(description="Whether the job would be admitted now.")
     budget: Budget = Field(description="The budget now.")
     budget_after: Budget = Field(description="The budget if the job were admitted now.")
+
+
+# --- sweeps ------------------------------------------------------------------------------------
+
+
+class SweepCreate(RequestBody):
+    model_config = ConfigDict(json_schema_extra={"example": {"ks": [2, 4, 8, 16], "epsilon": 1.0}})
+    ks: list[Annotated[int, Field(ge=1, le=10_000), BeforeValidator(_integral)]] = Field(
+        min_length=2,
+        max_length=32,
+        description="The values of k to try (distinct); one job each, with summaries.",
+    )
+    algorithm: AlgorithmChoice = Field(default="auto", description="As for a job.")
+    epsilon: float | None = Field(
+        default=None, gt=0, description="The whole sweep's epsilon (all its jobs together)."
+    )
+    delta: float | None = Field(
+        default=None, gt=0, lt=1, description="Default: the dataset's delta."
+    )
+    mu: float | None = Field(default=None, gt=0, description="Or: the whole sweep's mu-GDP.")
+    params: JobParams | None = None
+
+
+class SweepPrivacy(BaseModel):
+    mu: float = Field(description="The whole sweep's cost (mu-GDP).")
+    epsilon: float
+    delta: float
+    job_mu: float = Field(description="Each job's cost: mu / sqrt(number of ks), rounded down.")
+
+
+class SweepPoint(BaseModel):
+    k: int
+    job_id: uuid.UUID
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    loss: float | None = Field(description="The job's private loss, once it succeeded.")
+    loss_se: float | None = Field(description="The standard deviation of the loss's noise.")
+
+
+class SweepOut(BaseModel):
+    id: uuid.UUID
+    dataset_id: uuid.UUID
+    algorithm: AlgorithmChoice = Field(description="As requested; each job says which ran.")
+    ks: list[int]
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"] = Field(
+        description="`succeeded` when every job has; `queued` while none has started; "
+        "`running` while any job is queued or running; else `failed` if any job failed, "
+        "otherwise `cancelled`."
+    )
+    progress: Progress = Field(description="Iterations done and planned, over all its jobs.")
+    privacy: SweepPrivacy
+    jobs: list[SweepPoint]
+    suggested_k: int | None = Field(
+        description="The elbow of the noisy losses (docs/algorithms.md), once every job "
+        "succeeded; null before."
+    )
+    created_at: datetime
+
+    @classmethod
+    def of(cls, sweep: Sweep, jobs: list[Job], suggested_k: int | None, status: str) -> SweepOut:
+        return cls(
+            id=sweep.id,
+            dataset_id=sweep.dataset_id,
+            algorithm=sweep.algorithm,
+            ks=[int(k) for k in sweep.ks],
+            status=status,
+            progress=Progress(
+                iteration=sum(j.progress_iteration for j in jobs),
+                iterations=sum(j.progress_total or j.iterations for j in jobs),
+            ),
+            privacy=SweepPrivacy(
+                mu=sweep.mu, epsilon=sweep.epsilon, delta=sweep.delta, job_mu=sweep.job_mu
+            ),
+            jobs=[
+                SweepPoint(
+                    k=j.k,
+                    job_id=j.id,
+                    status=j.status,
+                    loss=j.loss if j.status == "succeeded" else None,
+                    loss_se=j.loss_se if j.status == "succeeded" else None,
+                )
+                for j in jobs
+            ],
+            suggested_k=suggested_k,
+            created_at=sweep.created_at,
+        )

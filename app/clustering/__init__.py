@@ -3,9 +3,11 @@ numpy/scipy/scikit-learn).
 
 Public entry points: `pe_means`, `hdpe_means`, `lsh_coreset` and `cluster` (which resolves
 algorithm="auto"), returning a `ClusteringResult`; `plan_run` prices and validates a job from
-public inputs only; `ClusteringInputError` names the argument at fault. Public: d, k, the
-declared domain and the released noisy row count N~ (the exact N only when the owner declared it
-public, which makes neighbouring datasets replace one row instead of adding or removing one).
+public inputs only; `cluster(..., summaries=True)` adds private cluster sizes and loss, and
+`sweep` runs one summarised job per k and suggests one; `ClusteringInputError` names the
+argument at fault. Public: d, k, the declared domain and the released noisy row count N~ (the
+exact N only when the owner declared it public, which makes neighbouring datasets replace one row
+instead of adding or removing one).
 """
 
 from app.clustering.dispatch import cluster
@@ -22,6 +24,7 @@ from app.clustering.params import (
 )
 from app.clustering.pe import pe_means
 from app.clustering.result import ClusteringResult
+from app.clustering.summaries import SweepResult, suggest_k, sweep
 
 __all__ = [
     "AUTO_HDPE_ABOVE_DIM",
@@ -30,10 +33,13 @@ __all__ = [
     "ClusteringInputError",
     "ClusteringResult",
     "RunPlan",
+    "SweepResult",
     "cluster",
     "hdpe_means",
     "lsh_coreset",
     "pe_means",
     "plan_run",
     "resolve_algorithm",
+    "suggest_k",
+    "sweep",
 ]

@@ -35,14 +35,38 @@ def cluster(
     max_population: int = DEFAULT_MAX_POPULATION,
     n_public: int | None = None,
     relation: str = "add-remove",
+    summaries: bool = False,
 ) -> ClusteringResult:
     """Run the chosen algorithm; "auto" is HDPE-means when d > 32, PE-means otherwise.
 
     `projection_dim` only matters for HDPE-means; "lsh-coreset" runs with its default tree
     parameters (`iterations` = tree levels). `n_public` is the dataset's public row count
     (its released N~; the exact N only with `relation="replace-one"`). See pe_means and
-    hdpe_means for the rest.
+    hdpe_means for the rest. `summaries=True` also releases the centres' private sizes and
+    loss (app.clustering.summaries), paid out of the same mu.
     """
+    if summaries:
+        from app.clustering.summaries import cluster_with_summaries
+
+        return cluster_with_summaries(
+            cluster,
+            X,
+            k,
+            algorithm=algorithm,
+            radius=radius,
+            center=center,
+            epsilon=epsilon,
+            delta=delta,
+            mu=mu,
+            iterations=iterations,
+            rng=rng,
+            n_public=n_public,
+            relation=relation,
+            variations=variations,
+            projection_dim=projection_dim,
+            progress=progress,
+            max_population=max_population,
+        )
     _, n_cols = data_shape(X)
     chosen = resolve_algorithm(algorithm, n_cols)
     if chosen in ("lsh-coreset", "fastlloyd"):

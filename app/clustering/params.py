@@ -154,6 +154,10 @@ class RunPlan:
     progress_total: int
     relation: Relation = "add-remove"
     count_mu: float | None = None
+    # With summaries: the part of mu their two releases spend (app.clustering.summaries);
+    # `sigma` is then the centres' and sqrt(releases)/sigma is at most
+    # remaining_after(mu, summary_mu) (less count_mu).
+    summary_mu: float | None = None
 
     @property
     def count_sensitivity(self) -> float:
@@ -214,6 +218,8 @@ def plan_run(
     sum_weight: int | None = None,
     step_fraction: float | None = None,
     count_share: float | None = None,
+    summaries: bool = False,
+    summary_fraction: float | None = None,
 ) -> RunPlan:
     """Validate the non-data arguments of a run and fix its T, L, sigma and release count.
 
@@ -227,6 +233,8 @@ def plan_run(
     number of tree levels and `bits_per_level`/`sum_weight` are its own parameters (see
     app.clustering.lsh_coreset); `step_fraction` and `count_share` are FastLloyd's
     (app.clustering.fastlloyd). Neither has variations or a population.
+    `summaries` sets `summary_fraction` of mu (default SUMMARY_MU_FRACTION) aside for the
+    private sizes and loss of app.clustering.summaries; the centres share the rest.
     """
     n_rows = check_integer("X", n_rows, 1)
     n_cols = check_integer("X", n_cols, 1)
@@ -242,6 +250,13 @@ def plan_run(
     max_population = check_integer("max_population", max_population, 1)
     resolved = resolve_algorithm(algorithm, n_cols)
     job_mu, job_epsilon, job_delta = resolve_privacy(epsilon, delta, mu)
+    summary_mu: float | None = None
+    centres_budget = job_mu  # what the centres' releases (and a count of their own) may use
+    if summaries:
+        from app.clustering import summaries as summary_math  # lazy: it imports this module
+
+        summary_mu = summary_math.summary_mu(job_mu, summary_fraction)
+        centres_budget = summary_math.centres_mu(job_mu, summary_mu)
 
     p: int | None = None
     if resolved == "fastlloyd":
@@ -257,9 +272,9 @@ def plan_run(
         )
         if count_share is not None:
             check_count_share(count_share)
-        usable_mu = job_mu
+        usable_mu = centres_budget
         if count_mu is not None:  # T is set by the mu the Lloyd steps share
-            usable_mu = remaining_after(job_mu, check_positive("count_mu", count_mu))
+            usable_mu = remaining_after(centres_budget, check_positive("count_mu", count_mu))
         pe_iterations = (
             default_iterations(n_rows, n_cols, k, usable_mu, alpha)
             if iterations is None
@@ -322,9 +337,9 @@ def plan_run(
                 f"limit is {max_population} ((variations + 1) * k)",
             )
 
-    releases_mu = job_mu
+    releases_mu = centres_budget
     if count_mu is not None:
-        releases_mu = remaining_after(job_mu, check_positive("count_mu", count_mu))
+        releases_mu = remaining_after(centres_budget, check_positive("count_mu", count_mu))
     sigma = noise_multiplier(releases_mu, releases)
     if not math.sqrt(releases) / sigma <= releases_mu:  # guaranteed by noise_multiplier
         raise ArithmeticError("noise multiplier does not meet the requested mu")
@@ -345,6 +360,7 @@ def plan_run(
         progress_total=progress_total,
         relation="replace-one" if relation == "replace-one" else "add-remove",
         count_mu=count_mu,
+        summary_mu=summary_mu,
     )
 
 

@@ -24,6 +24,12 @@ class ClusteringResult:
     PE-means iterations (for HDPE-means the PE iterations in the projected space; its two final
     noisy releases are counted in `releases`, not here). `epsilon`/`delta` are set when the
     budget was given as (epsilon, delta).
+
+    With summaries (app.clustering.summaries), `sizes` (noisy per-centre row counts, floored
+    at 0) and `loss` (the noisy clipped k-means loss over N~, with the standard deviation of
+    its noise `loss_se`) are released with `summary_mu` of the job's mu (two releases, see
+    app.clustering.summaries.summary_sigmas); `releases` and `sigma` are then those of the
+    centres, and sqrt(releases / sigma^2 + summary_mu^2 (+ count_mu^2)) <= mu.
     """
 
     centers: np.ndarray
@@ -41,3 +47,7 @@ class ClusteringResult:
     n_public: int = 0
     relation: str = "add-remove"
     count_mu: float | None = None
+    sizes: np.ndarray | None = None
+    loss: float | None = None
+    loss_se: float | None = None
+    summary_mu: float | None = None

@@ -6,6 +6,10 @@ comes from OS entropy; there is deliberately no seed option.
 
 delta defaults to min(1e-6, 1/N^1.1) for N rows: below 1/N, as the usual guidance asks, and
 never looser than 1e-6. N and d are treated as public, as in the service.
+
+`--summaries` adds the centres' private sizes and loss. `--k 2,4,8,16` runs a private sweep:
+one summarised run per k with the budget split equally between them, printing each k's noisy
+loss and its standard error and the suggested k (docs/algorithms.md, "sweeps").
 """
 
 from __future__ import annotations
@@ -28,7 +32,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "clipped onto its boundary.",
     )
     p.add_argument("file", type=Path, help="a CSV file with a header row, or a .npy matrix")
-    p.add_argument("--k", type=int, required=True, help="number of clusters")
+    p.add_argument(
+        "--k",
+        type=_ks,
+        required=True,
+        help="number of clusters, or a comma-separated list (2,4,8,16) for a private sweep "
+        "that suggests one",
+    )
+    p.add_argument(
+        "--summaries",
+        action="store_true",
+        help="also release private cluster sizes and loss (paid out of the same budget)",
+    )
     budget = p.add_mutually_exclusive_group(required=True)
     budget.add_argument("--epsilon", type=float, help="privacy budget epsilon of this run")
     budget.add_argument("--mu", type=float, help="privacy budget as mu-GDP (instead of epsilon)")
@@ -64,6 +79,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--projection-dim", type=int, default=16, help="HDPE projection dimension")
     p.add_argument("--format", choices=["csv", "json"], default="csv", help="output format")
     p.set_defaults(func=run)
+
+
+def _ks(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer list: {text!r}") from exc
+    if not values:
+        raise argparse.ArgumentTypeError("give at least one k")
+    return values
 
 
 def _read_matrix(path: Path) -> tuple[Any, list[str]]:
@@ -113,10 +138,12 @@ def run(args: argparse.Namespace) -> int:
     delta = args.delta
     if args.epsilon is not None and delta is None:
         delta = DEFAULT_DELTA
+    if len(args.k) > 1:
+        return _run_sweep(args, X, delta)
     try:
         result = cluster(
             X,
-            args.k,
+            args.k[0],
             algorithm=args.algorithm,
             radius=args.radius,
             center=None if args.center is None else np.asarray(args.center),
@@ -127,12 +154,10 @@ def run(args: argparse.Namespace) -> int:
             variations=args.variations,
             projection_dim=args.projection_dim,
             relation="replace-one" if args.count_public else "add-remove",
+            summaries=args.summaries,
         )
     except (ClusteringInputError, PrivacyParameterError) as exc:
-        field = getattr(exc, "field", None)
-        where = f" ({field})" if field else ""
-        print(f"privclust cluster: error{where}: {exc}", file=sys.stderr)
-        return 2
+        return _error(exc)
 
     privacy = {
         "mu": result.mu,
@@ -146,21 +171,96 @@ def run(args: argparse.Namespace) -> int:
         "n_rows_dp": None if args.count_public else result.n_public,
     }
     centres = result.centers.tolist()
+    summary = None
+    if result.sizes is not None:
+        privacy["summary_mu"] = result.summary_mu
+        summary = {
+            "sizes": [int(v) for v in result.sizes],
+            "loss": result.loss,
+            "loss_se": result.loss_se,
+        }
     if args.format == "json":
-        document = {
+        document: dict[str, Any] = {
             "algorithm": result.algorithm,
             "k": len(centres),
             "columns": columns,
             "centers": centres,
             "privacy": privacy,
         }
+        if summary is not None:
+            document.update(summary)
         print(json.dumps(document, indent=2))
     else:
         print(",".join(_csv_field(name) for name in columns))
         for centre in centres:
             print(",".join(repr(value) for value in centre))
+        if summary is not None:
+            print(
+                f"sizes={summary['sizes']} loss={summary['loss']:.6g} "
+                f"(standard error {summary['loss_se']:.3g})",
+                file=sys.stderr,
+            )
         spent = ", ".join(f"{key}={value}" for key, value in privacy.items())
         print(f"{result.algorithm}: privacy spent: {spent}", file=sys.stderr)
+    return 0
+
+
+def _error(exc: Exception) -> int:
+    field = getattr(exc, "field", None)
+    where = f" ({field})" if field else ""
+    print(f"privclust cluster: error{where}: {exc}", file=sys.stderr)
+    return 2
+
+
+def _run_sweep(args: argparse.Namespace, X: Any, delta: float | None) -> int:
+    """A private sweep over the ks: a table of each k's noisy loss (CSV or JSON) and the
+    suggested k."""
+    import numpy as np
+
+    from app.clustering import ClusteringInputError, sweep
+    from app.privacy.gdp import PrivacyParameterError
+
+    try:
+        result = sweep(
+            X,
+            args.k,
+            radius=args.radius,
+            center=None if args.center is None else np.asarray(args.center),
+            algorithm=args.algorithm,
+            epsilon=args.epsilon,
+            delta=delta if args.epsilon is not None else None,
+            mu=args.mu,
+            relation="replace-one" if args.count_public else "add-remove",
+            iterations=args.iterations,
+            variations=args.variations,
+            projection_dim=args.projection_dim,
+        )
+    except (ClusteringInputError, PrivacyParameterError) as exc:
+        return _error(exc)
+    rows = [
+        {"k": k, "loss": r.loss, "loss_se": r.loss_se, "sizes": [int(v) for v in r.sizes]}
+        for k, r in zip(result.ks, result.results, strict=True)
+        if r.sizes is not None
+    ]
+    privacy = {
+        "mu": result.mu,
+        "job_mu": result.job_mu,
+        "epsilon": args.epsilon,
+        "delta": delta if args.epsilon is not None else None,
+        "relation": result.relation,
+        "count_mu": result.count_mu,
+        "n_rows_dp": None if args.count_public else result.n_public,
+    }
+    if args.format == "json":
+        document = {"ks": list(result.ks), "suggested_k": result.suggested_k, "runs": rows}
+        print(json.dumps({**document, "privacy": privacy}, indent=2))
+    else:
+        print("k,loss,loss_se")
+        for row in rows:
+            print(f"{row['k']},{row['loss']!r},{row['loss_se']!r}")
+        print(f"suggested k: {result.suggested_k}", file=sys.stderr)
+        spent = ", ".join(f"{key}={value}" for key, value in privacy.items())
+        print(f"sweep: privacy spent: {spent}", file=sys.stderr)
     return 0
 
 

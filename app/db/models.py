@@ -1,4 +1,4 @@
-"""SQLAlchemy models: API keys, datasets, jobs and the append-only privacy ledger."""
+"""SQLAlchemy models: API keys, datasets, jobs, sweeps over k and the append-only privacy ledger."""
 
 from __future__ import annotations
 
@@ -65,6 +65,33 @@ class Dataset(Base):
     deleted_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
+class Sweep(Base):
+    """One admission of several jobs, one per k, sharing a total mu (each mu / sqrt(m)).
+
+    Its state and progress are those of its jobs (`Job.sweep_id`); it stores what was asked.
+    """
+
+    __tablename__ = "sweeps"
+    __table_args__ = (
+        UniqueConstraint("tenant", "idempotency_key", name="uq_sweeps_tenant_idempotency_key"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    dataset_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("datasets.id"), index=True)
+    tenant: Mapped[str] = mapped_column(String(100), index=True)
+    ks: Mapped[list[Any]] = mapped_column(JSON)
+    algorithm: Mapped[str] = mapped_column(String(20))
+    # The sweep's total cost; each job is charged job_mu = mu / sqrt(len(ks)) (rounded down).
+    mu: Mapped[float] = mapped_column(Float)
+    epsilon: Mapped[float] = mapped_column(Float)
+    delta: Mapped[float] = mapped_column(Float)
+    job_mu: Mapped[float] = mapped_column(Float)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), default=None)
+    request_fingerprint: Mapped[str | None] = mapped_column(String(64), default=None)
+    created_by: Mapped[uuid.UUID | None] = mapped_column(default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class Job(Base):
     __tablename__ = "jobs"
     __table_args__ = (
@@ -97,6 +124,16 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
     heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
+    # Private summaries (app.clustering.summaries): asked for, their part of `mu`, and the
+    # released noisy sizes, loss and the loss's standard error once the job succeeded.
+    summaries: Mapped[bool] = mapped_column(Boolean, default=False)
+    summary_mu: Mapped[float | None] = mapped_column(Float, default=None)
+    sizes: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
+    loss: Mapped[float | None] = mapped_column(Float, default=None)
+    loss_se: Mapped[float | None] = mapped_column(Float, default=None)
+    sweep_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("sweeps.id"), default=None, index=True
+    )
 
 
 class LedgerEntry(Base):
@@ -114,6 +151,8 @@ class LedgerEntry(Base):
     dataset_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("datasets.id"), index=True)
     kind: Mapped[str] = mapped_column(String(16))
     job_id: Mapped[uuid.UUID | None] = mapped_column(default=None, index=True)
+    # The sweep that admitted the job (no foreign key: the ledger outlives everything).
+    sweep_id: Mapped[uuid.UUID | None] = mapped_column(default=None, index=True)
     actor_key_id: Mapped[uuid.UUID | None] = mapped_column(default=None)
     mu: Mapped[float | None] = mapped_column(Float, default=None)
     sigma: Mapped[float | None] = mapped_column(Float, default=None)

@@ -13,7 +13,7 @@ from sqlalchemy import Select, and_, case, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
-from app.db.models import ApiKey, Dataset, Job, LedgerEntry
+from app.db.models import ApiKey, Dataset, Job, LedgerEntry, Sweep
 from app.errors import InvalidParameter
 
 T = TypeVar("T")
@@ -211,6 +211,22 @@ def queued_jobs_created_before(
 def job_status(session: Session, job_id: uuid.UUID) -> str | None:
     """The job's status as the database has it now (not as this session last loaded it)."""
     return session.scalar(select(Job.status).where(Job.id == job_id))
+
+
+# --- sweeps ------------------------------------------------------------------------------------
+
+
+def sweep_for_tenant(session: Session, sweep_id: uuid.UUID, tenant: str) -> Sweep | None:
+    return session.scalar(select(Sweep).where(Sweep.id == sweep_id, Sweep.tenant == tenant))
+
+
+def sweep_by_idempotency_key(session: Session, tenant: str, key: str) -> Sweep | None:
+    return session.scalar(select(Sweep).where(Sweep.tenant == tenant, Sweep.idempotency_key == key))
+
+
+def jobs_of_sweep(session: Session, sweep_id: uuid.UUID) -> list[Job]:
+    """A sweep's jobs in increasing k."""
+    return list(session.scalars(select(Job).where(Job.sweep_id == sweep_id).order_by(Job.k)))
 
 
 def now() -> datetime:

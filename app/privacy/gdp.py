@@ -44,6 +44,7 @@ __all__ = [
     "compose",
     "delta_from_mu_epsilon",
     "epsilon_from_mu_delta",
+    "equal_share",
     "exact_square_sum",
     "mu_from_epsilon_delta",
     "noise_multiplier",
@@ -412,6 +413,18 @@ def remaining_after(total: float, part: float) -> float:
     left = exact_square_sum([total_f]) - exact_square_sum([part_f])
     root = math.sqrt(float(left))
     return _step_until(root, lambda r: Fraction(r) ** 2 <= left, 0.0)
+
+
+def equal_share(total: float, parts: int) -> float:
+    """The largest mu with sqrt(parts * mu^2) <= total, exactly: `parts` equal mechanisms that
+    compose to at most `total` (total / sqrt(parts), rounded down)."""
+    total_f = _positive(total, "mu")
+    if isinstance(parts, bool) or not isinstance(parts, numbers.Integral) or int(parts) < 1:
+        raise PrivacyParameterError(f"parts must be an integer >= 1, got {parts!r}", field="mu")
+    count = int(parts)
+    limit = exact_square_sum([total_f])
+    share = total_f / math.sqrt(count)
+    return _step_until(share, lambda m: count * Fraction(m) ** 2 <= limit, 0.0)
 
 
 def noise_multiplier(mu: float, releases: int) -> float:

@@ -31,9 +31,12 @@ class JobRequest:
     iterations: int | None = None
     variations: int | None = None
     projection_dim: int | None = None
+    summaries: bool = False
 
     def fingerprint(self, dataset_id: uuid.UUID) -> str:
         body = {"dataset_id": str(dataset_id), **self.__dict__}
+        if not self.summaries:  # fingerprints of requests made before summaries existed hold
+            del body["summaries"]
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
@@ -51,6 +54,9 @@ class JobPlan:
     iterations: int
     progress_total: int
     params: dict[str, Any]
+    # The part of `mu` spent on the private summaries (None: no summaries); `sigma` and
+    # `releases` are then the centres'.
+    summary_mu: float | None = None
 
 
 def _privacy_error(exc: gdp.PrivacyParameterError) -> InvalidParameter:
@@ -109,6 +115,7 @@ def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
             iterations=req.iterations,
             variations=req.variations,
             projection_dim=req.projection_dim,
+            summaries=req.summaries,
         )
         epsilon = (
             req.epsilon if req.epsilon is not None else gdp.epsilon_from_mu_delta(run.mu, delta)
@@ -137,6 +144,7 @@ def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
         iterations=run.iterations,
         progress_total=run.progress_total,
         params=params,
+        summary_mu=run.summary_mu,
     )
 
 
@@ -204,7 +212,24 @@ def submit(
         existing = repo.job_by_idempotency_key(session, dataset.tenant, idempotency_key)
         if existing is not None:
             return _same_request(existing, fingerprint), False
-    job = Job(
+    job = new_job(
+        dataset, plan, actor=actor, idempotency_key=idempotency_key, fingerprint=fingerprint
+    )
+    ledger.reserve(session, dataset.id, job, actor)
+    return job, True
+
+
+def new_job(
+    dataset: Dataset,
+    plan: JobPlan,
+    *,
+    actor: uuid.UUID | None,
+    idempotency_key: str | None = None,
+    fingerprint: str | None = None,
+    sweep_id: uuid.UUID | None = None,
+) -> Job:
+    """The queued Job row of an admitted plan (not yet added to the session)."""
+    return Job(
         id=uuid.uuid4(),
         dataset_id=dataset.id,
         tenant=dataset.tenant,
@@ -223,9 +248,10 @@ def submit(
         idempotency_key=idempotency_key,
         request_fingerprint=fingerprint,
         created_by=actor,
+        summaries=plan.summary_mu is not None,
+        summary_mu=plan.summary_mu,
+        sweep_id=sweep_id,
     )
-    ledger.reserve(session, dataset.id, job, actor)
-    return job, True
 
 
 def recheck_idempotency(session: Session, tenant: str, key: str, fingerprint: str) -> Job | None:

@@ -213,15 +213,27 @@ def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID 
             dataset_id=dataset_id,
             kind="reserve",
             job_id=job.id,
+            sweep_id=job.sweep_id,
             actor_key_id=actor,
             mu=job.mu,
             sigma=job.sigma,
             releases=job.releases,
             epsilon=job.epsilon,
             delta=job.delta,
+            note=_charge_note(job),
         ),
     )
     return job
+
+
+def _charge_note(job: Job) -> str | None:
+    """What a job's charge pays for beyond its centres' releases (sigma and releases)."""
+    parts = []
+    if job.summary_mu is not None:
+        parts.append(f"includes private summaries (sizes and loss) with mu={job.summary_mu:.6g}")
+    if job.sweep_id is not None:
+        parts.append(f"k={job.k} of sweep {job.sweep_id}")
+    return "; ".join(parts) or None
 
 
 def commit(session: Session, job: Job) -> None:
@@ -232,6 +244,7 @@ def commit(session: Session, job: Job) -> None:
             dataset_id=job.dataset_id,
             kind="commit",
             job_id=job.id,
+            sweep_id=job.sweep_id,
             mu=job.mu,
             sigma=job.sigma,
             releases=job.releases,
@@ -253,6 +266,7 @@ def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None
             dataset_id=job.dataset_id,
             kind="refund",
             job_id=job.id,
+            sweep_id=job.sweep_id,
             actor_key_id=actor,
             mu=job.mu,
             note=note,
@@ -267,7 +281,12 @@ def record(
     repo.add(
         session,
         LedgerEntry(
-            dataset_id=job.dataset_id, kind=kind, job_id=job.id, actor_key_id=actor, note=note
+            dataset_id=job.dataset_id,
+            kind=kind,
+            job_id=job.id,
+            sweep_id=job.sweep_id,
+            actor_key_id=actor,
+            note=note,
         ),
     )
 

@@ -94,10 +94,14 @@ def test_main_job_end_to_end(stack: Stack) -> None:
             "result",
             "error",
             "cancel_requested",
+            "summaries",  # whether the request asked for private summaries
+            "sweep_id",  # the sweep that admitted the job, if any
             "created_at",
             "started_at",
             "finished_at",
         }
+        # Without summaries the result is the centres alone (no sizes or loss, noisy or not).
+        assert {k for k, v in job["result"].items() if v is not None} == {"centers", "columns"}
 
 
 def test_32_simultaneous_submissions_with_room_for_5(stack: Stack) -> None:

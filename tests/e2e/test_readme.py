@@ -26,6 +26,15 @@ def walkthrough() -> str:
     return blocks[0]
 
 
+def summaries_example() -> str:
+    """The README's follow-on example (sweeps, summaries, labels), run after the walk-through."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Sizes, quality, choosing k", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    assert len(blocks) == 1
+    return blocks[0]
+
+
 def run_walkthrough(
     tmp_path: Path, env: dict[str, str], base: str, **extra: str
 ) -> subprocess.CompletedProcess[str]:
@@ -33,12 +42,12 @@ def run_walkthrough(
     cwd = tmp_path / "cwd"
     cwd.mkdir(exist_ok=True)
     return subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", walkthrough()],
+        ["bash", "-euo", "pipefail", "-c", walkthrough() + "\n" + summaries_example()],
         env={**env, "PRIVCLUST": base, **extra},
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=300,
     )
 
 
@@ -129,6 +138,10 @@ def test_serve_runs_the_readme_walkthrough_and_stops_cleanly(tmp_path: Path) -> 
             assert re.search(
                 r"\{'n_rows_dp': \d+, 'n_rows': None, 'relation': 'add-remove'", result.stdout
             )
+            # The follow-on example: a sweep's losses, a suggested k, sizes, owner-only labels.
+            assert "'loss_se'" in result.stdout and "\nlabel\n" in result.stdout
+            assert re.search(r"^suggested k: [234]$", result.stdout, flags=re.M)
+            assert result.stdout.rstrip().endswith("404")
             assert "Traceback" not in result.stderr
 
         # A job that cannot finish (the only worker is stopped): the poll gives up with a message.

@@ -63,6 +63,7 @@ EXCLUDED: dict[str, dict[CheckFunction, str]] = {
         "PATCH /v1/datasets/{dataset_id}/budget",
         "POST /v1/datasets/{dataset_id}/jobs",
         "POST /v1/datasets/{dataset_id}/jobs/estimate",
+        "POST /v1/datasets/{dataset_id}/sweeps",
     )
 }
 

@@ -147,3 +147,36 @@ def test_non_numeric_csv_column_is_rejected(
 def test_budget_is_required(csv_file: Path) -> None:
     with pytest.raises(SystemExit):
         _run(["cluster", str(csv_file), "--k", "2", "--radius", "1"])
+
+
+def test_summaries_print_private_sizes_and_loss(
+    csv_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["cluster", str(csv_file), "--k", "3", "--epsilon", "2", "--radius", "4"]
+    code = _run([*argv, "--center", "10.5", "10", "0", "--summaries", "--format", "json"])
+    document = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert len(document["sizes"]) == 3 and all(v >= 0 for v in document["sizes"])
+    assert document["loss"] >= 0.0 and document["loss_se"] > 0.0
+    assert 0 < document["privacy"]["summary_mu"] < document["privacy"]["mu"]
+
+
+def test_a_list_of_k_runs_a_sweep_and_prints_its_table(
+    csv_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["cluster", str(csv_file), "--k", "1,3,2", "--epsilon", "4", "--radius", "4"]
+    assert _run([*argv, "--center", "10.5", "10", "0"]) == 0
+    out, err = capsys.readouterr()
+    lines = out.strip().splitlines()
+    assert lines[0] == "k,loss,loss_se"
+    table = [line.split(",") for line in lines[1:]]
+    assert [int(row[0]) for row in table] == [1, 2, 3]
+    assert all(float(row[2]) > 0 for row in table)
+    suggested = int(err.split("suggested k: ")[1].split()[0])
+    assert suggested in (1, 2, 3)
+    assert "sweep: privacy spent: mu=" in err
+
+
+def test_a_bad_k_list_is_refused(csv_file: Path) -> None:
+    with pytest.raises(SystemExit):
+        _run(["cluster", str(csv_file), "--k", "2,x", "--epsilon", "1", "--radius", "1"])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi.responses import StreamingResponse
 from sqlalchemy.exc import IntegrityError
 
 from app.api.deps import SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute
@@ -16,6 +17,7 @@ from app.db.models import Dataset, Job
 from app.errors import NotFound, ServiceUnavailable
 from app.services import datasets as datasets_service
 from app.services import jobs as jobs_service
+from app.services import labels as labels_service
 from app.services import ledger, queue
 
 router = APIRouter(prefix="/v1", tags=["jobs"], route_class=UnitOfWorkRoute)
@@ -42,6 +44,7 @@ def _request_of(body: JobCreate) -> jobs_service.JobRequest:
         iterations=params.iterations if params else None,
         variations=params.variations if params else None,
         projection_dim=params.projection_dim if params else None,
+        summaries=body.summaries,
     )
 
 
@@ -52,6 +55,7 @@ def _privacy(plan: jobs_service.JobPlan) -> Privacy:
         delta=plan.delta,
         sigma=plan.sigma,
         iterations=plan.releases,
+        summary_mu=plan.summary_mu,
     )
 
 
@@ -185,3 +189,65 @@ def jobs_cancel(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOu
     job = jobs_service.cancel(session, job, key.id)
     session.commit()
     return JobOut.of(job, columns)
+
+
+LabelsFormat = Literal["csv", "npy"]
+
+
+def _labels_format(request: Request, fmt: LabelsFormat | None) -> LabelsFormat:
+    """`?format=` wins; else the Accept header (.npy for application/x-npy or
+    application/octet-stream); else CSV."""
+    if fmt is not None:
+        return fmt
+    accept = request.headers.get("accept", "")
+    if "application/x-npy" in accept or "application/octet-stream" in accept:
+        return "npy"
+    return "csv"
+
+
+@router.get(
+    "/jobs/{job_id}/labels",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "One label per row, in the dataset's row order: the index (0 to "
+            "k-1) of the row's nearest released centre.",
+            "content": {
+                "text/csv": {"schema": {"type": "string"}},
+                "application/x-npy": {"schema": {"type": "string", "format": "binary"}},
+            },
+        },
+        **responses(401, 403, 404, 409, 410),
+    },
+    summary="The owner's labels: each row's nearest released centre (CSV or .npy)",
+)
+def jobs_labels(
+    job_id: uuid.UUID,
+    request: Request,
+    session: SessionDep,
+    key: TenantKey,
+    fmt: Annotated[
+        LabelsFormat | None,
+        Query(
+            alias="format",
+            description="`csv` (default) or `npy`; or send Accept: application/x-npy.",
+        ),
+    ] = None,
+) -> StreamingResponse:
+    """For the dataset's owner only (anyone else: 404). Computed from the released centres
+    (post-processing: no budget) and streamed in blocks. A job that has not succeeded: 409;
+    a dataset whose rows were deleted: 410."""
+    if key.role != "owner":
+        raise NotFound("no such job", code="job-not-found")
+    job, _ = _job(session, job_id, key.tenant)
+    source = labels_service.open_labels(session, job)
+    chosen = _labels_format(request, fmt)
+    media = "text/csv" if chosen == "csv" else "application/x-npy"
+    return StreamingResponse(
+        labels_service.stream(source, chosen),
+        media_type=media,
+        headers={
+            "Content-Disposition": f'attachment; filename="labels-{job.id}.{chosen}"',
+            "Vary": "Accept",
+        },
+    )

@@ -1,0 +1,126 @@
+"""Sweeps over k: one atomic admission of a summarised job per k, their losses and a suggested k."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, Response
+from sqlalchemy.exc import IntegrityError
+
+from app.api.deps import SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute
+from app.api.problems import responses
+from app.api.routes.jobs import IdempotencyKey
+from app.api.schemas import SweepCreate, SweepOut
+from app.db import repositories as repo
+from app.db.models import Sweep
+from app.errors import ServiceUnavailable
+from app.services import datasets as datasets_service
+from app.services import jobs as jobs_service
+from app.services import ledger, queue
+from app.services import sweeps as sweeps_service
+
+router = APIRouter(prefix="/v1", tags=["sweeps"], route_class=UnitOfWorkRoute)
+
+
+def _request_of(body: SweepCreate) -> sweeps_service.SweepRequest:
+    params = body.params
+    return sweeps_service.SweepRequest(
+        ks=tuple(body.ks),
+        algorithm=body.algorithm,
+        epsilon=body.epsilon,
+        delta=body.delta,
+        mu=body.mu,
+        iterations=params.iterations if params else None,
+        variations=params.variations if params else None,
+        projection_dim=params.projection_dim if params else None,
+    )
+
+
+def _out(session: SessionDep, sweep: Sweep) -> SweepOut:
+    jobs = repo.jobs_of_sweep(session, sweep.id)
+    return SweepOut.of(
+        sweep, jobs, sweeps_service.suggested_k(jobs), sweeps_service.status_of(jobs)
+    )
+
+
+@router.post(
+    "/datasets/{dataset_id}/sweeps",
+    status_code=202,
+    response_model=SweepOut,
+    responses=responses(401, 403, 404, 409, 422, 503),
+    summary="Run one summarised job per k, admitted and charged atomically as one",
+)
+def sweeps_create(
+    dataset_id: uuid.UUID,
+    body: SweepCreate,
+    session: SessionDep,
+    settings: SettingsDep,
+    key: TenantKey,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
+) -> SweepOut:
+    """The whole sweep's epsilon (or mu) is split equally between its jobs (each mu/sqrt(m));
+    all of them are admitted, or none (409 `budget-exceeded`, nothing charged)."""
+    dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
+    req = _request_of(body)
+    plan = sweeps_service.plan_sweep(dataset, req)  # 422 before anything else
+    queue.redis_connection(queue.resolve_redis_url(settings)).ping()
+    ledger.begin_budget_transaction(session)
+    try:
+        sweep, created = sweeps_service.submit(
+            session, dataset, req, actor=key.id, idempotency_key=idempotency_key, plan=plan
+        )
+        session.commit()
+    except IntegrityError:
+        # uq_sweeps_tenant_idempotency_key: the same key committed first on another dataset.
+        session.rollback()
+        existing = (
+            None
+            if idempotency_key is None
+            else sweeps_service.recheck_idempotency(
+                session, key.tenant, idempotency_key, req.fingerprint(dataset.id)
+            )
+        )
+        if existing is None:
+            raise
+        sweep, created = existing, False
+    if created:
+        jobs = repo.jobs_of_sweep(session, sweep.id)
+        for position, job in enumerate(jobs):
+            try:
+                queue.enqueue_job(settings, job.id)
+            except Exception as exc:
+                # This job and the ones after it never reached the queue: fail and refund them
+                # (no noise drawn); those already queued run as admitted.
+                for unqueued in jobs[position:]:
+                    jobs_service.fail_unqueued(session, unqueued.id, "the job could not be queued")
+                session.commit()
+                raise ServiceUnavailable(
+                    "the job queue could not be reached; the sweep's jobs not yet queued were "
+                    "not started and their budget was refunded",
+                    code="queue-unavailable",
+                    sweep_id=str(sweep.id),
+                ) from exc
+    else:
+        response.headers["Idempotent-Replayed"] = "true"
+    return _out(session, sweep)
+
+
+@router.get("/sweeps/{sweep_id}", response_model=SweepOut, responses=responses(401, 403, 404))
+def sweeps_get(sweep_id: uuid.UUID, session: SessionDep, key: TenantKey) -> SweepOut:
+    """Each k's private loss and its standard error, the progress over all jobs, and the
+    suggested k once every job succeeded."""
+    return _out(session, sweeps_service.get_sweep(session, sweep_id, key.tenant))
+
+
+@router.post(
+    "/sweeps/{sweep_id}/cancel", response_model=SweepOut, responses=responses(401, 403, 404, 409)
+)
+def sweeps_cancel(sweep_id: uuid.UUID, session: SessionDep, key: TenantKey) -> SweepOut:
+    """Cancel every unfinished job: queued ones are refunded, running ones stop and stay
+    charged."""
+    sweep = sweeps_service.get_sweep(session, sweep_id, key.tenant)
+    ledger.begin_budget_transaction(session)
+    sweeps_service.cancel(session, sweep, key.id)
+    session.commit()
+    return _out(session, sweep)

@@ -1,0 +1,81 @@
+"""The owner's labels: each row's nearest released centre, streamed as CSV or .npy in blocks.
+
+Labels are a post-processing of the released centres (no budget), but they describe individual
+rows: only the dataset's owner may read them (the route enforces it).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+
+from app.db.models import Dataset, Job
+from app.errors import Conflict, Gone
+
+
+@dataclass(frozen=True)
+class LabelSource:
+    """What streaming needs, read before the request's session closes."""
+
+    matrix: Any  # a read-only memory-mapped N x d matrix
+    centers: np.ndarray
+    center: np.ndarray
+    radius: float
+
+
+def open_labels(session: Session, job: Job) -> LabelSource:
+    """The rows and released centres of a succeeded job; 409 if it has not succeeded, 410 if
+    the dataset's rows were deleted."""
+    from app.services.ingest import open_matrix
+
+    if job.status != "succeeded" or job.centers is None:
+        raise Conflict(
+            f"labels exist only for a succeeded job; this one is {job.status}",
+            code="job-not-succeeded",
+        )
+    dataset = session.get(Dataset, job.dataset_id)
+    deleted = "the dataset's rows were deleted; no labels can be computed"
+    if dataset is None or dataset.deleted_at is not None or dataset.storage_path is None:
+        raise Gone(deleted, code="rows-deleted")
+    try:
+        matrix = open_matrix(Path(dataset.storage_path))
+    except OSError as exc:  # removed between the check and here
+        raise Gone(deleted, code="rows-deleted") from exc
+    return LabelSource(
+        matrix=matrix,
+        centers=np.asarray(job.centers, dtype=np.float64),
+        center=np.asarray(dataset.center, dtype=np.float64),
+        radius=float(dataset.radius),
+    )
+
+
+def _blocks(source: LabelSource) -> Iterator[np.ndarray]:
+    from app.clustering.summaries import nearest_centre_blocks
+
+    return nearest_centre_blocks(
+        source.matrix, source.centers, radius=source.radius, center=source.center
+    )
+
+
+def stream(source: LabelSource, fmt: str) -> Iterator[bytes]:
+    """The labels as CSV (a `label` header, one integer per line) or as a 1-D int32 .npy,
+    one block of rows at a time."""
+    if fmt == "npy":
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(
+            header,
+            {"descr": "<i4", "fortran_order": False, "shape": (int(source.matrix.shape[0]),)},
+        )
+        yield header.getvalue()
+        for labels in _blocks(source):
+            yield labels.astype("<i4").tobytes()
+        return
+    yield b"label\n"
+    for labels in _blocks(source):
+        yield ("\n".join(map(str, labels.tolist())) + "\n").encode()

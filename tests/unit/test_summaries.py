@@ -1,0 +1,228 @@
+"""Private summaries, the elbow rule and the library sweep: their arithmetic, their calibration
+(every release composes to exactly the job's mu) and a seeded check of a sweep's losses."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from app.clustering import ClusteringInputError, cluster, plan_run, suggest_k, sweep
+from app.clustering import summaries as sm
+from app.clustering.metrics import kmeans_loss
+from app.privacy.gdp import equal_share, mu_from_epsilon_delta
+from tests.unit.test_clustering_runs import ReleaseLog
+
+
+def _blobs(n: int, d: int, k: int, seed: int = 0, spread: float = 0.05) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(-0.6, 0.6, size=(k, d))
+    return centres[rng.integers(k, size=n)] + rng.normal(scale=spread, size=(n, d))
+
+
+# ---------------------------------------------------------------------------------------------
+# Exact statistics and their grid
+
+
+def test_exact_summary_counts_nearest_rows_and_clips_the_loss() -> None:
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-3.0, 3.0, size=(5000, 3))  # many rows outside the ball of radius 2
+    centres = np.array([[0.5, 0.0, 0.0], [-1.0, 1.0, 0.0], [0.0, 0.0, 1.9]])
+    exact = sm.exact_summary(X, centres, radius=2.0, center=np.zeros(3))
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    clipped = X * np.minimum(1.0, 2.0 / norms)
+    sq = ((clipped[:, None, :] - centres[None]) ** 2).sum(axis=2)
+    assert exact.counts.tolist() == np.bincount(sq.argmin(axis=1), minlength=3).tolist()
+    expected_units = np.rint(sq.min(axis=1) / 16.0 * 2**sm.LOSS_GRID_BITS).sum()
+    # Each row's term is rounded on the grid: the sum differs by far less than a row's term.
+    assert abs(exact.loss_units - expected_units) <= 5000
+    assert exact.loss_units == pytest.approx(expected_units, rel=1e-6)
+
+
+def test_one_row_moves_the_loss_sum_by_at_most_the_sensitivity() -> None:
+    # The farthest possible row (2R from its centre) adds exactly 2^G grid units, never more.
+    centres = np.array([[1.0, 0.0]])
+    base = sm.exact_summary(np.array([[1.0, 0.0]]), centres, radius=1.0)
+    far = sm.exact_summary(np.array([[1.0, 0.0], [-50.0, 0.0]]), centres, radius=1.0)
+    assert far.loss_units - base.loss_units == 2**sm.LOSS_GRID_BITS == sm.loss_sensitivity()
+    assert far.counts.tolist() == [2]
+
+
+def test_labels_come_in_blocks_and_match_the_nearest_centre(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sm, "BLOCK_ROWS", 100)
+    X = _blobs(1050, 4, 3)
+    centres = np.array([[0.3, 0.3, 0.3, 0.3], [-0.3, 0.0, 0.2, 0.1], [0.0, -0.4, 0.0, 0.0]])
+    blocks = list(sm.nearest_centre_blocks(X, centres, radius=1.5))
+    assert [len(b) for b in blocks] == [100] * 10 + [50]
+    labels = np.concatenate(blocks)
+    assert labels.dtype == np.int32
+    brute = ((X[:, None, :] - centres[None]) ** 2).sum(axis=2).argmin(axis=1)
+    assert (labels == brute).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# Releases and calibration
+
+
+def test_release_normalises_by_the_public_count_and_states_its_se() -> None:
+    exact = sm.ExactSummary(counts=np.array([500, 0, 300]), loss_units=2**sm.LOSS_GRID_BITS * 40)
+    rng = np.random.default_rng(0)
+    released = sm.release_summary(
+        exact, mu=0.5, relation="add-remove", n_public=1000, radius=1.0, rng=rng
+    )
+    sizes_sigma, loss_sigma = sm.summary_sigmas(0.5)
+    assert released.sizes.dtype == np.int64 and (released.sizes >= 0).all()
+    # (2R)^2 * 40 / N~ = 0.16 with R = 1, N~ = 1000; SE = (2R)^2 * sigma_loss / N~.
+    assert released.loss_se == pytest.approx(4.0 * loss_sigma / 1000, rel=1e-15)
+    assert abs(released.loss - 0.16) < 6 * released.loss_se
+    # GDP: the two releases compose to at most the summaries' mu, and the loss gets its share.
+    assert math.hypot(1 / sizes_sigma, 1 / loss_sigma) <= 0.5
+    assert math.hypot(1 / sizes_sigma, 1 / loss_sigma) == pytest.approx(0.5, rel=1e-12)
+    assert 1 / loss_sigma == pytest.approx(math.sqrt(sm.SUMMARY_LOSS_SHARE) * 0.5, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "relation", "count_sensitivity"),
+    [
+        ("pe-means", "add-remove", 1.0),
+        ("hdpe-means", "add-remove", 1.0),
+        ("pe-means", "replace-one", math.sqrt(2.0)),
+        ("fastlloyd", "add-remove", 1.0),
+    ],
+)
+def test_a_summarised_job_spends_exactly_its_mu(
+    monkeypatch: pytest.MonkeyPatch, algorithm: str, relation: str, count_sensitivity: float
+) -> None:
+    log = ReleaseLog(monkeypatch)
+    d = 40 if algorithm == "hdpe-means" else 3
+    X = _blobs(800, d, 3)
+    epsilon, delta = 2.0, 1e-6
+    n_public = None if relation == "replace-one" else 790
+    result = cluster(
+        X,
+        3,
+        algorithm=algorithm,
+        radius=1.5,
+        epsilon=epsilon,
+        delta=delta,
+        n_public=n_public,
+        relation=relation,
+        summaries=True,
+        rng=np.random.default_rng(5),
+    )
+    mu = mu_from_epsilon_delta(epsilon, delta)
+    assert (result.mu, result.epsilon, result.delta) == (mu, epsilon, delta)
+    assert result.summary_mu == pytest.approx(sm.SUMMARY_MU_FRACTION * mu, rel=1e-15)
+    # The planner prices exactly this run (the service charges the plan).
+    plan = plan_run(
+        800 if n_public is None else n_public,
+        d,
+        3,
+        algorithm=algorithm,
+        epsilon=epsilon,
+        delta=delta,
+        relation=relation,
+        summaries=True,
+    )
+    assert (plan.releases, plan.sigma, plan.summary_mu) == (
+        result.releases,
+        result.sigma,
+        result.summary_mu,
+    )
+    assert plan.iterations == result.iterations
+    # The centres' releases, then the sizes and the loss sum with their own sigmas.
+    sizes_sigma, loss_sigma = sm.summary_sigmas(plan.summary_mu)
+    assert len(log.calls) == result.releases + 2
+    assert log.calls[-2] == (count_sensitivity, sizes_sigma, (3,))
+    assert log.calls[-1] == (float(2**sm.LOSS_GRID_BITS), loss_sigma, (1,))
+    assert log.composed_mu() <= mu
+    assert log.composed_mu() == pytest.approx(mu, rel=1e-12)
+    assert result.sizes is not None and result.sizes.shape == (3,) and (result.sizes >= 0).all()
+    assert result.loss is not None and result.loss_se is not None
+    assert result.loss_se == pytest.approx(4 * 1.5**2 * loss_sigma / result.n_public, rel=1e-12)
+
+
+def test_without_summaries_the_plan_is_unchanged() -> None:
+    plain = plan_run(20_000, 16, 16, epsilon=1.0, delta=1e-6)
+    assert plain.summary_mu is None
+    with_summaries = plan_run(20_000, 16, 16, epsilon=1.0, delta=1e-6, summaries=True)
+    assert with_summaries.mu == plain.mu and with_summaries.releases == plain.releases
+    # The centres keep sqrt(1 - f^2) of mu: their sigma grows by 1 / sqrt(1 - f^2).
+    ratio = with_summaries.sigma / plain.sigma
+    assert ratio == pytest.approx(1 / math.sqrt(1 - sm.SUMMARY_MU_FRACTION**2), rel=1e-9)
+    with pytest.raises(ClusteringInputError):
+        plan_run(100, 2, 2, mu=1.0, summaries=True, summary_fraction=1.0)
+
+
+def test_the_loss_is_close_to_the_exact_loss_of_the_released_centres() -> None:
+    # 20,000 rows at mu = 2: the loss's SE is (2R)^2 sigma_l / N~ ~ 1e-4, far below the loss.
+    X = _blobs(20_000, 2, 4, spread=0.1)
+    result = cluster(
+        X, 4, radius=1.0, mu=2.0, n_public=20_000, summaries=True, rng=np.random.default_rng(1)
+    )
+    assert result.loss is not None and result.loss_se is not None
+    exact = kmeans_loss(X, result.centers)
+    # Six standard errors plus the grid's rounding: fails with probability ~2e-9.
+    assert abs(result.loss - exact) <= 6 * result.loss_se + 1e-5
+    counts = sm.exact_summary(X, result.centers, radius=1.0).counts
+    assert result.sizes is not None
+    assert np.abs(result.sizes - counts).max() <= 6 * sm.summary_sigmas(result.summary_mu or 0)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The elbow rule and the sweep
+
+
+def test_equal_share_composes_to_at_most_the_total() -> None:
+    for total, parts in [(1.0, 4), (0.2785, 3), (5.0, 7), (1e-3, 32)]:
+        share = equal_share(total, parts)
+        assert share == pytest.approx(total / math.sqrt(parts), rel=1e-14)
+        from fractions import Fraction
+
+        assert parts * Fraction(share) ** 2 <= Fraction(total) ** 2
+
+
+def test_suggest_k_is_the_first_k_no_larger_k_clearly_improves_on() -> None:
+    ks = [2, 4, 8, 16]
+    ses = [0.001] * 4
+    assert suggest_k(ks, [1.0, 0.5, 0.1, 0.095], ses) == 8
+    assert suggest_k(ks, [1.0, 0.9, 0.85, 0.8], ses) == 2  # no drop beyond 20%
+    assert suggest_k(ks, [1.0, 0.5, 0.3, 0.1], ses) == 16  # every step still pays
+    # A 20% drop that is within two standard errors of noise does not count.
+    assert suggest_k(ks, [1.0, 0.5, 0.1, 0.07], [0.001, 0.001, 0.01, 0.01]) == 8
+    # Order of the input does not matter.
+    assert suggest_k([8, 2, 16, 4], [0.1, 1.0, 0.095, 0.5], ses) == 8
+    with pytest.raises(ValueError):
+        suggest_k([], [], [])
+
+
+def test_a_seeded_sweep_orders_its_losses_and_finds_the_true_k(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log = ReleaseLog(monkeypatch)
+    X = _blobs(6000, 2, 4, seed=2, spread=0.04)
+    result = sweep(
+        X, [1, 2, 4, 8], radius=1.0, epsilon=4.0, delta=1e-6, rng=np.random.default_rng(7)
+    )
+    losses = [r.loss for r in result.results]
+    assert result.ks == (1, 2, 4, 8)
+    assert losses[0] > losses[1] > losses[2]  # type: ignore[operator]
+    assert result.suggested_k == 4
+    # One shared noisy count, then four jobs of mu/sqrt(4) (less the count): exactly mu.
+    mu = mu_from_epsilon_delta(4.0, 1e-6)
+    assert result.count_mu is not None
+    assert all(r.n_public == result.n_public for r in result.results)
+    assert log.composed_mu() == pytest.approx(mu, rel=1e-12)
+    assert log.composed_mu() <= mu
+
+
+def test_a_sweep_checks_every_k_before_drawing_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    log = ReleaseLog(monkeypatch)
+    with pytest.raises(ClusteringInputError):
+        sweep(_blobs(100, 2, 2), [2, 2], radius=1.0, mu=1.0)
+    with pytest.raises(ClusteringInputError):
+        sweep(_blobs(100, 2, 2), [2, 5000], radius=1.0, mu=1.0)
+    assert log.calls == []
