@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from app.clustering.auto import choose_algorithm
 from app.clustering.errors import ClusteringInputError
 from app.clustering.histogram import MIN_VARIATIONS
 from app.clustering.result import Algorithm, ClusteringResult
@@ -28,10 +29,15 @@ RELATIONS: tuple[str, ...] = ("add-remove", "replace-one")
 # (a relative precision of 2.3e-10 of the radius): no released digit is finer than that.
 RELEASE_BITS = 32
 
-AlgorithmChoice = Literal["auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset"]
-ALGORITHMS: tuple[str, ...] = ("auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset")
-# "auto" picks HDPE-means when d exceeds this (measured in bench/RESULTS.md, "auto threshold").
-AUTO_HDPE_ABOVE_DIM = 32
+AlgorithmChoice = Literal["auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd"]
+ALGORITHMS: tuple[str, ...] = (
+    "auto",
+    "pe-means",
+    "hdpe-means",
+    "fastlloyd",
+    "lsh-coreset",
+    "pe-lloyd",
+)
 DEFAULT_PROJECTION_DIM = 16
 # Cap on the default population (L+1)*k. L = N/(5k) grows with N; the cap leaves every data set
 # up to N ~ 20,000 unchanged and keeps a million-row job fast (bench/RESULTS.md, "population cap").
@@ -84,16 +90,20 @@ def resolve_privacy(
     return mu_from_epsilon_delta(epsilon, delta), float(epsilon), float(delta)
 
 
-def resolve_algorithm(algorithm: str, n_cols: int) -> Algorithm:
-    """The concrete algorithm for a choice: "auto" is HDPE-means when d > AUTO_HDPE_ABOVE_DIM."""
+def resolve_algorithm(algorithm: str, n_cols: int, *, n_rows: int, k: int, mu: float) -> Algorithm:
+    """The concrete algorithm for a choice: "auto" is `choose_algorithm(n_rows, n_cols, k, mu)`
+    (app.clustering.auto) with the public row count and the job's mu; any other choice is
+    itself."""
     if algorithm not in ALGORITHMS:
         raise ClusteringInputError(
             "algorithm", f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}"
         )
     if algorithm == "auto":
-        return "hdpe-means" if n_cols > AUTO_HDPE_ABOVE_DIM else "pe-means"
+        return choose_algorithm(n_rows, n_cols, k, mu)
     if algorithm in ("lsh-coreset", "fastlloyd"):
         return "lsh-coreset" if algorithm == "lsh-coreset" else "fastlloyd"
+    if algorithm == "pe-lloyd":
+        return "pe-lloyd"
     return "hdpe-means" if algorithm == "hdpe-means" else "pe-means"
 
 
@@ -214,6 +224,8 @@ def plan_run(
     sum_weight: int | None = None,
     step_fraction: float | None = None,
     count_share: float | None = None,
+    lloyd_steps: int | None = None,
+    lloyd_share: float | None = None,
 ) -> RunPlan:
     """Validate the non-data arguments of a run and fix its T, L, sigma and release count.
 
@@ -226,7 +238,9 @@ def plan_run(
     used by HDPE-means only (1 <= p <= max(d, 16)). For "lsh-coreset", `iterations` is the
     number of tree levels and `bits_per_level`/`sum_weight` are its own parameters (see
     app.clustering.lsh_coreset); `step_fraction` and `count_share` are FastLloyd's
-    (app.clustering.fastlloyd). Neither has variations or a population.
+    (app.clustering.fastlloyd). Neither has variations or a population. "pe-lloyd" plans
+    PE-means's T and L as "pe-means" does, plus `lloyd_steps` Lloyd steps with `lloyd_share`
+    of mu^2 (app.clustering.pe_lloyd).
     """
     n_rows = check_integer("X", n_rows, 1)
     n_cols = check_integer("X", n_cols, 1)
@@ -240,8 +254,8 @@ def plan_run(
             "k", f"k must be at most the dataset's public row count ({n_rows}), got {k}"
         )
     max_population = check_integer("max_population", max_population, 1)
-    resolved = resolve_algorithm(algorithm, n_cols)
     job_mu, job_epsilon, job_delta = resolve_privacy(epsilon, delta, mu)
+    resolved = resolve_algorithm(algorithm, n_cols, n_rows=n_rows, k=k, mu=job_mu)
 
     p: int | None = None
     if resolved == "fastlloyd":
@@ -291,6 +305,17 @@ def plan_run(
 
         pe_iterations, releases, progress_total = plan_lsh_releases(
             iterations, bits_per_level, sum_weight
+        )
+    elif resolved == "pe-lloyd":
+        from app.clustering.pe_lloyd import plan_lloyd_releases  # it imports this module
+
+        pe_iterations = (
+            default_pe_iterations(n_cols, job_epsilon)
+            if iterations is None
+            else check_integer("iterations", iterations, 1)
+        )
+        _, _, releases, progress_total = plan_lloyd_releases(
+            pe_iterations, lloyd_steps, lloyd_share
         )
     else:
         pe_iterations = (
