@@ -135,14 +135,19 @@ def command_run(args: argparse.Namespace) -> None:
     print(f"done in {time.perf_counter() - started:.0f} s wall", flush=True)
 
 
-def load_rows(paths: list[str]) -> dict[tuple[str, str, float], list[float]]:
-    """(data set, method, epsilon) -> losses over the seeds present for it."""
+def load_rows(
+    paths: list[str], aliases: dict[str, str] | None = None
+) -> dict[tuple[str, str, float], list[float]]:
+    """(data set, method, epsilon) -> losses over the seeds present for it; `aliases` maps a
+    recorded method name to the name to report it under (e.g. pe-lloyd:0.1:1 -> pe-lloyd when
+    that variant has the defaults)."""
     out: dict[tuple[str, str, float], dict[int, float]] = defaultdict(dict)
     for path in paths:
         with open(path) as handle:
             for line in handle:
                 row = json.loads(line)
-                out[(row["dataset"], row["method"], row["epsilon"])][row["seed"]] = row["loss"]
+                method = (aliases or {}).get(row["method"], row["method"])
+                out[(row["dataset"], method, row["epsilon"])][row["seed"]] = row["loss"]
     return {key: [v for _, v in sorted(seeds.items())] for key, seeds in out.items()}
 
 
@@ -155,7 +160,8 @@ def auto_pick(name: str, epsilon: float) -> str:
 
 
 def command_report(args: argparse.Namespace) -> None:
-    rows = load_rows(args.files)
+    aliases = dict(a.split("=", 1)[::-1] for a in args.alias or [])
+    rows = load_rows(args.files, aliases)
     datasets = sorted({key[0] for key in rows}, key=lambda n: (n != "iris", n))
     grid = tuple(args.epsilons or GRID)
     paper_eps = tuple(e for e in EPSILONS if e in grid)
@@ -240,6 +246,12 @@ def main() -> None:
     report.add_argument("files", nargs="+")
     report.add_argument("--methods", nargs="*", default=list(PRODUCT_METHODS))
     report.add_argument("--epsilons", nargs="*", type=float, help=f"subset of {GRID}")
+    report.add_argument(
+        "--alias",
+        nargs="*",
+        metavar="NAME=RECORDED",
+        help="report the recorded method RECORDED as NAME (e.g. pe-lloyd=pe-lloyd:0.1:1)",
+    )
     args = parser.parse_args()
     if args.command == "run":
         command_run(args)
