@@ -412,7 +412,7 @@ def test_submit_estimate_budget_exceeded_idempotency_and_cancel(client, keys, se
     est = client.post(
         f"/v1/datasets/{ds['id']}/jobs/estimate", headers=h, json={"k": 2, "epsilon": 0.5}
     ).json()
-    assert est["admissible"] and est["algorithm"] == "pe-means"
+    assert est["admissible"] and est["algorithm"] == "pe-lloyd"  # auto at d = 2
     assert est["budget_after"]["mu_reserved"] == pytest.approx(est["privacy"]["mu"])
     r = client.post(
         f"/v1/datasets/{ds['id']}/jobs",

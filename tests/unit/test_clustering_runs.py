@@ -148,7 +148,7 @@ def test_hdpe_means_spends_exactly_the_requested_mu(monkeypatch: pytest.MonkeyPa
 
 
 def test_plan_prices_a_job_before_it_runs() -> None:
-    plan = plan_run(20_000, 16, 16, epsilon=1.0, delta=1 / 20_000**1.1)
+    plan = plan_run(20_000, 16, 16, algorithm="pe-means", epsilon=1.0, delta=1 / 20_000**1.1)
     assert (plan.algorithm, plan.iterations, plan.releases, plan.variations) == (
         "pe-means",
         16,
@@ -333,7 +333,7 @@ def test_bad_epsilon_delta_raise_the_privacy_error(
 def test_auto_picks_by_dimension() -> None:
     low = cluster(_blobs(200, 32, 2), 2, radius=2.0, mu=1.0, iterations=2)
     high = cluster(_blobs(200, 33, 2), 2, radius=2.0, mu=1.0, iterations=2)
-    assert (low.algorithm, high.algorithm) == ("pe-means", "hdpe-means")
+    assert (low.algorithm, high.algorithm) == ("pe-lloyd", "hdpe-means")
 
 
 # ---------------------------------------------------------------------------------------------
