@@ -137,10 +137,10 @@ def command_run(args: argparse.Namespace) -> None:
 
 def load_rows(
     paths: list[str], aliases: dict[str, str] | None = None
-) -> dict[tuple[str, str, float], list[float]]:
-    """(data set, method, epsilon) -> losses over the seeds present for it; `aliases` maps a
-    recorded method name to the name to report it under (e.g. pe-lloyd:0.1:1 -> pe-lloyd when
-    that variant has the defaults)."""
+) -> dict[tuple[str, str, float], dict[int, float]]:
+    """(data set, method, epsilon) -> {seed: loss}; `aliases` maps a recorded method name to
+    the name to report it under (e.g. pe-lloyd:0.1:1 -> pe-lloyd when that variant has the
+    defaults)."""
     out: dict[tuple[str, str, float], dict[int, float]] = defaultdict(dict)
     for path in paths:
         with open(path) as handle:
@@ -148,7 +148,7 @@ def load_rows(
                 row = json.loads(line)
                 method = (aliases or {}).get(row["method"], row["method"])
                 out[(row["dataset"], method, row["epsilon"])][row["seed"]] = row["loss"]
-    return {key: [v for _, v in sorted(seeds.items())] for key, seeds in out.items()}
+    return dict(out)
 
 
 def auto_pick(name: str, epsilon: float) -> str:
@@ -170,8 +170,15 @@ def command_report(args: argparse.Namespace) -> None:
         methods = [m for m in args.methods if all((name, m, e) in rows for e in grid)]
         if not methods:
             continue
-        means = {m: [float(np.mean(rows[(name, m, e)])) for e in grid] for m in methods}
-        seeds = min(len(rows[(name, m, e)]) for m in methods for e in grid)
+        # Every figure of a data set averages the same seeds: those every method has.
+        common = set.intersection(*(set(rows[(name, m, e)]) for m in methods for e in grid))
+        if not common:
+            continue
+        means = {
+            m: [float(np.mean([rows[(name, m, e)][s] for s in common])) for e in grid]
+            for m in methods
+        }
+        seeds = len(common)
         print(f"\n### {name} (mean loss over {seeds} seeds)\n")
         print("| method | " + " | ".join(f"eps {e:g}" for e in grid) + " | AUC grid | AUC 0.25-4 |")
         print("|---|" + "---|" * (len(grid) + 2))
