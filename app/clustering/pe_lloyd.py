@@ -9,17 +9,20 @@ mu on PE-means and a share of it on `lloyd_steps` noisy Lloyd steps:
 - PE-means exactly as `pe_means` (same T, L, population), its T vote histograms released with
   noise multiplier sigma.
 - Then each Lloyd step (app.clustering.fastlloyd.lloyd_step): every row labelled with its
-  nearest current centre, its offset from it clipped to the step radius r = min(R, 2R / k^(1/d))
-  (FastLloyd's radius after its first step), the per-cluster offset sums and counts released
-  together as one integer Gaussian release, the counts given FastLloyd's share 1 / (1 + sqrt(4d))
-  of it, and each centre moved by its noisy mean offset.
+  nearest current centre, its offset from it clipped to its cluster's step radius r_j (by
+  default half the distance from that centre to the nearest other one, within
+  [R/1000, min(R, 2R / k^(1/d))]: see `step_radii`; public, since the centres are released
+  PE-means output), the per-cluster offset sums (each in its own grid units r_j / 2^20) and
+  counts released together as one integer Gaussian release, the counts given FastLloyd's share
+  1 / (1 + sqrt(4d)) of it, and each centre moved by its noisy mean offset.
 - Budget: every release shares one sigma; a Lloyd step's sensitivity is divided by sqrt(w), so
   it is priced as w releases. w = max(1, round(share T / ((1 - share) steps))) gives the Lloyd
   steps the fraction steps w / (T + steps w) ~ `lloyd_share` of mu^2; the run is
   sqrt(T + steps w) / sigma = mu-GDP (plus its own row count when no public count is given,
   as in pe_means).
 
-Defaults and the measurement behind them: bench/RESULTS.md ("pe-lloyd").
+Defaults and the measurement behind them (the step radius, the share, one step or two):
+bench/RESULTS.md, "pe-lloyd: PE-means, then a noisy Lloyd step".
 """
 
 from __future__ import annotations
