@@ -80,14 +80,16 @@ def normalise(X: np.ndarray) -> np.ndarray:
 @lru_cache(maxsize=32)
 def load(name: str, n_rows: int = 20_000) -> Dataset:
     """The data set `name`: iris, or sklearn_K_D = make_blobs(n_samples=n_rows, n_features=D,
-    centers=K, random_state=1), sklearn defaults otherwise (the paper uses n_rows = 20,000)."""
+    centers=K, random_state=1), sklearn defaults otherwise (the paper uses n_rows = 20,000).
+    sklearn_K_D_rS is the same with random_state=S (held-out sets: other blob positions)."""
     if name == "iris":
         return Dataset(name, normalise(load_iris().data), 3)
-    match = re.fullmatch(r"sklearn_(\d+)_(\d+)", name)
+    match = re.fullmatch(r"sklearn_(\d+)_(\d+)(?:_r(\d+))?", name)
     if match is None:
         raise ValueError(f"unknown data set {name!r}")
     k, d = int(match.group(1)), int(match.group(2))
-    X, _ = make_blobs(n_samples=n_rows, n_features=d, centers=k, random_state=1)
+    state = 1 if match.group(3) is None else int(match.group(3))
+    X, _ = make_blobs(n_samples=n_rows, n_features=d, centers=k, random_state=state)
     return Dataset(name, normalise(X), k)
 
 

@@ -40,8 +40,9 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         clipped onto the sphere.
     center : array of shape (n_features,) or None
         Centre of the domain; None is the origin.
-    algorithm : {"auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset"}
-        "auto" is HDPE-means when there are more than 32 columns, PE-means otherwise.
+    algorithm : {"auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd"}
+        "auto" chooses from public facts (app.clustering.auto: today HDPE-means when there are
+        more than 32 columns, pe-lloyd otherwise); `algorithm_` names the method that ran.
     count_public : bool
         Declare the row count public. By default it is private: neighbouring datasets differ by
         adding or removing a row, and the fit spends a tenth of its mu on a noisy row count it

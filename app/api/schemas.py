@@ -54,8 +54,8 @@ class ApiKeyCreate(RequestBody):
 
 
 Role = Literal["admin", "owner", "analyst"]
-AlgorithmName = Literal["pe-means", "hdpe-means", "fastlloyd", "lsh-coreset"]
-AlgorithmChoice = Literal["auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset"]
+AlgorithmName = Literal["pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd"]
+AlgorithmChoice = Literal["auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd"]
 
 
 class ApiKeyOut(BaseModel):
@@ -242,11 +242,13 @@ class LedgerOut(BaseModel):
 class JobParams(RequestBody):
     iterations: ParamInt | None = Field(
         default=None,
-        description="PE-means iterations (HDPE-means: those in the projection), FastLloyd's "
-        "Lloyd steps, or lsh-coreset's tree levels (defaults in docs/algorithms.md).",
+        description="PE-means iterations (HDPE-means: those in the projection; pe-lloyd: its "
+        "PE-means part), FastLloyd's Lloyd steps, or lsh-coreset's tree levels (defaults in "
+        "docs/algorithms.md).",
     )
     variations: ParamInt | None = Field(
-        default=None, description="PE-/HDPE-means: initial variations per centroid L."
+        default=None,
+        description="PE-means, HDPE-means, pe-lloyd: initial variations per centroid L.",
     )
     projection_dim: ParamInt | None = Field(
         default=None, description="HDPE-means projection dimension p."
@@ -260,8 +262,9 @@ class JobCreate(RequestBody):
     algorithm: AlgorithmChoice = Field(
         default="auto",
         description="PE-means, HDPE-means (high dimensions), FastLloyd (noisy Lloyd steps), "
-        "lsh-coreset (a private LSH-tree coreset), or auto (HDPE-means when d > 32, else "
-        "PE-means). The job's `algorithm` says which ran.",
+        "lsh-coreset (a private LSH-tree coreset), pe-lloyd (PE-means, then a noisy Lloyd "
+        "step), or auto (chosen from d, the released row count, k and the job's mu: see "
+        "docs/algorithms.md). The job's `algorithm` says which ran.",
     )
     k: JsonInt = Field(ge=1, le=10_000, description="Number of cluster centres.")
     epsilon: float | None = Field(default=None, gt=0, description="This job's epsilon.")

@@ -1,21 +1,23 @@
-"""Differentially private k-means: PE-means, HDPE-means and an LSH-tree private coreset (pure
-numpy/scipy/scikit-learn).
+"""Differentially private k-means: PE-means, HDPE-means, FastLloyd, an LSH-tree private coreset
+and pe-lloyd (PE-means then noisy Lloyd steps), pure numpy/scipy/scikit-learn.
 
-Public entry points: `pe_means`, `hdpe_means`, `lsh_coreset` and `cluster` (which resolves
-algorithm="auto"), returning a `ClusteringResult`; `plan_run` prices and validates a job from
-public inputs only; `cluster(..., summaries=True)` adds private cluster sizes and loss, and
-`sweep` runs one summarised job per k and suggests one; `ClusteringInputError` names the
-argument at fault. Public: d, k, the declared domain and the released noisy row count N~ (the
-exact N only when the owner declared it public, which makes neighbouring datasets replace one row
-instead of adding or removing one).
+Public entry points: `pe_means`, `hdpe_means`, `fastlloyd`, `lsh_coreset`, `pe_lloyd` and
+`cluster` (which resolves algorithm="auto" by `choose_algorithm`), returning a
+`ClusteringResult`; `plan_run` prices and validates a job from public inputs only;
+`cluster(..., summaries=True)` adds private cluster sizes and loss, and `sweep` runs one
+summarised job per k and suggests one; `ClusteringInputError` names the argument at fault.
+Public: d, k, the declared domain and the released noisy row count N~ (the exact N only when the
+owner declared it public, which makes neighbouring datasets replace one row instead of adding or
+removing one).
 """
 
+from app.clustering.auto import AUTO_HDPE_ABOVE_DIM, choose_algorithm
 from app.clustering.dispatch import cluster
 from app.clustering.errors import ClusteringInputError
+from app.clustering.fastlloyd import fastlloyd
 from app.clustering.hdpe import hdpe_means
 from app.clustering.lsh_coreset import lsh_coreset
 from app.clustering.params import (
-    AUTO_HDPE_ABOVE_DIM,
     DEFAULT_MAX_POPULATION,
     DEFAULT_PROJECTION_DIM,
     RunPlan,
@@ -23,6 +25,7 @@ from app.clustering.params import (
     resolve_algorithm,
 )
 from app.clustering.pe import pe_means
+from app.clustering.pe_lloyd import pe_lloyd
 from app.clustering.result import ClusteringResult
 from app.clustering.summaries import SweepResult, suggest_k, sweep
 
@@ -34,9 +37,12 @@ __all__ = [
     "ClusteringResult",
     "RunPlan",
     "SweepResult",
+    "choose_algorithm",
     "cluster",
+    "fastlloyd",
     "hdpe_means",
     "lsh_coreset",
+    "pe_lloyd",
     "pe_means",
     "plan_run",
     "resolve_algorithm",

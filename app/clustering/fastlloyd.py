@@ -153,10 +153,12 @@ def joint_sensitivity(plan: RunPlan, n_cols: int, multiplier: int) -> float:
 
 
 def relative_grid_sums(
-    points: np.ndarray, centres: np.ndarray, labels: np.ndarray, step: float
+    points: np.ndarray, centres: np.ndarray, labels: np.ndarray, step: float | np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-cluster exact sums (k x d int64, grid units of step / 2^GRID_BITS) of the rows'
     offsets from their centre, each clipped to norm `step`, and the per-cluster counts.
+    `step` is one radius, or one per cluster (each cluster's sum then in its own grid units,
+    so the bound below holds in grid units for every cluster alike).
 
     Each offset is scaled by 2^GRID_BITS / max(||x - mu||, step), so its norm on the grid is
     at most 2^GRID_BITS (up to float rounding, covered by GRID_SLACK) before rounding, and at
@@ -177,7 +179,8 @@ def relative_grid_sums(
         part = labels[start : start + rows]
         offsets = points[start : start + rows] - centres[part]
         norms = np.sqrt(np.einsum("ij,ij->i", offsets, offsets))
-        offsets *= (top / np.maximum(norms, step))[:, None]
+        radii = step if np.ndim(step) == 0 else np.asarray(step)[part]
+        offsets *= (top / np.maximum(norms, radii))[:, None]
         units = np.rint(offsets).astype(np.int64)
         onehot = sparse.csr_matrix(
             (np.ones(part.size, dtype=np.int64), (part, np.arange(part.size))),
@@ -194,19 +197,23 @@ def joint_release(
     plan: RunPlan,
     multiplier: int,
     rng: np.random.Generator,
+    weight: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One integer Gaussian release of [sums, M * counts] with noise multiplier plan.sigma;
-    returns (noisy sums in grid units, noisy counts) as floats (post-processing).
+    """One integer Gaussian release of [sums, M * counts] with noise multiplier
+    plan.sigma / sqrt(weight); returns (noisy sums in grid units, noisy counts) as floats
+    (post-processing).
 
-    The sums get noise of std sqrt(S^2 + M^2) sigma per coordinate and the counts, after the
-    division by M, std sqrt(S^2 + M^2) sigma / M: the paper's split, as one (1/sigma)-GDP
-    release. Every cluster is released, empty or not.
+    The sums get noise of std sqrt(S^2 + M^2) sigma / sqrt(weight) per coordinate and the
+    counts, after the division by M, that over M: the paper's split, as one
+    (sqrt(weight)/sigma)-GDP release, priced as `weight` releases of the plan's sigma (FastLloyd
+    uses weight 1; pe-lloyd gives its Lloyd steps a larger share this way). Every cluster is
+    released, empty or not.
     """
     k, d = sums.shape
     joint = np.concatenate([sums.ravel(), counts * np.int64(multiplier)])
     noisy = noise.integer_release(
         joint,
-        sensitivity=joint_sensitivity(plan, d, multiplier),
+        sensitivity=joint_sensitivity(plan, d, multiplier) / math.sqrt(weight),
         sigma=plan.sigma,
         rng=rng,
     )
@@ -219,15 +226,38 @@ def moved_centres(
     centres: np.ndarray,
     noisy_sums: np.ndarray,
     noisy_counts: np.ndarray,
-    step: float,
+    step: float | np.ndarray,
     radius: float,
 ) -> np.ndarray:
     """mu + noisy offset sum / max(noisy count, 1), the move shortened to `step` (a mean of
     offsets of norm <= step moves no further) and the centre projected into the ball."""
-    moves = noisy_sums * (step * 2.0**-GRID_BITS) / np.maximum(noisy_counts, 1.0)[:, None]
+    radii = np.broadcast_to(np.asarray(step, dtype=np.float64), noisy_counts.shape)
+    moves = noisy_sums * (radii * 2.0**-GRID_BITS / np.maximum(noisy_counts, 1.0))[:, None]
     lengths = np.sqrt(np.einsum("ij,ij->i", moves, moves))
-    moves *= (step / np.maximum(lengths, step))[:, None]
+    moves *= (radii / np.maximum(lengths, radii))[:, None]
     return project_into_ball(centres + moves, radius)
+
+
+def lloyd_step(
+    points: np.ndarray,
+    centres: np.ndarray,
+    *,
+    step: float | np.ndarray,
+    radius: float,
+    plan: RunPlan,
+    multiplier: int,
+    rng: np.random.Generator,
+    weight: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One noisy Lloyd step from `centres` (centred coordinates): label every row with its
+    nearest centre, release the clipped offset sums and the counts (`joint_release`, priced as
+    `weight` releases) and move each centre by the noisy mean offset (`moved_centres`).
+    Returns (new centres, noisy counts)."""
+    labels = nearest_candidates(points, centres)
+    sums, counts = relative_grid_sums(points, centres, labels, step)
+    del labels
+    noisy_sums, noisy_counts = joint_release(sums, counts, plan, multiplier, rng, weight)
+    return moved_centres(centres, noisy_sums, noisy_counts, step, radius), noisy_counts
 
 
 def reseed_starving(
@@ -323,10 +353,15 @@ def fastlloyd(
     centres = initial_population(plan.k, n_cols, radius, rng)
     for t in range(1, plan.iterations + 1):
         step = step_radius(t, radius, n_cols, plan.k, alpha)
-        labels = nearest_candidates(points, centres)
-        sums, counts = relative_grid_sums(points, centres, labels, step)
-        noisy_sums, noisy_counts = joint_release(sums, counts, plan, multiplier, noise_rng)
-        centres = moved_centres(centres, noisy_sums, noisy_counts, step, radius)
+        centres, noisy_counts = lloyd_step(
+            points,
+            centres,
+            step=step,
+            radius=radius,
+            plan=plan,
+            multiplier=multiplier,
+            rng=noise_rng,
+        )
         if ratio is not None and t < plan.iterations:
             centres = reseed_starving(centres, noisy_counts, ratio, step, radius, noise_rng)
         if progress is not None:

@@ -73,6 +73,7 @@ def noisy_means(
     *,
     radius: float,
     rng: np.random.Generator,
+    sum_weight: int = 1,
 ) -> np.ndarray:
     """The two final Gaussian releases and the centres they give (centred coordinates).
 
@@ -81,12 +82,13 @@ def noisy_means(
     under replace-one: R or 2R in grid units); the counts get std
     sensitivity * sigma (1, or sqrt(2) under replace-one). Every cluster is released and
     returned, empty or not: skipping one would depend on private data. The centres are a
-    quotient of released integers: post-processing.
+    quotient of released integers: post-processing. `sum_weight` w divides the sums'
+    sensitivity by sqrt(w): their noise std is Delta sigma / sqrt(w), priced as w releases.
     """
     d = sums.shape[1]
     noisy_sums = noise.integer_release(
         sums,
-        sensitivity=plan.sum_sensitivity_factor * grid_sensitivity(d),
+        sensitivity=plan.sum_sensitivity_factor * grid_sensitivity(d) / math.sqrt(sum_weight),
         sigma=plan.sigma,
         rng=rng,
     )
@@ -115,15 +117,19 @@ def hdpe_means(
     max_population: int = DEFAULT_MAX_POPULATION,
     n_public: int | None = None,
     relation: str = "add-remove",
+    sum_weight: int | None = None,
 ) -> ClusteringResult:
     """Differentially private k-means centres of high-dimensional X by HDPE-means.
 
     Rows are clipped into the ball (R, c) and projected by x_bar = G (x - c) / sqrt(p) with
     G ~ N(0, 1)^{p x d}; PE-means runs in R^p (ball of radius R) for `iterations` iterations
     (default floor(4 sqrt(p)) - 2); rows are labelled by their nearest projected centre and each
-    cluster's centre is its noisy sum (exact on a grid of R / 2^20) over its noisy count. All
-    T_total = iterations + 2 releases share sigma = sqrt(T_total)/mu, so the job is exactly
-    mu-GDP (with its own row-count release when `n_public` is missing, as in pe_means). The
+    cluster's centre is its noisy sum (exact on a grid of R / 2^20) over its noisy count. The
+    sums are priced as `sum_weight` releases (default: as many as the PE iterations, so they
+    get half of the releases' mu^2; their noise std is R sigma / sqrt(sum_weight)) and the
+    counts as one; all
+    T_total = iterations + 1 + sum_weight releases share sigma = sqrt(T_total)/mu, so the job is
+    exactly mu-GDP (with its own row-count release when `n_public` is missing, as in pe_means). The
     projected rows are not clipped: they are only ever voted with and labelled, never summed.
 
     `progress(t, iterations + 1)` is called after each PE iteration and once more, with
@@ -145,6 +151,7 @@ def hdpe_means(
         variations=variations,
         projection_dim=projection_dim,
         max_population=max_population,
+        sum_weight=sum_weight,
     )
     points, c, plan, noise_rng = run.points, run.center, run.plan, run.rng
     del run  # `points` is the one N x d working copy: freed with it below
@@ -160,7 +167,9 @@ def hdpe_means(
     del projected
     sums, counts = cluster_grid_sums(points, labels, plan.k, radius)
     del points
-    centres = noisy_means(sums, counts, plan, radius=radius, rng=noise_rng)
+    # The plan prices the sums as the releases beyond the PE iterations and the counts.
+    weight = plan.releases - plan.iterations - 1
+    centres = noisy_means(sums, counts, plan, radius=radius, rng=noise_rng, sum_weight=weight)
     if progress is not None:
         progress(plan.progress_total, plan.progress_total)
     return plan.result(centres, c, radius, outcome.final_variations)

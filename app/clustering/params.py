@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from app.clustering.auto import choose_algorithm
 from app.clustering.errors import ClusteringInputError
 from app.clustering.histogram import MIN_VARIATIONS
 from app.clustering.result import Algorithm, ClusteringResult
@@ -28,11 +29,20 @@ RELATIONS: tuple[str, ...] = ("add-remove", "replace-one")
 # (a relative precision of 2.3e-10 of the radius): no released digit is finer than that.
 RELEASE_BITS = 32
 
-AlgorithmChoice = Literal["auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset"]
-ALGORITHMS: tuple[str, ...] = ("auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset")
-# "auto" picks HDPE-means when d exceeds this (measured in bench/RESULTS.md, "auto threshold").
-AUTO_HDPE_ABOVE_DIM = 32
+AlgorithmChoice = Literal["auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd"]
+ALGORITHMS: tuple[str, ...] = (
+    "auto",
+    "pe-means",
+    "hdpe-means",
+    "fastlloyd",
+    "lsh-coreset",
+    "pe-lloyd",
+)
 DEFAULT_PROJECTION_DIM = 16
+# HDPE-means's final noisy sums are priced, by default, as many releases as its PE iterations:
+# half of the releases' mu^2 goes to the d-dimensional sums, whose noise otherwise dominates
+# the loss (bench/RESULTS.md, "HDPE-means: the loss"). The published split is 1.
+MAX_HDPE_SUM_WEIGHT = 10_000
 # Cap on the default population (L+1)*k. L = N/(5k) grows with N; the cap leaves every data set
 # up to N ~ 20,000 unchanged and keeps a million-row job fast (bench/RESULTS.md, "population cap").
 DEFAULT_MAX_POPULATION = 8192
@@ -84,16 +94,20 @@ def resolve_privacy(
     return mu_from_epsilon_delta(epsilon, delta), float(epsilon), float(delta)
 
 
-def resolve_algorithm(algorithm: str, n_cols: int) -> Algorithm:
-    """The concrete algorithm for a choice: "auto" is HDPE-means when d > AUTO_HDPE_ABOVE_DIM."""
+def resolve_algorithm(algorithm: str, n_cols: int, *, n_rows: int, k: int, mu: float) -> Algorithm:
+    """The concrete algorithm for a choice: "auto" is `choose_algorithm(n_rows, n_cols, k, mu)`
+    (app.clustering.auto) with the public row count and the job's mu; any other choice is
+    itself."""
     if algorithm not in ALGORITHMS:
         raise ClusteringInputError(
             "algorithm", f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}"
         )
     if algorithm == "auto":
-        return "hdpe-means" if n_cols > AUTO_HDPE_ABOVE_DIM else "pe-means"
+        return choose_algorithm(n_rows, n_cols, k, mu)
     if algorithm in ("lsh-coreset", "fastlloyd"):
         return "lsh-coreset" if algorithm == "lsh-coreset" else "fastlloyd"
+    if algorithm == "pe-lloyd":
+        return "pe-lloyd"
     return "hdpe-means" if algorithm == "hdpe-means" else "pe-means"
 
 
@@ -220,6 +234,8 @@ def plan_run(
     count_share: float | None = None,
     summaries: bool = False,
     summary_fraction: float | None = None,
+    lloyd_steps: int | None = None,
+    lloyd_share: float | None = None,
 ) -> RunPlan:
     """Validate the non-data arguments of a run and fix its T, L, sigma and release count.
 
@@ -229,10 +245,13 @@ def plan_run(
     the Gaussian releases then share what is left. `iterations` overrides the default T (for
     HDPE-means: the PE iterations, default floor(4 sqrt(p)) - 2); `variations` overrides the
     initial L and must keep the population (L+1)*k within `max_population`. `projection_dim` is
-    used by HDPE-means only (1 <= p <= max(d, 16)). For "lsh-coreset", `iterations` is the
-    number of tree levels and `bits_per_level`/`sum_weight` are its own parameters (see
-    app.clustering.lsh_coreset); `step_fraction` and `count_share` are FastLloyd's
-    (app.clustering.fastlloyd). Neither has variations or a population.
+    used by HDPE-means only (1 <= p <= max(d, 16)); for HDPE-means `sum_weight` prices its
+    final noisy sums as that many releases (default: its PE iterations). For "lsh-coreset",
+    `iterations` is the number of tree levels and `bits_per_level`/`sum_weight` are its own
+    parameters (see app.clustering.lsh_coreset); `step_fraction` and `count_share` are FastLloyd's
+    (app.clustering.fastlloyd). Neither has variations or a population. "pe-lloyd" plans
+    PE-means's T and L as "pe-means" does, plus `lloyd_steps` Lloyd steps with `lloyd_share`
+    of mu^2 (app.clustering.pe_lloyd).
     `summaries` sets `summary_fraction` of mu (default SUMMARY_MU_FRACTION) aside for the
     private sizes and loss of app.clustering.summaries; the centres share the rest.
     """
@@ -248,7 +267,6 @@ def plan_run(
             "k", f"k must be at most the dataset's public row count ({n_rows}), got {k}"
         )
     max_population = check_integer("max_population", max_population, 1)
-    resolved = resolve_algorithm(algorithm, n_cols)
     job_mu, job_epsilon, job_delta = resolve_privacy(epsilon, delta, mu)
     summary_mu: float | None = None
     centres_budget = job_mu  # what the centres' releases (and a count of their own) may use
@@ -257,6 +275,7 @@ def plan_run(
 
         summary_mu = summary_math.summary_mu(job_mu, summary_fraction)
         centres_budget = summary_math.centres_mu(job_mu, summary_mu)
+    resolved = resolve_algorithm(algorithm, n_cols, n_rows=n_rows, k=k, mu=job_mu)
 
     p: int | None = None
     if resolved == "fastlloyd":
@@ -299,13 +318,29 @@ def plan_run(
             if iterations is None
             else check_integer("iterations", iterations, 1)
         )
-        releases = pe_iterations + 2
+        weight = check_integer("sum_weight", pe_iterations if sum_weight is None else sum_weight, 1)
+        if weight > MAX_HDPE_SUM_WEIGHT:
+            raise ClusteringInputError(
+                "sum_weight", f"sum_weight must be at most {MAX_HDPE_SUM_WEIGHT}, got {weight}"
+            )
+        releases = pe_iterations + 1 + weight
         progress_total = pe_iterations + 1
     elif resolved == "lsh-coreset":
         from app.clustering.lsh_coreset import plan_lsh_releases  # it imports this module
 
         pe_iterations, releases, progress_total = plan_lsh_releases(
             iterations, bits_per_level, sum_weight
+        )
+    elif resolved == "pe-lloyd":
+        from app.clustering.pe_lloyd import plan_lloyd_releases  # it imports this module
+
+        pe_iterations = (
+            default_pe_iterations(n_cols, job_epsilon)
+            if iterations is None
+            else check_integer("iterations", iterations, 1)
+        )
+        _, _, releases, progress_total = plan_lloyd_releases(
+            pe_iterations, lloyd_steps, lloyd_share
         )
     else:
         pe_iterations = (

@@ -7,7 +7,7 @@ from typing import Literal
 
 import numpy as np
 
-Algorithm = Literal["pe-means", "hdpe-means", "fastlloyd", "lsh-coreset"]
+Algorithm = Literal["pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd"]
 
 
 @dataclass(frozen=True)

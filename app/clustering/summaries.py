@@ -1,5 +1,5 @@
 """Private summaries of released centres (cluster sizes, k-means loss), the owner's labels, and a
-private sweep over k with its elbow rule (docs/algorithms.md section 10).
+private sweep over k with its elbow rule (docs/algorithms.md section 12).
 
 Everything here reads the rows only through blocks of at most BLOCK_ROWS rows: a dataset may be
 a memory-mapped matrix of millions of rows. The two summary releases are integer releases
@@ -234,8 +234,12 @@ def cluster_with_summaries(
 
     job_mu, job_epsilon, job_delta = resolve_privacy(epsilon, delta, mu)
     mu_summary = summary_mu(job_mu, summary_fraction)
-    _, n_cols = data_shape(X)
-    if iterations is None and resolve_algorithm(algorithm, n_cols) == "pe-means":
+    n_rows, n_cols = data_shape(X)
+    # The method "auto" will run, from public facts as the planner sees them (a library call
+    # without a released count stands in k for N~: the count is released inside `run`).
+    count = n_rows if relation == "replace-one" else max(int(n_public or k), 1)
+    chosen = resolve_algorithm(algorithm, n_cols, n_rows=count, k=k, mu=job_mu)
+    if iterations is None and chosen in ("pe-means", "pe-lloyd"):
         iterations = default_pe_iterations(n_cols, job_epsilon)
     result = run(
         X,

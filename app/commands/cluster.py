@@ -70,9 +70,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--algorithm",
-        choices=["auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset"],
+        choices=["auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd"],
         default="auto",
-        help="auto = HDPE-means when there are more than 32 columns (default auto)",
+        help="auto = chosen from d, the row count, k and mu (docs/algorithms.md; default auto)",
     )
     p.add_argument("--iterations", type=int, help="override the number of PE iterations")
     p.add_argument("--variations", type=int, help="override the initial variations per centre")

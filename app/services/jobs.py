@@ -93,7 +93,10 @@ def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
     if (req.epsilon is None) == (req.mu is None):
         raise InvalidParameter("give exactly one of `epsilon` and `mu`", field="epsilon")
     delta = dataset.delta if req.delta is None else req.delta
-    if req.algorithm in ("pe-means", "fastlloyd", "lsh-coreset") and req.projection_dim is not None:
+    if (
+        req.algorithm in ("pe-means", "fastlloyd", "lsh-coreset", "pe-lloyd")
+        and req.projection_dim is not None
+    ):
         raise InvalidParameter(
             "params.projection_dim applies to hdpe-means only", field="params.projection_dim"
         )

@@ -161,7 +161,7 @@ def test_main_job_through_the_generated_client(stack: Stack, generated: Loader) 
         request = models.JobCreate(k=3, algorithm=models.JobCreateAlgorithm.AUTO, epsilon=1.0)
         est = jobs_estimate.sync(ds.id, client=analyst, body=request)
         assert isinstance(est, models.Estimate)
-        assert est.admissible and est.algorithm == "pe-means"
+        assert est.admissible and est.algorithm == "pe-lloyd"  # auto at d = 2
         assert est.budget.mu_remaining == pytest.approx(
             math.sqrt(ds.budget.mu_cap**2 - ds.count_mu**2)
         )

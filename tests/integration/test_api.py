@@ -433,7 +433,7 @@ def test_submit_estimate_budget_exceeded_idempotency_and_cancel(client, keys, se
     est = client.post(
         f"/v1/datasets/{ds['id']}/jobs/estimate", headers=h, json={"k": 2, "epsilon": 0.5}
     ).json()
-    assert est["admissible"] and est["algorithm"] == "pe-means"
+    assert est["admissible"] and est["algorithm"] == "pe-lloyd"  # auto at d = 2
     assert est["budget_after"]["mu_reserved"] == pytest.approx(est["privacy"]["mu"])
     r = client.post(
         f"/v1/datasets/{ds['id']}/jobs",
@@ -443,7 +443,8 @@ def test_submit_estimate_budget_exceeded_idempotency_and_cancel(client, keys, se
     assert r.status_code == 202, r.json()
     job = r.json()
     assert job["status"] == "queued" and job["privacy"]["mu"] == est["privacy"]["mu"]
-    assert job["privacy"]["iterations"] == 5  # floor(4 sqrt(2))
+    # pe-lloyd: floor(4 sqrt(2)) = 5 vote histograms and a Lloyd step priced as 1 release.
+    assert job["privacy"]["iterations"] == 6
     again = client.post(
         f"/v1/datasets/{ds['id']}/jobs",
         headers={**h, "Idempotency-Key": "abc"},

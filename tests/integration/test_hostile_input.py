@@ -152,7 +152,7 @@ def test_a_huge_epsilon_plans_at_most_256_iterations(settings, client, keys) -> 
     r = client.post(
         f"/v1/datasets/{ds}/jobs/estimate",
         headers=auth(keys["analyst"]),
-        json={"k": 3, "epsilon": 1e6},
+        json={"k": 3, "epsilon": 1e6, "algorithm": "pe-means"},
     )
     assert r.status_code == 200, r.text
     est = r.json()

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from app.clustering import choose_algorithm
 from app.config import Settings
 from app.privacy.gdp import noise_multiplier
 from tests.conftest import auth
@@ -65,7 +66,9 @@ def _run(client: TestClient, key: str, dataset_id: str, body: dict) -> dict:
 
 
 @pytest.mark.parametrize("count_public", [False, True])
-@pytest.mark.parametrize("algorithm", ["pe-means", "hdpe-means", "fastlloyd", "lsh-coreset"])
+@pytest.mark.parametrize(
+    "algorithm", ["pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd", "auto"]
+)
 def test_a_job_runs_on_the_planning_count_and_is_charged_as_planned(
     client: TestClient, keys, count_public: bool, algorithm: str
 ) -> None:
@@ -74,7 +77,12 @@ def test_a_job_runs_on_the_planning_count_and_is_charged_as_planned(
     body = {"k": 2, "epsilon": 1.0, "algorithm": algorithm}
     job = _run(client, keys["analyst"], ds["id"], body)
     assert job["status"] == "succeeded", job
-    assert job["algorithm"] == algorithm
+    if algorithm == "auto":
+        # The job names the method that ran: the rule's pick from the public facts.
+        count = ds["n_rows"] if count_public else ds["n_rows_dp"]
+        assert job["algorithm"] == choose_algorithm(count, 2, 2, job["privacy"]["mu"])
+    else:
+        assert job["algorithm"] == algorithm
     centers = np.array(job["result"]["centers"])
     assert centers.shape == (2, 2) and np.isfinite(centers).all()
     assert (np.linalg.norm(centers, axis=1) <= 10.0).all()
@@ -113,8 +121,16 @@ def test_k_equal_to_a_released_count_above_n_still_runs(client: TestClient, keys
     assert len(job["result"]["centers"]) == 12
 
 
-@pytest.mark.parametrize("algorithm", ["fastlloyd", "lsh-coreset"])
-@pytest.mark.parametrize("param", ["variations", "projection_dim"])
+@pytest.mark.parametrize(
+    ("algorithm", "param"),
+    [
+        ("fastlloyd", "variations"),
+        ("fastlloyd", "projection_dim"),
+        ("lsh-coreset", "variations"),
+        ("lsh-coreset", "projection_dim"),
+        ("pe-lloyd", "projection_dim"),
+    ],
+)
 def test_pe_only_parameters_are_refused_for_the_other_methods(
     client: TestClient, keys, algorithm: str, param: str
 ) -> None:

@@ -66,8 +66,10 @@ def test_csv_in_csv_out_with_privacy_on_stderr(
     # Default delta = 1e-6 whatever the file; the mu is the exact conversion.
     assert "delta=1e-06" in err and "epsilon=2.0" in err
     assert f"mu={mu_from_epsilon_delta(2.0, 1e-6)!r}" in err
-    # T = floor(4 sqrt(3)) = 6, doubled because epsilon = 2 > 1.
-    assert "sigma=" in err and "releases=12" in err
+    # auto at d = 3 runs pe-lloyd: PE-means's T = floor(4 sqrt(3)) = 6, doubled because
+    # epsilon = 2 > 1, then one Lloyd step priced as round(0.1 x 12 / 0.9) = 1 release.
+    assert err.startswith("pe-lloyd: ")
+    assert "sigma=" in err and "releases=13" in err and "iterations=12" in err
 
 
 def test_npy_in_json_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -79,12 +81,13 @@ def test_npy_in_json_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     out, err = capsys.readouterr()
     assert code == 0 and err == ""
     document = json.loads(out)
-    assert document["algorithm"] == "pe-means" and document["k"] == 2
+    assert document["algorithm"] == "pe-lloyd" and document["k"] == 2  # auto at d = 3
     assert document["columns"] == ["c0", "c1", "c2"]
     assert np.array(document["centers"]).shape == (2, 3)
     privacy = document["privacy"]
     assert privacy["mu"] == 1.5 and privacy["epsilon"] is None and privacy["delta"] is None
-    assert privacy["releases"] == privacy["iterations"] == 6
+    # T = 6 vote histograms and one Lloyd step priced as round(0.1 x 6 / 0.9) = 1 release.
+    assert (privacy["iterations"], privacy["releases"]) == (6, 7)
     assert np.sqrt(privacy["releases"]) / privacy["sigma"] <= 1.5
 
 

@@ -29,6 +29,12 @@ def _blobs(n: int, d: int, k: int, seed: int = 0) -> np.ndarray:
     return centres[rng.integers(k, size=n)] + rng.normal(scale=0.05, size=(n, d))
 
 
+def _composed_mu(calls: list[tuple[float, float, tuple[int, ...]]], true: list[float]) -> float:
+    # A release of a statistic of l2 sensitivity S with noise std s is (S/s)-GDP; GDP composes
+    # as the root of the sum of squares. The noise std of a call is its sensitivity x sigma.
+    return math.sqrt(sum((t / (s * sig)) ** 2 for (s, sig, _), t in zip(calls, true, strict=True)))
+
+
 class ReleaseLog:
     """Wraps noise.integer_release (every Gaussian release of a run, the row count included) to
     record each one, and checks that each is integer data in, integer release out."""
@@ -105,9 +111,12 @@ def test_replace_one_uses_the_exact_count_and_doubled_sensitivities(
     assert (result.relation, result.n_public, result.count_mu) == ("replace-one", 800, None)
     assert len(log.calls) == 16  # no count release: N is public
     assert all(s == math.sqrt(2.0) for s, _, _ in log.calls[:14])  # vote histograms
-    assert log.calls[-2] == (2.0 * grid_sensitivity(40), result.sigma, (4, 40))  # sums: 2R
+    # sums: 2R, priced as 14 releases (sensitivity / sqrt(14) with the run's sigma)
+    assert log.calls[-2] == (2.0 * grid_sensitivity(40) / math.sqrt(14), result.sigma, (4, 40))
     assert log.calls[-1] == (math.sqrt(2.0), result.sigma, (4,))  # counts
-    assert log.composed_mu() == pytest.approx(0.8, rel=1e-12)
+    assert result.releases == 14 + 1 + 14
+    true = [math.sqrt(2.0)] * 14 + [2.0 * grid_sensitivity(40), math.sqrt(2.0)]
+    assert _composed_mu(log.calls, true) == pytest.approx(0.8, rel=1e-12)
     with pytest.raises(ClusteringInputError):
         hdpe_means(X, 4, radius=2.0, mu=0.8, relation="replace-one", n_public=799)
 
@@ -116,23 +125,30 @@ def test_hdpe_means_spends_exactly_the_requested_mu(monkeypatch: pytest.MonkeyPa
     log = ReleaseLog(monkeypatch)
     X = _blobs(800, 40, 4)
     result = hdpe_means(X, 4, radius=2.0, mu=0.8, n_public=812, rng=np.random.default_rng(2))
-    # T_total = floor(4 sqrt(16)) = 16: 14 PE iterations in R^16 plus the noisy sums and counts,
-    # all with sigma = sqrt(16) / mu.
-    assert (result.iterations, result.releases, result.projection_dim) == (14, 16, 16)
-    assert result.sigma >= 4 / 0.8 and result.sigma == pytest.approx(5.0, rel=1e-15)
+    # 14 PE iterations in R^16 (floor(4 sqrt(16)) - 2), the noisy counts (one release) and the
+    # noisy sums priced as 14 releases (half of the releases' mu^2): 29 releases, all with
+    # sigma = sqrt(29) / mu.
+    assert (result.iterations, result.releases, result.projection_dim) == (14, 29, 16)
+    assert result.sigma >= math.sqrt(29) / 0.8
+    assert result.sigma == pytest.approx(math.sqrt(29) / 0.8, rel=1e-15)
     assert len(log.calls) == 16
     assert all(sig == result.sigma for _, sig, _ in log.calls)
     sums, counts = log.calls[-2], log.calls[-1]
-    # Sensitivity R: 2^20 grid units (a row's norm on the grid), one draw per coordinate.
-    assert sums == (grid_sensitivity(40), result.sigma, (4, 40))
+    # Sensitivity R: 2^20 grid units (a row's norm on the grid), one draw per coordinate, its
+    # noise std R sigma / sqrt(14).
+    assert sums == (grid_sensitivity(40) / math.sqrt(14), result.sigma, (4, 40))
     assert grid_sensitivity(40) == pytest.approx(2.0**20, rel=1e-5)
     assert counts == (1.0, result.sigma, (4,))
-    assert log.composed_mu() <= 0.8
-    assert log.composed_mu() == pytest.approx(0.8, rel=1e-12)
+    true = [1.0] * 14 + [grid_sensitivity(40), 1.0]
+    assert _composed_mu(log.calls, true) <= 0.8 * (1 + 1e-12)
+    assert _composed_mu(log.calls, true) == pytest.approx(0.8, rel=1e-12)
+    # The published split (sum_weight=1) is still available: 16 releases, sigma = 4 / mu.
+    published = hdpe_means(X, 4, radius=2.0, mu=0.8, n_public=812, sum_weight=1)
+    assert (published.releases, published.sigma) == (16, pytest.approx(5.0, rel=1e-15))
 
 
 def test_plan_prices_a_job_before_it_runs() -> None:
-    plan = plan_run(20_000, 16, 16, epsilon=1.0, delta=1 / 20_000**1.1)
+    plan = plan_run(20_000, 16, 16, algorithm="pe-means", epsilon=1.0, delta=1 / 20_000**1.1)
     assert (plan.algorithm, plan.iterations, plan.releases, plan.variations) == (
         "pe-means",
         16,
@@ -143,11 +159,11 @@ def test_plan_prices_a_job_before_it_runs() -> None:
     # epsilon > 1 scales T; mu alone does not.
     assert plan_run(20_000, 16, 16, epsilon=2.5, delta=1e-6).iterations == 40
     assert plan_run(20_000, 16, 16, mu=3.0).iterations == 16
-    high = plan_run(20_000, 64, 4, epsilon=1.0, delta=1e-6)
+    high = plan_run(20_000, 64, 4, algorithm="hdpe-means", epsilon=1.0, delta=1e-6)
     assert (high.algorithm, high.iterations, high.releases, high.progress_total) == (
         "hdpe-means",
         14,
-        16,
+        29,
         15,
     )
     # The population cap never binds at N = 20,000 (population ~ N/5 + k)...
@@ -317,7 +333,7 @@ def test_bad_epsilon_delta_raise_the_privacy_error(
 def test_auto_picks_by_dimension() -> None:
     low = cluster(_blobs(200, 32, 2), 2, radius=2.0, mu=1.0, iterations=2)
     high = cluster(_blobs(200, 33, 2), 2, radius=2.0, mu=1.0, iterations=2)
-    assert (low.algorithm, high.algorithm) == ("pe-means", "hdpe-means")
+    assert (low.algorithm, high.algorithm) == ("pe-lloyd", "hdpe-means")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -82,7 +82,8 @@ def test_fits_iris_inside_a_pipeline_with_a_declared_domain() -> None:
     from privclust import estimator
 
     assert estimator.cluster is worker.tasks.cluster
-    assert model.algorithm_ == resolve_algorithm("auto", 4) == "pe-means"
+    chosen = resolve_algorithm("auto", 4, n_rows=model.privacy_["n_rows_dp"], k=3, mu=1.0)
+    assert model.algorithm_ == chosen == "pe-lloyd"
     privacy = model.privacy_
     plan = plan_run(
         privacy["n_rows_dp"],

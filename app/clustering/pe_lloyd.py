@@ -1,0 +1,183 @@
+"""pe-lloyd: PE-means to find the basins, then FastLloyd-style noisy Lloyd steps from its centres.
+
+PE-means selects centres among candidates, so its loss stays somewhat above the k-means optimum
+even when the budget is large (its centres are Levy variations scored by noisy votes, never
+exact means). A Lloyd step from centres already in the right basins needs little budget: the
+noise on a cluster's mean shrinks with the cluster's size. So the run spends most of the job's
+mu on PE-means and a share of it on `lloyd_steps` noisy Lloyd steps:
+
+- PE-means exactly as `pe_means` (same T, L, population), its T vote histograms released with
+  noise multiplier sigma.
+- Then each Lloyd step (app.clustering.fastlloyd.lloyd_step): every row labelled with its
+  nearest current centre, its offset from it clipped to its cluster's step radius r_j (by
+  default half the distance from that centre to the nearest other one, within
+  [R/1000, min(R, 2R / k^(1/d))]: see `step_radii`; public, since the centres are released
+  PE-means output), the per-cluster offset sums (each in its own grid units r_j / 2^20) and
+  counts released together as one integer Gaussian release, the counts given FastLloyd's share
+  1 / (1 + sqrt(4d)) of it, and each centre moved by its noisy mean offset.
+- Budget: every release shares one sigma; a Lloyd step's sensitivity is divided by sqrt(w), so
+  it is priced as w releases. w = max(1, round(share T / ((1 - share) steps))) gives the Lloyd
+  steps the fraction steps w / (T + steps w) ~ `lloyd_share` of mu^2; the run is
+  sqrt(T + steps w) / sigma = mu-GDP (plus its own row count when no public count is given,
+  as in pe_means).
+
+Defaults and the measurement behind them (the step radius, the share, one step or two):
+bench/RESULTS.md, "pe-lloyd: PE-means, then a noisy Lloyd step".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.clustering.errors import ClusteringInputError
+from app.clustering.fastlloyd import (
+    DEFAULT_STEP_FRACTION,
+    count_multiplier,
+    default_count_share,
+    lloyd_step,
+    step_radius,
+)
+from app.clustering.params import (
+    DEFAULT_MAX_POPULATION,
+    check_integer,
+    check_positive,
+    start_run,
+)
+from app.clustering.pe import Progress, evolve
+from app.clustering.result import ClusteringResult
+
+STEP_RULES = ("fastlloyd", "centres")
+DEFAULT_STEP_RULE = "centres"
+# The smallest per-cluster step radius, in units of R (two released centres may coincide).
+MIN_STEP_FRACTION = 1e-3
+DEFAULT_LLOYD_STEPS = 1
+DEFAULT_LLOYD_SHARE = 0.1
+MAX_LLOYD_STEPS = 10
+# A Lloyd step priced as more releases than this would be a tiny share of nothing useful; the
+# cap keeps the release count (stored with the job) a modest integer.
+MAX_LLOYD_WEIGHT = 100_000
+
+
+def check_lloyd_share(value: object) -> float:
+    """`lloyd_share` as a float strictly between 0 and 1, or ClusteringInputError."""
+    share = check_positive("lloyd_share", value)
+    if not share < 1.0:
+        raise ClusteringInputError("lloyd_share", f"lloyd_share must be below 1, got {share!r}")
+    return share
+
+
+def lloyd_weight(pe_iterations: int, steps: int, share: float) -> int:
+    """w, the number of releases each Lloyd step is priced as, so that the steps get about
+    `share` of mu^2: steps w / (T + steps w) ~ share."""
+    ideal = share * pe_iterations / ((1.0 - share) * steps)
+    return int(min(max(round(ideal), 1), MAX_LLOYD_WEIGHT))
+
+
+def step_radii(centres: np.ndarray, radius: float, k: int, rule: str) -> float | np.ndarray:
+    """The Lloyd step's clipping radius: FastLloyd's min(R, 2R / k^(1/d)) ("fastlloyd"), or
+    per cluster half the distance from its centre to the nearest other centre, within
+    [MIN_STEP_FRACTION R, FastLloyd's radius] ("centres"). Both read only public values (the
+    centres are released PE-means output), so the step's sensitivity is data-independent."""
+    d = centres.shape[1]
+    fixed = step_radius(2, radius, d, k, DEFAULT_STEP_FRACTION)
+    if rule == "fastlloyd" or len(centres) < 2:
+        return fixed
+    gaps = np.sqrt(((centres[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2))
+    np.fill_diagonal(gaps, np.inf)
+    return np.clip(gaps.min(axis=1) / 2.0, MIN_STEP_FRACTION * radius, fixed)
+
+
+def plan_lloyd_releases(
+    pe_iterations: int, lloyd_steps: int | None, lloyd_share: float | None
+) -> tuple[int, int, int, int]:
+    """(steps, weight, releases, progress_total) of a pe-lloyd run with T PE iterations:
+    T vote histograms plus `steps` Lloyd steps priced as `weight` releases each; progress is
+    reported after every PE iteration and every Lloyd step."""
+    steps = check_integer(
+        "lloyd_steps", DEFAULT_LLOYD_STEPS if lloyd_steps is None else lloyd_steps, 1
+    )
+    if steps > MAX_LLOYD_STEPS:
+        raise ClusteringInputError(
+            "lloyd_steps", f"lloyd_steps must be at most {MAX_LLOYD_STEPS}, got {steps}"
+        )
+    share = check_lloyd_share(DEFAULT_LLOYD_SHARE if lloyd_share is None else lloyd_share)
+    weight = lloyd_weight(pe_iterations, steps, share)
+    return steps, weight, pe_iterations + steps * weight, pe_iterations + steps
+
+
+def pe_lloyd(
+    X: np.ndarray,
+    k: int,
+    *,
+    radius: float,
+    center: np.ndarray | None = None,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    mu: float | None = None,
+    iterations: int | None = None,
+    variations: int | None = None,
+    n_public: int | None = None,
+    relation: str = "add-remove",
+    rng: np.random.Generator | None = None,
+    progress: Progress | None = None,
+    max_population: int = DEFAULT_MAX_POPULATION,
+    lloyd_steps: int | None = None,
+    lloyd_share: float | None = None,
+    step_rule: str = DEFAULT_STEP_RULE,
+) -> ClusteringResult:
+    """Differentially private k-means centres of X by PE-means followed by noisy Lloyd steps;
+    mu-GDP for the requested mu.
+
+    Arguments as for pe_means (`iterations` and `variations` are PE-means's T and L), plus
+    `lloyd_steps` (default 1) and `lloyd_share`, the share of mu^2 the Lloyd steps get (default
+    0.1, rounded to whole releases: see `lloyd_weight`) and `step_rule` (the clipping radius:
+    see `step_radii`). `progress(t, T + lloyd_steps)` is
+    called after each PE iteration and each Lloyd step.
+    """
+    if step_rule not in STEP_RULES:
+        raise ClusteringInputError(
+            "step_rule", f"step_rule must be one of {', '.join(STEP_RULES)}, got {step_rule!r}"
+        )
+    run = start_run(
+        X,
+        k,
+        radius=radius,
+        center=center,
+        n_public=n_public,
+        relation=relation,
+        rng=rng,
+        algorithm="pe-lloyd",
+        epsilon=epsilon,
+        delta=delta,
+        mu=mu,
+        iterations=iterations,
+        variations=variations,
+        max_population=max_population,
+        lloyd_steps=lloyd_steps,
+        lloyd_share=lloyd_share,
+    )
+    points, c, plan, noise_rng = run.points, run.center, run.plan, run.rng
+    del run  # `points` is the one N x d working copy: freed with it below
+    radius = float(radius)
+    n_cols = points.shape[1]
+    steps, weight, releases, _ = plan_lloyd_releases(plan.iterations, lloyd_steps, lloyd_share)
+    if releases != plan.releases:  # the plan and the run must price the same releases
+        raise ArithmeticError("pe-lloyd release count does not match its plan")
+    outcome = evolve(points, plan, radius=radius, rng=noise_rng, packing_rng=rng, progress=progress)
+    multiplier = count_multiplier(n_cols, default_count_share(n_cols))
+    centres = outcome.centres
+    for i in range(1, steps + 1):
+        centres, _ = lloyd_step(
+            points,
+            centres,
+            step=step_radii(centres, radius, plan.k, step_rule),
+            radius=radius,
+            plan=plan,
+            multiplier=multiplier,
+            rng=noise_rng,
+            weight=weight,
+        )
+        if progress is not None:
+            progress(plan.iterations + i, plan.progress_total)
+    del points
+    return plan.result(centres, c, radius, outcome.final_variations)

@@ -1,0 +1,120 @@
+"""Benchmark: where HDPE-means loses utility (bench/RESULTS.md, "HDPE-means: the loss").
+
+For each epsilon and seed it runs HDPE-means step by step (the code of
+app.clustering.hdpe.hdpe_means, with the same generator) and measures, besides the released
+centres' loss:
+- "labels, exact means": the loss of the exact means of the clusters HDPE's projected labelling
+  forms (benchmark only, not private): what the final step would give without noise, so the
+  gap to the released loss is the final step's noise and the gap to KMeans is the partition;
+- "PE centres in p": whether PE-means in the projection found the clusters (the projected
+  loss of its centres against the projected KMeans loss).
+Variants: `--sum-weights W...` prices the final noisy sums as W releases (their share of the
+budget; default 1, the published split) and `--iterations-rule scaled` gives the PE part
+T = eps x floor(4 sqrt(p)) - 2 when eps > 1 (PE-means's own rule in p dimensions) instead of
+the fixed 14.
+
+    PYTHONPATH=. .venv/bin/python bench/hdpe_study.py --dataset sklearn_16_64 --seeds 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+from sklearn.cluster import KMeans
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from datasets import load
+
+from app.clustering.hdpe import cluster_grid_sums, noisy_means, project_rows
+from app.clustering.metrics import kmeans_loss
+from app.clustering.params import default_hdpe_iterations, default_pe_iterations, start_run
+from app.clustering.pe import evolve
+from app.clustering.voting import nearest_candidates
+
+
+def exact_means_loss(X: np.ndarray, labels: np.ndarray, k: int) -> float:
+    centres = np.zeros((k, X.shape[1]))
+    for j in range(k):
+        members = X[labels == j]
+        if len(members):
+            centres[j] = members.mean(axis=0)
+    return kmeans_loss(X, centres)
+
+
+def one_run(
+    name: str, epsilon: float, seed: int, rule: str, sum_weight: int
+) -> tuple[float, float, float, int]:
+    data = load(name)
+    p = 16
+    iterations = default_hdpe_iterations(p)
+    if rule == "scaled":
+        iterations = default_pe_iterations(p, epsilon) - 2
+    rng = np.random.default_rng([seed, int(epsilon * 100)])
+    run = start_run(
+        data.X, data.k, radius=1.0, center=None, n_public=None, relation="add-remove", rng=rng,
+        algorithm="hdpe-means", epsilon=epsilon, delta=data.delta, iterations=iterations,
+        projection_dim=p, sum_weight=sum_weight,
+    )  # fmt: skip
+    points, plan, noise_rng = run.points, run.plan, run.rng
+    matrix = noise_rng.standard_normal(size=(p, points.shape[1]))
+    projected = project_rows(points, matrix)
+    outcome = evolve(projected, plan, radius=1.0, rng=noise_rng, packing_rng=rng, progress=None)
+    labels = nearest_candidates(projected, outcome.centres)
+    sums, counts = cluster_grid_sums(points, labels, plan.k, 1.0)
+    centres = noisy_means(sums, counts, plan, radius=1.0, rng=noise_rng, sum_weight=sum_weight)
+    released = kmeans_loss(data.X, centres)
+    exact = exact_means_loss(data.X, labels, data.k)
+    floor_p = kmeans_loss(
+        projected, KMeans(data.k, n_init=3, random_state=0).fit(projected).cluster_centers_
+    )
+    pe_ratio = kmeans_loss(projected, outcome.centres) / floor_p
+    return released, exact, pe_ratio, plan.iterations
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", default="sklearn_16_64")
+    parser.add_argument("--epsilons", nargs="*", type=float, default=[1.0, 2.0, 4.0, 8.0])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--iterations-rule", choices=["fixed", "scaled"], default="fixed")
+    parser.add_argument("--sum-weights", nargs="*", type=int, default=[1])
+    args = parser.parse_args()
+    data = load(args.dataset)
+    floor = kmeans_loss(
+        data.X, KMeans(data.k, n_init=10, random_state=0).fit(data.X).cluster_centers_
+    )
+    print(
+        f"{args.dataset}: KMeans loss {floor:.4f}; {args.seeds} seeds; "
+        f"T rule {args.iterations_rule}"
+    )
+    print()
+    print(
+        "| sum weight | epsilon | PE iterations | released loss ± SE | labels, exact means ± SE | "
+        "final-step noise share | PE centres / KMeans in p (median) | seeds > 1.1x floor |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for weight, epsilon in [(w, e) for w in args.sum_weights for e in args.epsilons]:
+        rows = np.array(
+            [
+                one_run(args.dataset, epsilon, s, args.iterations_rule, weight)
+                for s in range(args.seeds)
+            ]
+        )
+        released, exact, ratio = rows[:, 0], rows[:, 1], rows[:, 2]
+        se = lambda v: v.std(ddof=1) / np.sqrt(len(v))  # noqa: E731
+        noise_share = (released.mean() - exact.mean()) / max(released.mean() - floor, 1e-12)
+        print(
+            f"| {weight} | {epsilon:g} | {int(rows[0, 3])} | "
+            f"{released.mean():.4f} ± {se(released):.4f} | "
+            f"{exact.mean():.4f} ± {se(exact):.4f} | {noise_share:.2f} | "
+            f"{np.median(ratio):.3f} | {int((released > 1.1 * floor).sum())} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

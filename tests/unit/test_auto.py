@@ -1,0 +1,89 @@
+"""`auto`: the rule sees only public facts, the plan and the run agree on its pick, the result
+names it, and a library run that releases its own count still spends exactly the job's mu."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from app.clustering import choose_algorithm, cluster, plan_run
+from app.clustering.params import ALGORITHMS, COUNT_MU_FRACTION, default_pe_iterations
+from app.privacy.gdp import mu_from_epsilon_delta
+from tests.unit.test_clustering_runs import ReleaseLog
+
+
+def _blobs(n: int, d: int, k: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(-0.6, 0.6, size=(k, d))
+    return centres[rng.integers(k, size=n)] + rng.normal(scale=0.05, size=(n, d))
+
+
+FACTS = [
+    (n, d, k, mu)
+    for n in (150, 20_000, 1_000_000)
+    for d in (2, 4, 16, 32, 33, 64, 300)
+    for k in (2, 4, 16, 64)
+    for mu in (0.03, 0.28, 0.95, 1.7, 10.0)
+    if k <= n
+]
+
+
+def test_the_rule_picks_a_concrete_method_for_any_public_facts() -> None:
+    concrete = set(ALGORITHMS) - {"auto"}
+    for n, d, k, mu in FACTS:
+        pick = choose_algorithm(n, d, k, mu)
+        assert pick in concrete
+        # The planner resolves "auto" to the same pick, from the same facts.
+        assert plan_run(n, d, k, algorithm="auto", mu=mu, variations=4).algorithm == pick
+
+
+@pytest.mark.parametrize(("d", "k"), [(3, 2), (40, 3)])
+def test_the_result_names_the_method_that_ran(d: int, k: int) -> None:
+    X = _blobs(600, d, k)
+    result = cluster(X, k, algorithm="auto", radius=1.5, mu=1.0, n_public=590, iterations=3,
+                     rng=np.random.default_rng(1))  # fmt: skip
+    assert result.algorithm == choose_algorithm(590, d, k, 1.0)
+    assert (result.n_public, result.count_mu, result.mu) == (590, None, 1.0)
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 3.0])
+def test_without_a_public_count_auto_pays_for_it_and_spends_exactly_mu(
+    monkeypatch: pytest.MonkeyPatch, epsilon: float
+) -> None:
+    log = ReleaseLog(monkeypatch)
+    X = _blobs(800, 4, 3)
+    delta = 1e-6
+    result = cluster(X, 3, algorithm="auto", radius=1.5, epsilon=epsilon, delta=delta,
+                     rng=np.random.default_rng(2))  # fmt: skip
+    mu = mu_from_epsilon_delta(epsilon, delta)
+    assert (result.mu, result.epsilon, result.delta) == (mu, epsilon, delta)
+    assert result.count_mu == pytest.approx(COUNT_MU_FRACTION * mu, rel=1e-15)
+    # The count first (sensitivity 1, a tenth of mu), then the chosen method's releases.
+    assert log.calls[0] == (1.0, 1.0 / result.count_mu, (1,))
+    assert abs(result.n_public - 800) < 6 / result.count_mu
+    assert result.algorithm == choose_algorithm(result.n_public, 4, 3, mu)
+    mu_releases = math.sqrt(result.releases) / result.sigma
+    assert math.hypot(mu_releases, result.count_mu) <= mu * (1 + 1e-12)
+    assert math.hypot(mu_releases, result.count_mu) == pytest.approx(mu, rel=1e-9)
+    # The method ran exactly the plan a direct call with this epsilon makes (PE-means scales its
+    # T with epsilon): same T, releases and sigma.
+    direct = plan_run(
+        result.n_public, 4, 3, algorithm=result.algorithm, epsilon=epsilon, delta=delta,
+        count_mu=result.count_mu,
+    )  # fmt: skip
+    assert (result.iterations, result.releases) == (direct.iterations, direct.releases)
+    assert result.sigma == pytest.approx(direct.sigma, rel=1e-12)
+    if result.algorithm in ("pe-means", "pe-lloyd"):
+        assert result.iterations == default_pe_iterations(4, epsilon)
+
+
+def test_auto_refuses_bad_arguments_before_any_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    log = ReleaseLog(monkeypatch)
+    X = _blobs(100, 3, 2)
+    with pytest.raises(ValueError):
+        cluster(X, 2, algorithm="auto", radius=1.5, epsilon=1.0)  # no delta
+    with pytest.raises(ValueError):
+        cluster(X, 2, algorithm="auto", radius=1.5, mu=1.0, variations=10_000)
+    assert log.calls == []

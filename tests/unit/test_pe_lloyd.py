@@ -1,0 +1,183 @@
+"""pe-lloyd: its releases compose to the job's mu (the plan prices what the run releases), the
+Lloyd steps get their share, its parameters are validated, progress, and a utility check."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from app.clustering import ClusteringInputError, cluster, plan_run
+from app.clustering.fastlloyd import (
+    count_multiplier,
+    default_count_share,
+    moved_centres,
+    relative_grid_sums,
+)
+from app.clustering.hdpe import grid_sensitivity
+from app.clustering.metrics import kmeans_loss
+from app.clustering.params import COUNT_MU_FRACTION, default_pe_iterations
+from app.clustering.pe_lloyd import lloyd_weight, pe_lloyd, plan_lloyd_releases, step_radii
+from app.privacy.gdp import mu_from_epsilon_delta
+from tests.unit.test_clustering_runs import ReleaseLog
+
+
+def _blobs(n: int, d: int, k: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(-0.6, 0.6, size=(k, d))
+    return centres[rng.integers(k, size=n)] + rng.normal(scale=0.05, size=(n, d))
+
+
+def _joint_sensitivity(d: int, relation: str = "add-remove") -> float:
+    s, m = grid_sensitivity(d), count_multiplier(d, default_count_share(d))
+    if relation == "replace-one":
+        return max(2.0 * s, math.sqrt(2.0) * math.hypot(s, m))
+    return math.hypot(s, m)
+
+
+def _composed_mu(calls: list[tuple[float, float, tuple[int, ...]]], true: list[float]) -> float:
+    # A release of a statistic of l2 sensitivity S with noise std s is (S/s)-GDP; GDP composes
+    # as the root of the sum of squares. The noise std of a call is its sensitivity x sigma.
+    return math.sqrt(sum((t / (s * sig)) ** 2 for (s, sig, _), t in zip(calls, true, strict=True)))
+
+
+@pytest.mark.parametrize(
+    ("n_public", "steps", "share"), [(1190, None, None), (None, 2, 0.3), (1190, 1, 0.5)]
+)
+def test_the_releases_compose_to_the_planned_mu(
+    monkeypatch: pytest.MonkeyPatch, n_public: int | None, steps: int | None, share: float | None
+) -> None:
+    log = ReleaseLog(monkeypatch)
+    X = _blobs(1200, 5, 3)
+    epsilon, delta = 2.0, 1e-6
+    result = pe_lloyd(
+        X, 3, radius=1.5, epsilon=epsilon, delta=delta, n_public=n_public,
+        rng=np.random.default_rng(4), lloyd_steps=steps, lloyd_share=share,
+    )  # fmt: skip
+    mu = mu_from_epsilon_delta(epsilon, delta)
+    plan = plan_run(
+        result.n_public, 5, 3, algorithm="pe-lloyd", epsilon=epsilon, delta=delta,
+        count_mu=result.count_mu, lloyd_steps=steps, lloyd_share=share,
+    )  # fmt: skip
+    assert (result.algorithm, result.mu, result.epsilon) == ("pe-lloyd", mu, epsilon)
+    assert (result.sigma, result.releases, result.iterations) == (
+        plan.sigma,
+        plan.releases,
+        plan.iterations,
+    )
+    # PE-means's own T (floor(4 sqrt(5)) = 8, times epsilon 2).
+    assert result.iterations == default_pe_iterations(5, epsilon) == 16
+    calls = log.calls
+    if n_public is None:
+        assert result.count_mu == pytest.approx(COUNT_MU_FRACTION * mu, rel=1e-15)
+        assert calls[0] == (1.0, 1.0 / result.count_mu, (1,))
+        calls = calls[1:]
+    else:
+        assert (result.count_mu, result.n_public) == (None, 1190)
+    n_steps = steps or 1
+    votes, lloyd = calls[: result.iterations], calls[result.iterations :]
+    assert len(lloyd) == n_steps
+    assert all(s == 1.0 and sig == result.sigma for s, sig, _ in votes)
+    weight = lloyd_weight(result.iterations, n_steps, share or 0.1)
+    assert result.releases == result.iterations + n_steps * weight
+    # Each Lloyd step: the joint sensitivity scaled by 1/sqrt(w), i.e. priced as w releases.
+    for s, sig, shape in lloyd:
+        assert (s, sig, shape) == (_joint_sensitivity(5) / math.sqrt(weight), result.sigma, (18,))
+    true = [1.0] * len(votes) + [_joint_sensitivity(5)] * n_steps
+    mu_releases = _composed_mu(calls, true)
+    assert mu_releases == pytest.approx(math.sqrt(result.releases) / result.sigma, rel=1e-12)
+    total = math.hypot(mu_releases, result.count_mu or 0.0)
+    assert total <= mu * (1 + 1e-12)
+    assert total == pytest.approx(mu, rel=1e-12)
+    # The Lloyd steps' share of the releases' mu^2 is the requested one, up to whole releases.
+    lloyd_share = n_steps * weight / result.releases
+    assert abs(lloyd_share - (share or 0.1)) <= 0.5 * n_steps / result.releases + 1e-12
+
+
+def test_replace_one_sensitivities() -> None:
+    X = _blobs(800, 4, 4)
+    result = pe_lloyd(
+        X, 4, radius=2.0, mu=0.8, relation="replace-one", rng=np.random.default_rng(2)
+    )
+    assert (result.relation, result.n_public, result.count_mu) == ("replace-one", 800, None)
+    plan = plan_run(800, 4, 4, algorithm="pe-lloyd", mu=0.8, relation="replace-one")
+    assert (result.sigma, result.releases) == (plan.sigma, plan.releases)
+    assert math.sqrt(result.releases) / result.sigma <= 0.8
+
+
+def test_weights_and_parameter_checks() -> None:
+    # share 0.1 of mu^2 over T = 8 releases and one step: w = round(0.8 / 0.9) = 1, 9 releases.
+    assert plan_lloyd_releases(8, None, None) == (1, 1, 9, 9)
+    # share 0.3, 2 steps, T = 64: w = round(0.3 * 64 / (0.7 * 2)) = 14, 64 + 28 releases.
+    assert plan_lloyd_releases(64, 2, 0.3) == (2, 14, 92, 66)
+    for field, kwargs in [
+        ("lloyd_steps", {"lloyd_steps": 0}),
+        ("lloyd_steps", {"lloyd_steps": 11}),
+        ("lloyd_share", {"lloyd_share": 1.0}),
+        ("lloyd_share", {"lloyd_share": float("nan")}),
+    ]:
+        with pytest.raises(ClusteringInputError) as info:
+            plan_run(1000, 4, 3, algorithm="pe-lloyd", mu=1.0, **kwargs)  # type: ignore[arg-type]
+        assert info.value.field == field
+
+
+def test_progress_counts_every_pe_iteration_and_lloyd_step() -> None:
+    X = _blobs(500, 3, 3)
+    seen: list[tuple[int, int]] = []
+    result = pe_lloyd(
+        X, 3, radius=1.5, mu=1.0, n_public=500, rng=np.random.default_rng(3),
+        lloyd_steps=2, progress=lambda t, total: seen.append((t, total)),
+    )  # fmt: skip
+    total = result.iterations + 2
+    assert seen == [(t, total) for t in range(1, total + 1)]
+    assert result.centers.shape == (3, 3)
+    assert (np.linalg.norm(result.centers, axis=1) <= 1.5).all()
+
+
+def test_cluster_runs_it_by_name() -> None:
+    X = _blobs(400, 3, 2)
+    result = cluster(
+        X, 2, algorithm="pe-lloyd", radius=1.5, mu=1.0, n_public=400, rng=np.random.default_rng(5)
+    )
+    assert result.algorithm == "pe-lloyd" and result.centers.shape == (2, 3)
+
+
+def test_the_lloyd_step_reaches_the_kmeans_loss_with_a_large_budget() -> None:
+    # Well-separated blobs, mu = 20: PE-means's centres are near the blob centres and one Lloyd
+    # step with a tenth of mu^2 moves them to the cluster means up to noise of std ~1e-4 R.
+    # Fixed seeds; the bound has a wide margin (the run's loss is within 1% of KMeans's).
+    from sklearn.cluster import KMeans
+
+    X = _blobs(4000, 4, 4, seed=7)
+    floor = kmeans_loss(X, KMeans(4, n_init=10, random_state=0).fit(X).cluster_centers_)
+    result = pe_lloyd(X, 4, radius=1.5, mu=20.0, n_public=4000, rng=np.random.default_rng(8))
+    assert kmeans_loss(X, result.centers) <= 1.05 * floor
+
+
+def test_per_cluster_step_radii_keep_the_sensitivity_in_grid_units() -> None:
+    # With one clipping radius per cluster each cluster's sum is in its own grid units
+    # (r_j / 2^20), so one added row still moves the joint vector by at most sqrt(S^2 + M^2)
+    # grid units, whichever cluster it joins and however far it lies.
+    rng = np.random.default_rng(11)
+    d, k, radius = 5, 4, 1.5
+    centres = rng.uniform(-0.7, 0.7, size=(k, d))
+    radii = step_radii(centres, radius, k, "centres")
+    assert isinstance(radii, np.ndarray) and radii.shape == (k,)
+    gaps = np.linalg.norm(centres[:, None] - centres[None, :], axis=2) + np.diag([np.inf] * k)
+    np.testing.assert_allclose(radii, np.minimum(gaps.min(axis=1) / 2, radius))
+    m = count_multiplier(d, default_count_share(d))
+    direction = rng.normal(size=d)
+    for row in [direction / np.linalg.norm(direction) * radius, centres[0] + 1e-3, centres[3]]:
+        for label in range(k):
+            sums, counts = relative_grid_sums(row[None, :], centres, np.array([label]), radii)
+            change = np.concatenate([sums.ravel(), m * counts])
+            assert np.linalg.norm(change) <= _joint_sensitivity(d)
+    # A cluster's mean offset is rescaled by its own radius and its move capped by it.
+    noisy_sums = np.full((k, d), 2.0**20)  # every offset at the radius along each axis
+    moved = moved_centres(centres, noisy_sums, np.ones(k), radii, radius)
+    np.testing.assert_allclose(np.linalg.norm(moved - centres, axis=1), radii, rtol=1e-9)
+    # Coinciding centres get the smallest radius, not 0; the "fastlloyd" rule is one radius.
+    same = np.vstack([centres[:1], centres[:1], centres[2:]])
+    assert step_radii(same, radius, k, "centres")[0] == pytest.approx(1e-3 * radius)
+    assert step_radii(centres, radius, k, "fastlloyd") == min(radius, 2 * radius / k ** (1 / d))
