@@ -155,6 +155,7 @@ def test_console_upload_job_centres_and_roles(browser: Any, stack: Stack, tmp_pa
         preview = page.get_by_role("status", name="Cost preview")
         expect(preview).to_contain_text("This job would cost ε 2")
         expect(preview).not_to_contain_text("private summaries")
+        expect(preview).not_to_contain_text("null")
         page.get_by_label("Private summaries: also release").check()
         expect(preview).to_contain_text("goes to the private summaries")
         expect(preview).to_contain_text("Budget after it")
@@ -191,6 +192,7 @@ def test_console_upload_job_centres_and_roles(browser: Any, stack: Stack, tmp_pa
         labels = Path(download.value.path()).read_text().split()
         assert labels[0] == "label" and len(labels) == 601
         assert {int(v) for v in labels[1:]} <= set(range(K))
+        expect(page.locator("main")).not_to_contain_text("null")
 
         # The jobs page lists it finished; the dataset page's budget shows the spend.
         page.get_by_role("navigation", name="Main").get_by_role("link", name="Jobs").click()
@@ -256,6 +258,7 @@ def test_console_upload_job_centres_and_roles(browser: Any, stack: Stack, tmp_pa
         jobs_table = page.get_by_role("table", name="Jobs of the sweep")
         expect(jobs_table.get_by_role("link")).to_have_count(2)
         expect(page.get_by_role("button", name=re.compile("^Cancel sweep"))).to_have_count(0)
+        expect(page.locator("main")).not_to_contain_text("null")
         _shot(page, tmp_path, "sweep")
         jobs_table.get_by_role("link").first.click()
         expect(page.get_by_role("link", name=f"sweep {sweep_id[:8]}")).to_be_visible()

@@ -200,7 +200,7 @@ function jobForm(ds, budget) {
       if (mine !== generation) return;
       markInvalid(form, null);
       const after = est.budget_after;
-      preview.replaceChildren(
+      const lines = [
         h("p", {}, h("strong", {}, est.admissible ? "This job would cost " : "Over budget: this job needs "),
           cost(est.privacy), ` (${est.algorithm}, σ ${num(est.privacy.sigma)} per release, `,
           `${est.privacy.iterations} release${est.privacy.iterations === 1 ? "" : "s"}).`),
@@ -211,7 +211,8 @@ function jobForm(ds, budget) {
           ? h("p", {}, "Budget after it: ", h("strong", {}, `ε ${num(after.epsilon_remaining)}`),
             ` of ${num(after.epsilon)} left (μ ${num(after.mu_remaining)} of ${num(after.mu_cap)}).`)
           : h("p", {}, `Only μ ${num(est.budget.mu_remaining)} (ε ${num(est.budget.epsilon_remaining)}) remains.`),
-      );
+      ];
+      preview.replaceChildren(...lines.filter(Boolean));
       preview.dataset.admissible = String(est.admissible);
       submit.disabled = !est.admissible;
     } catch (err) {

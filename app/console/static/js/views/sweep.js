@@ -133,7 +133,7 @@ export async function sweepView(main, { params: [id], signal }) {
     h("h1", {}, `Sweep ${shortId(sweep.id)}`),
     body,
   );
-  const draw = (sw) => body.replaceChildren(...sweepDetails(sw, signal, draw));
+  const draw = (sw) => body.replaceChildren(...sweepDetails(sw, signal, draw).filter(Boolean));
   draw(sweep);
   while (!TERMINAL.has(sweep.status)) {
     try {
