@@ -262,7 +262,25 @@ def test_console_upload_job_centres_and_roles(browser: Any, stack: Stack, tmp_pa
         _shot(page, tmp_path, "sweep")
         jobs_table.get_by_role("link").first.click()
         expect(page.get_by_role("link", name=f"sweep {sweep_id[:8]}")).to_be_visible()
-        expect(page.get_by_role("img", name="Noisy cluster sizes of the job, 2 centres")).to_be_visible()
+        two_bars = page.get_by_role("img", name="Noisy cluster sizes of the job, 2 centres")
+        expect(two_bars.locator("rect.bar")).to_have_count(2)
+
+        # With no worker, a second sweep waits; cancelling it cancels (and refunds) its jobs.
+        for worker in stack.workers:
+            worker.terminate()
+            worker.wait(30)
+        page.get_by_role("main").get_by_role("link", name="blobs").click()
+        page.get_by_label("Values of k").fill("2, 3")
+        page.get_by_label("Epsilon (whole sweep)").fill("0.5")
+        expect(sweep_preview).to_contain_text("This sweep would cost ε 0.5")
+        page.get_by_role("button", name="Start sweep").click()
+        expect(page).to_have_url(re.compile(r"#/sweeps/[0-9a-f-]{36}$"))
+        expect(page.locator("dl.meta .badge")).to_have_text("queued")
+        page.get_by_role("button", name=re.compile("^Cancel sweep")).click()
+        expect(page.locator("dl.meta .badge")).to_have_text("cancelled")
+        jobs_table = page.get_by_role("table", name="Jobs of the sweep")
+        expect(jobs_table.locator(".badge")).to_have_text(["cancelled", "cancelled"])
+        expect(page.get_by_role("button", name=re.compile("^Cancel sweep"))).to_have_count(0)
 
         # The owner's list shows the exact count; the analyst's never does.
         page.get_by_role("link", name="Datasets", exact=True).first.click()
