@@ -185,15 +185,20 @@ export function sizeBars(sizes, title) {
       s("text", { x: L - 6, y: Y(v) + 4, "text-anchor": "end", class: "tick" }, num(v)),
     );
   }
+  const every = Math.ceil(sizes.length / 12); // label at most ~12 bars so the text stays readable
   sizes.forEach((n, i) => {
     const x = L + slot * (i + 0.5);
     svg.append(
       s("rect", { x: x - width / 2, y: Y(n), width, height: Math.max(0, Y(0) - Y(n)), fill: colour(i),
         class: "bar", dataset: { index: String(i) } },
         s("title", {}, `centre ${i + 1}: about ${n} rows (noisy count)`)),
-      s("text", { x, y: Y(n) - 5, "text-anchor": "middle", class: "tick" }, String(n)),
-      s("text", { x, y: H - B + 16, "text-anchor": "middle", class: "tick" }, `centre ${i + 1}`),
     );
+    if (i % every === 0) {
+      svg.append(
+        s("text", { x, y: Y(n) - 5, "text-anchor": "middle", class: "tick" }, String(n)),
+        s("text", { x, y: H - B + 16, "text-anchor": "middle", class: "tick" }, every > 1 ? String(i + 1) : `centre ${i + 1}`),
+      );
+    }
   });
   svg.append(s("text", { x: 14, y: (T + H - B) / 2, "text-anchor": "middle", class: "axis-label",
     transform: `rotate(-90 14 ${(T + H - B) / 2})` }, "rows (noisy)"));
