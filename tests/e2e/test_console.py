@@ -154,6 +154,10 @@ def test_console_upload_job_centres_and_roles(browser: Any, stack: Stack, tmp_pa
         page.get_by_label("Epsilon (this job)").fill("2")
         preview = page.get_by_role("status", name="Cost preview")
         expect(preview).to_contain_text("This job would cost ε 2")
+        expect(preview).not_to_contain_text("private summaries")
+        expect(preview).not_to_contain_text("null")
+        page.get_by_label("Private summaries: also release").check()
+        expect(preview).to_contain_text("goes to the private summaries")
         expect(preview).to_contain_text("Budget after it")
         page.get_by_role("button", name="Submit job").click()
 
@@ -177,6 +181,18 @@ def test_console_upload_job_centres_and_roles(browser: Any, stack: Stack, tmp_pa
             released = api.get(f"/v1/jobs/{job_id}").json()["result"]["centers"]
         assert len(released) == K
         _shot(page, tmp_path, "job", part=page.locator("section", has=picture))
+
+        # Its private summaries: one bar per centre, the noisy loss with its standard error, and
+        # for the owner the labels as a CSV (fetched with the key, one label per row).
+        sizes = page.get_by_role("img", name=f"Noisy cluster sizes of the job, {K} centres")
+        expect(sizes.locator("rect.bar")).to_have_count(K)
+        expect(page.locator('[data-field="loss"]')).to_contain_text("±")
+        with page.expect_download() as download:
+            page.get_by_role("button", name="Download labels (CSV)").click()
+        labels = Path(download.value.path()).read_text().split()
+        assert labels[0] == "label" and len(labels) == 601
+        assert {int(v) for v in labels[1:]} <= set(range(K))
+        expect(page.locator("main")).not_to_contain_text("null")
 
         # The jobs page lists it finished; the dataset page's budget shows the spend.
         page.get_by_role("navigation", name="Main").get_by_role("link", name="Jobs").click()
@@ -219,6 +235,53 @@ def test_console_upload_job_centres_and_roles(browser: Any, stack: Stack, tmp_pa
         expect(ledger.get_by_text("Job succeeded")).to_have_count(2)
         expect(page.get_by_text("2 jobs charged to this budget.")).to_be_visible()
 
+        # A sweep over k = 2, 3 from the dataset's page: priced, started, then its page draws
+        # one point per k with error bars and marks the suggested k.
+        page.get_by_label("Values of k").fill("2, 3")
+        page.get_by_label("Epsilon (whole sweep)").fill("1")
+        sweep_preview = page.get_by_role("status", name="Price of the sweep")
+        expect(sweep_preview).to_contain_text("This sweep would cost ε 1")
+        expect(sweep_preview).to_contain_text("2 jobs of about")
+        page.get_by_role("button", name="Start sweep").click()
+        expect(page).to_have_url(re.compile(r"#/sweeps/[0-9a-f-]{36}$"))
+        sweep_id = page.url.rsplit("/", 1)[1]
+        suggested = page.locator('[data-field="suggested_k"]')
+        expect(suggested).to_have_text(re.compile("^[23]$"), timeout=60_000)
+        with stack.client(owner_key) as api:
+            sweep = api.get(f"/v1/sweeps/{sweep_id}").json()
+        chart = page.get_by_role("img", name=f"Noisy loss against k for sweep {sweep_id[:8]}")
+        expect(chart.locator("g.point")).to_have_count(2)
+        marked = chart.locator("g.point.suggested")
+        expect(marked).to_have_count(1)
+        expect(marked).to_have_attribute("data-k", str(sweep["suggested_k"]))
+        expect(suggested).to_have_text(str(sweep["suggested_k"]))
+        jobs_table = page.get_by_role("table", name="Jobs of the sweep")
+        expect(jobs_table.get_by_role("link")).to_have_count(2)
+        expect(page.get_by_role("button", name=re.compile("^Cancel sweep"))).to_have_count(0)
+        expect(page.locator("main")).not_to_contain_text("null")
+        _shot(page, tmp_path, "sweep")
+        jobs_table.get_by_role("link").first.click()
+        expect(page.get_by_role("link", name=f"sweep {sweep_id[:8]}")).to_be_visible()
+        two_bars = page.get_by_role("img", name="Noisy cluster sizes of the job, 2 centres")
+        expect(two_bars.locator("rect.bar")).to_have_count(2)
+
+        # With no worker, a second sweep waits; cancelling it cancels (and refunds) its jobs.
+        for worker in stack.workers:
+            worker.terminate()
+            worker.wait(30)
+        page.get_by_role("main").get_by_role("link", name="blobs").click()
+        page.get_by_label("Values of k").fill("2, 3")
+        page.get_by_label("Epsilon (whole sweep)").fill("0.5")
+        expect(sweep_preview).to_contain_text("This sweep would cost ε 0.5")
+        page.get_by_role("button", name="Start sweep").click()
+        expect(page).to_have_url(re.compile(r"#/sweeps/[0-9a-f-]{36}$"))
+        expect(page.locator("dl.meta .badge")).to_have_text("queued")
+        page.get_by_role("button", name=re.compile("^Cancel sweep")).click()
+        expect(page.locator("dl.meta .badge")).to_have_text("cancelled")
+        jobs_table = page.get_by_role("table", name="Jobs of the sweep")
+        expect(jobs_table.locator(".badge")).to_have_text(["cancelled", "cancelled"])
+        expect(page.get_by_role("button", name=re.compile("^Cancel sweep"))).to_have_count(0)
+
         # The owner's list shows the exact count; the analyst's never does.
         page.get_by_role("link", name="Datasets", exact=True).first.click()
         owner_table = page.get_by_role("table", name="Datasets")
@@ -245,6 +308,12 @@ def test_console_upload_job_centres_and_roles(browser: Any, stack: Stack, tmp_pa
         expect(page.get_by_role("status", name="Cost preview")).to_contain_text("Over budget")
         expect(page.get_by_role("button", name="Submit job")).to_be_disabled()
         _shot(page, tmp_path, "analyst")
+        # The analyst sees the same noisy summaries, and no labels button.
+        page.goto(f"{stack.base_url}/console/#/jobs/{job_id}")
+        sizes = page.get_by_role("img", name=f"Noisy cluster sizes of the job, {K} centres")
+        expect(sizes.locator("rect.bar")).to_have_count(K)
+        expect(page.get_by_role("button", name=re.compile("labels", re.I))).to_have_count(0)
+        expect(page.get_by_text("Labels (owner only)")).to_have_count(0)
     finally:
         context.close()
     assert errors == [], errors

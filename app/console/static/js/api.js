@@ -64,6 +64,40 @@ export async function api(path, { method = "GET", json, form, headers = {}, sign
   return body;
 }
 
+/**
+ * A non-JSON body (e.g. the owner's labels CSV) as a Blob, sent with the same key in the
+ * Authorization header; errors as for api().
+ */
+export async function fetchBlob(path, { signal } = {}) {
+  const headers = session.key ? { Authorization: `Bearer ${session.key}` } : {};
+  let response;
+  try {
+    response = await fetch(new URL(path.replace(/^\//, ""), API_ROOT), { headers, signal });
+  } catch (err) {
+    if (err.name === "AbortError") throw err;
+    throw new ApiError(0, { title: "Service unreachable", detail: "the privclust API did not answer" });
+  }
+  if (!response.ok) {
+    const type = response.headers.get("content-type") || "";
+    const body = type.includes("json") ? await response.json().catch(() => null) : null;
+    throw new ApiError(response.status, body || { title: response.statusText });
+  }
+  return response.blob();
+}
+
+/** Hand a Blob to the browser as a file download named `name`. */
+export function saveBlob(blob, name) {
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = name;
+  a.hidden = true;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
 /** Query string from an object, leaving out null and undefined values. */
 export function query(params) {
   const q = new URLSearchParams();

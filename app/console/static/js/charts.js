@@ -164,3 +164,93 @@ export function legend(k) {
       h("li", {}, h("span", { class: "swatch", style: `background:${colour(i)}` }), `centre ${i + 1}`)),
   );
 }
+
+/**
+ * The private cluster sizes (noisy counts, never the exact ones): one <rect class="bar"> per
+ * centre, in the centres' colours.
+ */
+export function sizeBars(sizes, title) {
+  const W = 560, H = 300, L = 64, R = 20, T = 20, B = 44;
+  const top = Math.max(1, ...sizes) * 1.1;
+  const Y = scale([0, top], [H - B, T]);
+  const slot = (W - L - R) / sizes.length;
+  const width = Math.min(64, slot * 0.7);
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "plot", role: "img", "aria-label": title });
+  svg.append(s("title", {}, title));
+  svg.append(s("rect", { x: L, y: T, width: W - L - R, height: H - T - B, class: "plot-frame" }));
+  for (const t of [0, 0.25, 0.5, 0.75, 1]) {
+    const v = t * top;
+    svg.append(
+      s("line", { x1: L, x2: W - R, y1: Y(v), y2: Y(v), class: "grid" }),
+      s("text", { x: L - 6, y: Y(v) + 4, "text-anchor": "end", class: "tick" }, num(v)),
+    );
+  }
+  const every = Math.ceil(sizes.length / 12); // label at most ~12 bars so the text stays readable
+  sizes.forEach((n, i) => {
+    const x = L + slot * (i + 0.5);
+    svg.append(
+      s("rect", { x: x - width / 2, y: Y(n), width, height: Math.max(0, Y(0) - Y(n)), fill: colour(i),
+        class: "bar", dataset: { index: String(i) } },
+        s("title", {}, `centre ${i + 1}: about ${n} rows (noisy count)`)),
+    );
+    if (i % every === 0) {
+      svg.append(
+        s("text", { x, y: Y(n) - 5, "text-anchor": "middle", class: "tick" }, String(n)),
+        s("text", { x, y: H - B + 16, "text-anchor": "middle", class: "tick" }, every > 1 ? String(i + 1) : `centre ${i + 1}`),
+      );
+    }
+  });
+  svg.append(s("text", { x: 14, y: (T + H - B) / 2, "text-anchor": "middle", class: "axis-label",
+    transform: `rotate(-90 14 ${(T + H - B) / 2})` }, "rows (noisy)"));
+  return svg;
+}
+
+/**
+ * A sweep's noisy loss against k, each with error bars of ± one standard error: one
+ * <g class="point"> per k that has a loss; the suggested k's point also has class "suggested".
+ */
+export function lossChart(points, suggestedK, title) {
+  const W = 560, H = 320, L = 72, R = 20, T = 20, B = 52;
+  const done = points.filter((p) => p.loss !== null && p.loss !== undefined);
+  const ks = points.map((p) => p.k);
+  const lows = done.map((p) => p.loss - (p.loss_se || 0));
+  const highs = done.map((p) => p.loss + (p.loss_se || 0));
+  const X = scale(extent(ks), [L, W - R]);
+  const ys = done.length ? extent([...lows, ...highs]) : [0, 1];
+  const Y = scale(ys, [H - B, T]);
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "plot", role: "img", "aria-label": title });
+  svg.append(s("title", {}, title));
+  svg.append(s("rect", { x: L, y: T, width: W - L - R, height: H - T - B, class: "plot-frame" }));
+  for (const t of [0, 0.25, 0.5, 0.75, 1]) {
+    const v = ys[0] + t * (ys[1] - ys[0]);
+    svg.append(
+      s("line", { x1: L, x2: W - R, y1: Y(v), y2: Y(v), class: "grid" }),
+      s("text", { x: L - 6, y: Y(v) + 4, "text-anchor": "end", class: "tick" }, num(v)),
+    );
+  }
+  for (const k of ks) {
+    svg.append(s("text", { x: X(k), y: H - B + 16, "text-anchor": "middle", class: "tick" }, String(k)));
+  }
+  svg.append(
+    s("text", { x: (L + W - R) / 2, y: H - 10, "text-anchor": "middle", class: "axis-label" }, "k"),
+    s("text", { x: 14, y: (T + H - B) / 2, "text-anchor": "middle", class: "axis-label",
+      transform: `rotate(-90 14 ${(T + H - B) / 2})` }, "loss (noisy)"),
+  );
+  if (done.length > 1) {
+    svg.append(s("path", { class: "loss-line",
+      d: done.map((p, i) => `${i ? "L" : "M"} ${X(p.k).toFixed(2)} ${Y(p.loss).toFixed(2)}`).join(" ") }));
+  }
+  for (const p of done) {
+    const x = X(p.k), se = p.loss_se || 0;
+    const suggested = p.k === suggestedK;
+    svg.append(s("g", { class: suggested ? "point suggested" : "point", dataset: { k: String(p.k) } },
+      s("title", {}, `k = ${p.k}: loss ${num(p.loss, 4)} ± ${num(se, 3)}${suggested ? " (suggested k)" : ""}`),
+      s("line", { x1: x, x2: x, y1: Y(p.loss - se), y2: Y(p.loss + se), class: "error-bar" }),
+      s("line", { x1: x - 6, x2: x + 6, y1: Y(p.loss - se), y2: Y(p.loss - se), class: "error-bar" }),
+      s("line", { x1: x - 6, x2: x + 6, y1: Y(p.loss + se), y2: Y(p.loss + se), class: "error-bar" }),
+      s("circle", { cx: x, cy: Y(p.loss), r: suggested ? 8 : 5 }),
+      suggested ? s("text", { x: x + 12, y: Y(p.loss) - 10, class: "centre-label" }, "suggested") : null,
+    ));
+  }
+  return svg;
+}

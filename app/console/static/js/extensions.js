@@ -2,7 +2,10 @@
 //
 // `datasetPanels`: functions (dataset, {signal, me}) => Element | null, rendered in order at the
 // end of a dataset's page. Private summaries and sweep results belong here once the API offers
-// them: a panel fetches its own /v1 endpoint with `api()` and draws with ./charts.js.
+// them: a panel fetches its own /v1 endpoint with `api()` and draws with ./charts.js. The sweep
+// panel (views/sweep.js) is one.
 // New top-level pages are one line in ROUTES (main.js) and a module under views/.
 
-export const datasetPanels = [];
+import { sweepPanel } from "./views/sweep.js";
+
+export const datasetPanels = [sweepPanel];

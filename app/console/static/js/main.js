@@ -7,6 +7,7 @@ import { datasetsView } from "./views/datasets.js";
 import { datasetView } from "./views/dataset.js";
 import { jobsView } from "./views/jobs.js";
 import { jobView } from "./views/job.js";
+import { sweepView } from "./views/sweep.js";
 import { uploadView } from "./views/upload.js";
 
 const UUID = "([0-9a-fA-F-]{36})";
@@ -17,6 +18,7 @@ const ROUTES = [
   [new RegExp(`^#/datasets/${UUID}$`), datasetView, "datasets"],
   [new RegExp("^#/jobs/?(\\?.*)?$"), jobsView, "jobs"],
   [new RegExp(`^#/jobs/${UUID}$`), jobView, "jobs"],
+  [new RegExp(`^#/sweeps/${UUID}$`), sweepView, "datasets"],
   [new RegExp("^#/upload$"), uploadView, "upload"],
 ];
 

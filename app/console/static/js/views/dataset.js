@@ -133,6 +133,7 @@ function jobForm(ds, budget) {
     ["auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset"].map((a) => h("option", { value: a }, a)));
   const k = numberInput("k", { min: 1, step: 1, value: String(Math.max(1, Math.min(3, ds.n_rows_dp))), required: true });
   const useMu = h("input", { type: "checkbox", name: "use_mu" });
+  const summaries = h("input", { type: "checkbox", name: "summaries" });
   const epsilon = numberInput("epsilon", { min: 0, value: String(num(Math.min(1, budget.epsilon_remaining || 1))) });
   const mu = numberInput("mu", { min: 0, disabled: true });
   const delta = numberInput("delta", { min: 0, max: 1, placeholder: num(ds.budget.delta) });
@@ -152,6 +153,8 @@ function jobForm(ds, budget) {
       epsilonField, muField,
       field("Delta (this job)", delta, `default: the dataset's δ ${num(ds.budget.delta)}`)),
     h("label", { class: "check" }, useMu, " Give the cost as μ (Gaussian DP) instead of ε"),
+    h("label", { class: "check" }, summaries,
+      " Private summaries: also release noisy cluster sizes and a noisy loss (paid out of this job's cost)"),
     h("details", {}, h("summary", {}, "Advanced parameters"),
       h("div", { class: "row" },
         field("Iterations", iterations), field("Variations", variations), field("Projection dimension", projection))),
@@ -164,6 +167,7 @@ function jobForm(ds, budget) {
     if (useMu.checked) out.mu = Number(mu.value);
     else out.epsilon = Number(epsilon.value);
     if (delta.value && !useMu.checked) out.delta = Number(delta.value);
+    if (summaries.checked) out.summaries = true;
     const params = {};
     for (const [name, input] of [["iterations", iterations], ["variations", variations], ["projection_dim", projection]]) {
       if (input.value) params[name] = Number(input.value);
@@ -196,15 +200,19 @@ function jobForm(ds, budget) {
       if (mine !== generation) return;
       markInvalid(form, null);
       const after = est.budget_after;
-      preview.replaceChildren(
+      const lines = [
         h("p", {}, h("strong", {}, est.admissible ? "This job would cost " : "Over budget: this job needs "),
           cost(est.privacy), ` (${est.algorithm}, σ ${num(est.privacy.sigma)} per release, `,
           `${est.privacy.iterations} release${est.privacy.iterations === 1 ? "" : "s"}).`),
+        est.privacy.summary_mu
+          ? h("p", {}, `Of it, μ ${num(est.privacy.summary_mu)} goes to the private summaries; the centres get the rest.`)
+          : null,
         est.admissible
           ? h("p", {}, "Budget after it: ", h("strong", {}, `ε ${num(after.epsilon_remaining)}`),
             ` of ${num(after.epsilon)} left (μ ${num(after.mu_remaining)} of ${num(after.mu_cap)}).`)
           : h("p", {}, `Only μ ${num(est.budget.mu_remaining)} (ε ${num(est.budget.epsilon_remaining)}) remains.`),
-      );
+      ];
+      preview.replaceChildren(...lines.filter(Boolean));
       preview.dataset.admissible = String(est.admissible);
       submit.disabled = !est.admissible;
     } catch (err) {

@@ -1,0 +1,200 @@
+// Sweeps over k: a panel on a dataset's page that prices and starts one (and lists the sweeps
+// already run there), and a sweep's own page with its progress, each k's noisy loss with error
+// bars, the suggested k, and cancel.
+
+import { api, idempotencyKey } from "../api.js";
+import { lossChart } from "../charts.js";
+import { field, h, markInvalid, num, shortId, time } from "../dom.js";
+import { clearError, listAll, pause, POLL_MS, showError, statusBadge, TERMINAL } from "../ui.js";
+
+/** "2, 3, 5" -> [2, 3, 5]; a message when the list is not 2 to 32 distinct whole numbers. */
+function parseKs(text) {
+  const parts = text.split(/[\s,;]+/).filter(Boolean);
+  const ks = parts.map(Number);
+  if (ks.some((k) => !Number.isInteger(k) || k < 1)) return { error: "List whole numbers of centres, e.g. 2, 3, 4." };
+  if (ks.length < 2 || ks.length > 32) return { error: "Give 2 to 32 values of k." };
+  if (new Set(ks).size !== ks.length) return { error: "The values of k must be distinct." };
+  return { ks: ks.sort((a, b) => a - b) };
+}
+
+/** The dataset page's sweep panel (registered in extensions.js). */
+export function sweepPanel(ds, { signal }) {
+  const list = h("div", {});
+  const section = h("section", { "aria-labelledby": "sweeps-title", class: "card" },
+    h("h2", { id: "sweeps-title" }, "Sweeps over k"),
+    h("p", { class: "muted" }, "One job per k, each with private summaries, sharing one cost (each job gets μ/√m ",
+      "for m values of k); the noisy losses suggest a k."),
+    ds.deleted_at ? h("p", { class: "muted" }, "The rows of this dataset were deleted: no new sweeps can run on it.")
+      : sweepForm(ds),
+    list);
+  listAll(`/v1/jobs?dataset_id=${ds.id}`, signal).then((jobs) => {
+    const seen = new Map();
+    for (const j of jobs) if (j.sweep_id && !seen.has(j.sweep_id)) seen.set(j.sweep_id, j.created_at);
+    if (!seen.size) return;
+    list.replaceChildren(h("h3", {}, "Sweeps on this dataset"),
+      h("ul", { "aria-label": "Sweeps on this dataset" }, [...seen].map(([sid, created]) =>
+        h("li", {}, h("a", { href: `#/sweeps/${sid}` }, `sweep ${shortId(sid)}`), " · ", time(created)))));
+  }).catch((err) => showError(err, "Could not list the sweeps"));
+  return section;
+}
+
+function sweepForm(ds) {
+  const ks = h("input", { name: "ks", type: "text", value: "2, 3, 4", required: true, spellcheck: "false" });
+  const epsilon = h("input", { name: "epsilon", type: "number", step: "any", min: 0, inputmode: "decimal", value: "1" });
+  const preview = h("div", { class: "preview", role: "status", "aria-live": "polite", "aria-label": "Price of the sweep" },
+    "Enter the values of k and the sweep's ε to see what it would spend.");
+  const submit = h("button", { type: "submit", disabled: true }, "Start sweep");
+  const form = h("form", { "aria-label": "New sweep", novalidate: true },
+    h("div", { class: "row" },
+      field("Values of k", ks, "2 to 32 distinct values, separated by commas"),
+      field("Epsilon (whole sweep)", epsilon, `at the dataset's δ ${num(ds.budget.delta)}`)),
+    preview, submit);
+
+  let generation = 0;
+  let timer = null;
+  // The sweep's total cost is that of one job with the same ε and δ; pricing one at the largest
+  // k (with summaries) also checks that k against the dataset and says whether it fits now.
+  async function estimate() {
+    const mine = ++generation;
+    submit.disabled = true;
+    const parsed = parseKs(ks.value);
+    if (parsed.error || !epsilon.value) {
+      preview.dataset.admissible = "false";
+      preview.replaceChildren(parsed.error || "Enter the sweep's ε.");
+      return;
+    }
+    preview.classList.add("busy");
+    try {
+      const est = await api(`/v1/datasets/${ds.id}/jobs/estimate`, { method: "POST",
+        json: { k: Math.max(...parsed.ks), epsilon: Number(epsilon.value), summaries: true } });
+      if (mine !== generation) return;
+      markInvalid(form, null);
+      const m = parsed.ks.length, p = est.privacy;
+      preview.replaceChildren(
+        h("p", {}, h("strong", {}, est.admissible ? "This sweep would cost " : "Over budget: this sweep needs "),
+          `ε ${num(p.epsilon)} at δ ${num(p.delta)} · μ ${num(p.mu)} in all: ${m} jobs of about μ ${num(p.mu / Math.sqrt(m))} each.`),
+        est.admissible
+          ? h("p", {}, "Budget after it: ", h("strong", {}, `ε ${num(est.budget_after.epsilon_remaining)}`),
+            ` of ${num(est.budget_after.epsilon)} left.`)
+          : h("p", {}, `Only μ ${num(est.budget.mu_remaining)} (ε ${num(est.budget.epsilon_remaining)}) remains.`),
+      );
+      preview.dataset.admissible = String(est.admissible);
+      submit.disabled = !est.admissible;
+    } catch (err) {
+      if (mine !== generation) return;
+      preview.dataset.admissible = "false";
+      preview.replaceChildren(h("p", { class: "error" }, err.problem?.detail || err.message));
+      markInvalid(form, err.field === "k" ? "ks" : err.field);
+    } finally {
+      if (mine === generation) preview.classList.remove("busy");
+    }
+  }
+  const schedule = () => {
+    clearTimeout(timer);
+    submit.disabled = true;
+    timer = setTimeout(estimate, 250);
+  };
+  form.addEventListener("input", schedule);
+
+  let pending = null; // as for jobs: a submission that got no answer is retried with its key
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const parsed = parseKs(ks.value);
+    if (parsed.error) return;
+    const json = { ks: parsed.ks, epsilon: Number(epsilon.value) };
+    const text = JSON.stringify(json);
+    const key = pending && pending.body === text ? pending.key : idempotencyKey();
+    pending = { body: text, key };
+    submit.disabled = true;
+    try {
+      const sweep = await api(`/v1/datasets/${ds.id}/sweeps`, { method: "POST", json, headers: { "Idempotency-Key": key } });
+      pending = null;
+      clearError();
+      location.hash = `#/sweeps/${sweep.id}`;
+    } catch (err) {
+      if (err.status) pending = null;
+      showError(err, "The sweep was not started");
+      markInvalid(form, err.field);
+      schedule();
+    }
+  });
+  setTimeout(estimate, 0);
+  return form;
+}
+
+/** One sweep: progress, the loss against k with error bars, the suggested k, its jobs, cancel. */
+export async function sweepView(main, { params: [id], signal }) {
+  let sweep = await api(`/v1/sweeps/${id}`, { signal });
+  const ds = await api(`/v1/datasets/${sweep.dataset_id}`, { signal }).catch(() => null);
+  const body = h("div", {});
+  main.replaceChildren(
+    h("p", { class: "crumbs" }, h("a", { href: "#/datasets" }, "Datasets"), " / ",
+      ds ? h("a", { href: `#/datasets/${ds.id}` }, ds.name) : null),
+    h("h1", {}, `Sweep ${shortId(sweep.id)}`),
+    body,
+  );
+  const draw = (sw) => body.replaceChildren(...sweepDetails(sw, signal, draw).filter(Boolean));
+  draw(sweep);
+  while (!TERMINAL.has(sweep.status)) {
+    try {
+      await pause(POLL_MS, signal);
+      sweep = await api(`/v1/sweeps/${id}`, { signal });
+      draw(sweep);
+    } catch (err) {
+      if (err.name === "AbortError") return;
+      if (err.status === 401) {
+        window.dispatchEvent(new CustomEvent("privclust:unauthorized", { detail: err }));
+        return;
+      }
+      showError(err, "Could not refresh the sweep");
+      if (err.status === 404) return;
+    }
+  }
+}
+
+function sweepDetails(sw, signal, draw) {
+  const total = Math.max(1, sw.progress.iterations || 0);
+  const done = sw.status === "succeeded" ? total : Math.min(sw.progress.iteration, total);
+  const bar = h("progress", { max: total, value: done, class: `progress status-${sw.status}`,
+    "aria-label": `Progress of sweep ${shortId(sw.id)}` });
+  bar.value = done;
+  const p = sw.privacy;
+  const rows = [
+    ["Status", statusBadge(sw.status)],
+    ["Progress", h("span", { class: "progress-cell" }, bar, h("span", { class: "progress-text" }, `${done}/${total}`))],
+    ["Values of k", sw.ks.join(", ")],
+    ["Cost", `ε ${num(p.epsilon)} at δ ${num(p.delta)} · μ ${num(p.mu)} in all; μ ${num(p.job_mu)} per job`],
+    ["Suggested k", sw.suggested_k === null
+      ? h("span", { class: "muted" }, "once every job has succeeded")
+      : h("strong", { "data-field": "suggested_k" }, String(sw.suggested_k))],
+    ["Created", time(sw.created_at)],
+  ];
+  const cancel = TERMINAL.has(sw.status) ? null
+    : h("button", { type: "button", class: "danger", onclick: async (e) => {
+      e.target.disabled = true;
+      try {
+        draw(await api(`/v1/sweeps/${sw.id}/cancel`, { method: "POST", signal }));
+      } catch (err) {
+        showError(err, "Could not cancel the sweep");
+        e.target.disabled = false;
+      }
+    } }, "Cancel sweep (queued jobs refunded)");
+  const title = `Noisy loss against k for sweep ${shortId(sw.id)}`;
+  return [
+    h("dl", { class: "meta", "aria-label": "Sweep" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+    cancel,
+    h("section", { "aria-labelledby": "loss-title", class: "card" },
+      h("h2", { id: "loss-title" }, "Loss against k"),
+      h("p", { class: "muted" }, "Each job's noisy loss with ± one standard error of its noise; ",
+        "the suggested k (the elbow of the noisy losses) is drawn larger and in green."),
+      h("div", { class: "plot-holder" }, lossChart(sw.jobs, sw.suggested_k, title))),
+    h("div", { class: "scroll" }, h("table", { "aria-label": "Jobs of the sweep" },
+      h("thead", {}, h("tr", {}, ["k", "Job", "Status", "Loss (noisy)", "± SE"].map((n) => h("th", { scope: "col" }, n)))),
+      h("tbody", {}, sw.jobs.map((j) => h("tr", { class: j.k === sw.suggested_k ? "suggested" : null, dataset: { k: String(j.k) } },
+        h("td", { class: "num" }, String(j.k), j.k === sw.suggested_k ? " (suggested)" : ""),
+        h("td", {}, h("a", { href: `#/jobs/${j.job_id}` }, `job ${shortId(j.job_id)}`)),
+        h("td", {}, statusBadge(j.status)),
+        h("td", { class: "num" }, num(j.loss, 4)),
+        h("td", { class: "num" }, num(j.loss_se, 3))))))),
+  ];
+}
