@@ -1,19 +1,24 @@
-"""Exact nearest-candidate search in bounded memory: the hot loop of PE-means.
+"""Nearest-candidate search: exact search for labelling and losses, and the PE-means vote's fast
+search.
 
-Every row's answer is the lowest index j minimising the directly computed squared distance
-sum_l (x_l - c_jl)^2: a deterministic function of that row and the candidate set alone, never of
-the other rows. That is what keeps the vote histogram's sensitivity at 1: adding or removing a
-row changes exactly one bin by one. Faster arithmetic (BLAS scores, KD-trees, pruning) is used
-to find that answer, with rigorous rounding windows so the result is the same as the slow one.
+`nearest_candidates` returns, for every row, the lowest index j minimising the directly computed
+squared distance sum_l (x_l - c_jl)^2; faster arithmetic (BLAS scores, KD-trees, pruning) finds
+that answer with rigorous rounding windows. The vote (`nearest_candidate_votes`) does not need
+the exact answer: privacy only needs each row's vote to be a function of that row and the public
+candidates (adding or removing a row then changes exactly one bin by one), so it searches a
+structure built from the candidates in float32 (`vote_index`, `vote_labels`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.spatial import cKDTree
+from threadpoolctl import ThreadpoolController
 
 # Backend choice by dimension (measured in bench/RESULTS.md, "nearest-candidate backend"): a
 # KD-tree beats chunked BLAS on an unstructured (sphere-packed) population up to d = 6, the two
@@ -259,13 +264,239 @@ def nearest_candidates(
     return _blas_search(points, candidates)
 
 
+# ---------------------------------------------------------------------------------------------
+# The vote's search: float32 scores, pruned by the population's structure (not exact).
+#
+# Privacy needs only that each row's vote is a function of that row and the public candidates
+# (sensitivity 1 whatever the function), so the vote may search approximately. The structure is
+# built from the candidates alone and the search takes the same steps for every row: score the
+# row against the cell centres, then against the members of its `probes` nearest cells and the
+# global set, keep the best. Nothing about the rows (their count included) selects the method.
+
+# Scores |c|^2/2 - x.c in float32: half the memory traffic of float64 and twice the BLAS rate;
+# rounding only moves a vote between candidates whose distances agree to ~1e-7 relative.
+VOTE_DTYPE = np.float32
+# Rows per block of the vote (bounds the float32 copy of a block and the per-cell score arrays).
+VOTE_BLOCK_ROWS = 1 << 15
+# Score-matrix elements per gemm call (rows x candidates, float32: 1 MiB): a score block that
+# stays in cache is scored and reduced 4-6x faster than one that streams through memory.
+VOTE_SCORE_ELEMENTS = 1 << 18
+# Populations without group structure (the first iteration's sphere packing) larger than this
+# are searched through an inverted file: cells of about IVF_CELL_SIZE candidates around evenly
+# chosen centres, each row searching its IVF_PROBES nearest cells (measured in bench/RESULTS.md,
+# "vote search").
+IVF_MIN_CANDIDATES = 2048
+IVF_CELL_SIZE = 256
+IVF_PROBES = 8
+
+
+@dataclass(frozen=True)
+class _Cell:
+    index: np.ndarray  # global candidate indices, ascending
+    weights: np.ndarray  # (d + 1) x len(index): [-c; |c|^2 / 2] in VOTE_DTYPE
+
+
+@dataclass(frozen=True)
+class VoteIndex:
+    """A search structure over public candidates: cells (each row searches the members of its
+    `probes` nearest cell centres) plus a global set every row searches."""
+
+    n_candidates: int
+    dim: int
+    centres: _Cell | None
+    cells: tuple[_Cell, ...]
+    everyone: _Cell | None
+    probes: int
+    tree: cKDTree | None = None
+
+
+def _cell(candidates: np.ndarray, index: np.ndarray) -> _Cell:
+    chosen = candidates[index]
+    weights = np.empty((candidates.shape[1] + 1, len(index)), dtype=VOTE_DTYPE)
+    weights[:-1] = -chosen.T
+    weights[-1] = 0.5 * np.einsum("ij,ij->i", chosen, chosen)
+    return _Cell(index=np.asarray(index, dtype=np.intp), weights=weights)
+
+
+def _core_mask(candidates: np.ndarray, layout: GroupLayout) -> np.ndarray:
+    k, per = layout.anchors, layout.per_anchor
+    d = candidates.shape[1]
+    anchors = candidates[:k]
+    mutants = candidates[k:].reshape(k, per, d)
+    offsets = np.sqrt(np.sum((mutants - anchors[:, None, :]) ** 2, axis=2))
+    gaps = np.sqrt(np.sum((anchors[:, None, :] - anchors[None, :, :]) ** 2, axis=2))
+    np.fill_diagonal(gaps, np.inf)
+    return np.asarray(offsets <= CORE_FRACTION * gaps.min(axis=1)[:, None])
+
+
+def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> VoteIndex:
+    """The search structure of a population (public: built from the candidates only).
+
+    - An evolved population (`layout`, at least two anchors): one cell per anchor holding the
+      anchor and its core mutants (within CORE_FRACTION of the distance to the nearest other
+      anchor); the remaining mutants (heavy-tailed Levy jumps) are searched by every row. A row
+      searches the cell of its nearest anchor.
+    - Any other population of more than IVF_MIN_CANDIDATES: an inverted file over centres spread
+      evenly through the candidate list (a sphere packing is in random order), each candidate in
+      the cell of its nearest centre; a row searches its IVF_PROBES nearest cells.
+    - Any other population in at most TREE_MAX_DIM dimensions: a KD-tree (exact, float64).
+    - Otherwise every row searches every candidate.
+    """
+    candidates = np.asarray(candidates, dtype=np.float64)
+    n, d = candidates.shape
+    if (layout is None or layout.anchors <= 1) and d <= TREE_MAX_DIM:
+        return VoteIndex(
+            n_candidates=n,
+            dim=d,
+            centres=None,
+            cells=(),
+            everyone=None,
+            probes=0,
+            tree=cKDTree(candidates, balanced_tree=False),
+        )
+    grouped = layout is not None and layout.anchors > 1 and layout.per_anchor >= 1
+    if grouped:
+        assert layout is not None
+        k, per = layout.anchors, layout.per_anchor
+        in_core = _core_mask(candidates, layout)
+        mutant_index = (k + np.arange(k * per)).reshape(k, per)
+        far = np.sort(mutant_index[~in_core])
+        cells = tuple(
+            _cell(candidates, np.concatenate(([g], mutant_index[g][in_core[g]]))) for g in range(k)
+        )
+        return VoteIndex(
+            n_candidates=n,
+            dim=d,
+            centres=_cell(candidates, np.arange(k)),
+            cells=cells,
+            everyone=_cell(candidates, far) if far.size else None,
+            probes=1,
+        )
+    if n > IVF_MIN_CANDIDATES:
+        n_cells = max(n // IVF_CELL_SIZE, 1)
+        centre_index = np.linspace(0, n - 1, n_cells).round().astype(np.intp)
+        centre_cell = _cell(candidates, centre_index)
+        owner = np.empty(n, dtype=np.intp)
+        for start in range(0, n, 4096):
+            chunk = candidates[start : start + 4096]
+            scores = chunk @ centre_cell.weights[:-1].astype(np.float64)
+            scores += centre_cell.weights[-1].astype(np.float64)
+            owner[start : start + 4096] = scores.argmin(axis=1)
+        owner[centre_index] = np.arange(n_cells)  # a centre belongs to its own cell
+        order = np.argsort(owner, kind="stable")
+        bounds = np.searchsorted(owner[order], np.arange(n_cells + 1))
+        cells = tuple(
+            _cell(candidates, np.sort(order[bounds[c] : bounds[c + 1]])) for c in range(n_cells)
+        )
+        return VoteIndex(
+            n_candidates=n,
+            dim=d,
+            centres=centre_cell,
+            cells=cells,
+            everyone=None,
+            probes=min(IVF_PROBES, n_cells),
+        )
+    return VoteIndex(
+        n_candidates=n,
+        dim=d,
+        centres=None,
+        cells=(),
+        everyone=_cell(candidates, np.arange(n)),
+        probes=0,
+    )
+
+
+def _best_in(
+    rows: np.ndarray, cell: _Cell, best: np.ndarray, best_index: np.ndarray, sub: np.ndarray | None
+) -> None:
+    """Improve (best, best_index) of `rows` (augmented float32 rows; positions `sub` of the
+    block, or all) with the members of `cell`; strict improvement only."""
+    step = max(1, VOTE_SCORE_ELEMENTS // max(len(cell.index), 1))
+    for start in range(0, len(rows), step):
+        part = rows[start : start + step]
+        scores = part @ cell.weights
+        arg = scores.argmin(axis=1)
+        value = scores[np.arange(len(part)), arg]
+        where = np.arange(start, start + len(part)) if sub is None else sub[start : start + step]
+        better = value < best[where]
+        chosen = where[better]
+        best[chosen] = value[better]
+        best_index[chosen] = cell.index[arg[better]]
+
+
+def _search_block(block: np.ndarray, index: VoteIndex) -> np.ndarray:
+    n = len(block)
+    if index.tree is not None:
+        _, nearest_index = index.tree.query(np.asarray(block, dtype=np.float64), k=1)
+        return np.asarray(nearest_index, dtype=np.intp)
+    aug = np.empty((n, index.dim + 1), dtype=VOTE_DTYPE)
+    aug[:, :-1] = block
+    aug[:, -1] = 1.0
+    best = np.full(n, np.inf, dtype=VOTE_DTYPE)
+    best_index = np.zeros(n, dtype=np.intp)
+    if index.everyone is not None:
+        _best_in(aug, index.everyone, best, best_index, None)
+    if index.centres is not None:
+        centre_scores = aug @ index.centres.weights
+        if index.probes == 1:
+            nearest = centre_scores.argmin(axis=1)[:, None]
+        else:
+            part = np.argpartition(centre_scores, index.probes - 1, axis=1)[:, : index.probes]
+            ranks = np.argsort(np.take_along_axis(centre_scores, part, axis=1), axis=1)
+            nearest = np.take_along_axis(part, ranks, axis=1)
+        for probe in range(nearest.shape[1]):
+            cell_of_row = nearest[:, probe]
+            order = np.argsort(cell_of_row, kind="stable")
+            bounds = np.searchsorted(cell_of_row[order], np.arange(len(index.cells) + 1))
+            for c, cell in enumerate(index.cells):
+                if bounds[c + 1] > bounds[c]:
+                    rows = order[bounds[c] : bounds[c + 1]]
+                    _best_in(aug[rows], cell, best, best_index, rows)
+    return best_index
+
+
+@functools.cache
+def _thread_controller() -> ThreadpoolController:
+    # Scanning the loaded libraries takes milliseconds; numpy's BLAS is loaded by now, so one
+    # scan per process serves every vote.
+    return ThreadpoolController()
+
+
+def vote_labels(points: np.ndarray, index: VoteIndex) -> np.ndarray:
+    """The candidate each row votes for: the best found by `index`'s search, in float32.
+
+    Approximately the nearest; a function of the row and the candidates alone (never of the
+    other rows), and exactly one label per row. Blocks of rows are searched by worker_count()
+    threads, each with one BLAS thread (numpy releases the GIL in the heavy calls).
+    """
+    out = np.empty(len(points), dtype=np.intp)
+    starts = range(0, len(points), VOTE_BLOCK_ROWS)
+
+    def search(start: int) -> None:
+        stop = start + VOTE_BLOCK_ROWS
+        out[start:stop] = _search_block(points[start:stop], index)
+
+    threads = min(worker_count(), len(starts))
+    # Each gemm is small (a cache-sized score block): BLAS threads would only add overhead.
+    with _thread_controller().limit(limits=1, user_api="blas"):
+        if threads <= 1:
+            for start in starts:
+                search(start)
+        else:
+            with ThreadPoolExecutor(threads) as pool:
+                for _ in pool.map(search, starts):
+                    pass
+    return out
+
+
 def nearest_candidate_votes(
     points: np.ndarray, candidates: np.ndarray, layout: GroupLayout | None = None
 ) -> np.ndarray:
-    """Vote histogram (int64): how many rows have each candidate as their nearest.
+    """Vote histogram (int64): how many rows vote for each candidate (`vote_labels`: about the
+    nearest, searched through `vote_index(candidates, layout)`).
 
     Each row casts exactly one vote, which depends only on that row and the public candidates:
     adding or removing a row changes one bin by one (l2 sensitivity 1; sqrt(2) when a row is
     replaced)."""
-    labels = nearest_candidates(points, candidates, layout)
+    labels = vote_labels(points, vote_index(candidates, layout))
     return np.bincount(labels, minlength=len(candidates)).astype(np.int64)
