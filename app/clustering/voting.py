@@ -286,6 +286,8 @@ VOTE_SCORE_ELEMENTS = 1 << 18
 # chosen centres, each row searching its IVF_PROBES nearest cells (measured in bench/RESULTS.md,
 # "vote search").
 IVF_MIN_CANDIDATES = 2048
+# Anchor cells each row of an evolved population searches (its nearest ones).
+GROUP_PROBES = 1
 IVF_CELL_SIZE = 256
 IVF_PROBES = 8
 
@@ -370,7 +372,7 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
             centres=_cell(candidates, np.arange(k)),
             cells=cells,
             everyone=_cell(candidates, far) if far.size else None,
-            probes=1,
+            probes=min(GROUP_PROBES, k),
         )
     if n > IVF_MIN_CANDIDATES:
         n_cells = max(n // IVF_CELL_SIZE, 1)
