@@ -310,6 +310,7 @@ class VoteIndex:
     everyone: _Cell | None
     probes: int
     tree: cKDTree | None = None
+    scale: float = 1.0  # rows and candidates are scored in units of the largest candidate norm
 
 
 def _cell(candidates: np.ndarray, index: np.ndarray) -> _Cell:
@@ -346,6 +347,12 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
     """
     candidates = np.asarray(candidates, dtype=np.float64)
     n, d = candidates.shape
+    # float32 scores in units of the (public) largest candidate norm: no overflow or underflow
+    # whatever the declared radius.
+    scale = float(np.sqrt(np.einsum("ij,ij->i", candidates, candidates).max()))
+    if not (np.isfinite(scale) and scale > 0.0):
+        scale = 1.0
+    unit = candidates / scale
     if (layout is None or layout.anchors <= 1) and d <= TREE_MAX_DIM:
         return VoteIndex(
             n_candidates=n,
@@ -364,23 +371,24 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
         mutant_index = (k + np.arange(k * per)).reshape(k, per)
         far = np.sort(mutant_index[~in_core])
         cells = tuple(
-            _cell(candidates, np.concatenate(([g], mutant_index[g][in_core[g]]))) for g in range(k)
+            _cell(unit, np.concatenate(([g], mutant_index[g][in_core[g]]))) for g in range(k)
         )
         return VoteIndex(
             n_candidates=n,
             dim=d,
-            centres=_cell(candidates, np.arange(k)),
+            centres=_cell(unit, np.arange(k)),
             cells=cells,
-            everyone=_cell(candidates, far) if far.size else None,
+            everyone=_cell(unit, far) if far.size else None,
             probes=min(GROUP_PROBES, k),
+            scale=scale,
         )
     if n > IVF_MIN_CANDIDATES:
         n_cells = max(n // IVF_CELL_SIZE, 1)
         centre_index = np.linspace(0, n - 1, n_cells).round().astype(np.intp)
-        centre_cell = _cell(candidates, centre_index)
+        centre_cell = _cell(unit, centre_index)
         owner = np.empty(n, dtype=np.intp)
         for start in range(0, n, 4096):
-            chunk = candidates[start : start + 4096]
+            chunk = unit[start : start + 4096]
             scores = chunk @ centre_cell.weights[:-1].astype(np.float64)
             scores += centre_cell.weights[-1].astype(np.float64)
             owner[start : start + 4096] = scores.argmin(axis=1)
@@ -388,7 +396,7 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
         order = np.argsort(owner, kind="stable")
         bounds = np.searchsorted(owner[order], np.arange(n_cells + 1))
         cells = tuple(
-            _cell(candidates, np.sort(order[bounds[c] : bounds[c + 1]])) for c in range(n_cells)
+            _cell(unit, np.sort(order[bounds[c] : bounds[c + 1]])) for c in range(n_cells)
         )
         return VoteIndex(
             n_candidates=n,
@@ -397,13 +405,15 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
             cells=cells,
             everyone=None,
             probes=min(IVF_PROBES, n_cells),
+            scale=scale,
         )
     return VoteIndex(
         n_candidates=n,
         dim=d,
         centres=None,
         cells=(),
-        everyone=_cell(candidates, np.arange(n)),
+        everyone=_cell(unit, np.arange(n)),
+        scale=scale,
         probes=0,
     )
 
@@ -432,7 +442,7 @@ def _search_block(block: np.ndarray, index: VoteIndex) -> np.ndarray:
         _, nearest_index = index.tree.query(np.asarray(block, dtype=np.float64), k=1)
         return np.asarray(nearest_index, dtype=np.intp)
     aug = np.empty((n, index.dim + 1), dtype=VOTE_DTYPE)
-    aug[:, :-1] = block
+    np.multiply(block, 1.0 / index.scale, out=aug[:, :-1], casting="unsafe")
     aug[:, -1] = 1.0
     best = np.full(n, np.inf, dtype=VOTE_DTYPE)
     best_index = np.zeros(n, dtype=np.intp)

@@ -123,6 +123,20 @@ def test_vote_of_float32_rows_matches_float64_rows_without_near_ties() -> None:
     np.testing.assert_array_equal(single[clear], exact[clear])
 
 
+@pytest.mark.parametrize("radius", [1e-30, 1e25])
+@pytest.mark.parametrize("layout", [None, voting.GroupLayout(4, 100)])
+def test_vote_is_scale_free(radius: float, layout: voting.GroupLayout | None) -> None:
+    # float32 squares of 1e25 overflow and of 1e-30 underflow: scores are taken in units of the
+    # largest candidate norm, so any declared radius votes like radius 1.
+    rng = np.random.default_rng(6)
+    candidates = _evolved(rng, 4, 100, 12)
+    points = candidates[rng.integers(4, size=1000)] + rng.normal(scale=0.03, size=(1000, 12))
+    exact, clear = _clear_winners(points, candidates)
+    index = voting.vote_index(candidates * radius, layout)
+    labels = voting.vote_labels((points * radius).astype(np.float32), index)
+    np.testing.assert_array_equal(labels[clear], exact[clear])
+
+
 def test_empty_rows_give_an_empty_histogram() -> None:
     candidates = np.eye(3)
     votes = voting.nearest_candidate_votes(np.empty((0, 3)), candidates)
