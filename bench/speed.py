@@ -8,7 +8,8 @@ Sections (`table` by default; pick with --sections):
   jobs     per-job time at epsilon 1 on the paper's sets, beside KMeans(n_init=10) in the same run
   scale    d = 16, k = 16, epsilon 1 at N = 20k, 100k and 1M: time, peak RSS, loss vs KMeans
   cap      the population cap (max_population) at N = 100k and 1M: time and loss per cap
-  backend  nearest-candidate search: KD-tree vs chunked BLAS vs the grouped search, by d
+  backend  nearest-candidate search: the exact backends (KD-tree, chunked BLAS, grouped) and
+           the vote's search (app.clustering.voting.vote_index / vote_labels), by d
 
 Each measurement runs in a fresh subprocess so its peak RSS (VmHWM) is its own; "base" is that
 process after loading the data, before the job. Large sets are generated once into a temporary
@@ -387,8 +388,8 @@ def section_backend(repeats: int, dims: list[int]) -> None:
         "(k anchors near the blob centres plus Levy mutants), where the grouped search applies."
     )
     print()
-    print("| d | candidates | population | KD-tree | BLAS | grouped |")
-    print("|---|---|---|---|---|---|")
+    print("| d | candidates | population | KD-tree | BLAS | grouped | vote search |")
+    print("|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
     for d in dims:
         for k, per in ((4, 1000), (16, 250), (64, 62)):
@@ -407,7 +408,16 @@ def section_backend(repeats: int, dims: list[int]) -> None:
                     grouped = _median_ms(
                         lambda c=cands, x=X, g=layout: voting._grouped_search(x, c, g), repeats
                     )
-                print(f"| {d} | {n_cand} (k={k}) | {label} | {tree} | {blas} | {grouped} |")
+                vote_layout = layout if label == "evolved" else None
+                vote = _median_ms(
+                    lambda c=cands, x=X, g=vote_layout: voting.vote_labels(
+                        x, voting.vote_index(c, g)
+                    ),
+                    repeats,
+                )
+                print(
+                    f"| {d} | {n_cand} (k={k}) | {label} | {tree} | {blas} | {grouped} | {vote} |"
+                )
     print()
 
 
