@@ -4,9 +4,15 @@ search.
 `nearest_candidates` returns, for every row, the lowest index j minimising the directly computed
 squared distance sum_l (x_l - c_jl)^2; faster arithmetic (BLAS scores, KD-trees, pruning) finds
 that answer with rigorous rounding windows. The vote (`nearest_candidate_votes`) does not need
-the exact answer: privacy only needs each row's vote to be a function of that row and the public
-candidates (adding or removing a row then changes exactly one bin by one), so it searches a
-structure built from the candidates in float32 (`vote_index`, `vote_labels`).
+the globally nearest candidate: privacy needs each row's vote to be a function of that row and
+the public candidates (adding or removing a row then changes exactly one bin by one). It searches
+a structure built from the candidates (`vote_index`, `vote_labels`) and returns, for every row x,
+the ideal vote v*(x): the lowest index minimising the direct float64 squared distance over S(x),
+the members of the cell(s) of x's nearest centre(s) (direct distances, lowest index on ties) plus
+a global set. Scores are taken in float32 with BLAS, whose rounding may depend on the other rows
+of a call (matrix shapes select kernels); a rigorous per-row rounding window flags every row
+whose float32 answer could differ from v*(x), and those rows are re-decided one at a time in
+float64. So each vote is a function of its row alone, whatever BLAS does with the shapes.
 """
 
 from __future__ import annotations
@@ -273,9 +279,11 @@ def nearest_candidates(
 # row against the cell centres, then against the members of its `probes` nearest cells and the
 # global set, keep the best. Nothing about the rows (their count included) selects the method.
 
-# Scores |c|^2/2 - x.c in float32: half the memory traffic of float64 and twice the BLAS rate;
-# rounding only moves a vote between candidates whose distances agree to ~1e-7 relative.
+# Scores |c|^2/2 - x.c in float32: half the memory traffic of float64 and twice the BLAS rate.
+# Rows whose float32 answer is within rounding of another are re-decided exactly (see
+# `_vote_window`), so rounding never changes a vote.
 VOTE_DTYPE = np.float32
+_U32 = 2.0**-24  # float32 unit roundoff
 # Rows per block of the vote (bounds the float32 copy of a block and the per-cell score arrays).
 VOTE_BLOCK_ROWS = 1 << 15
 # Score-matrix elements per gemm call (rows x candidates, float32: 1 MiB): a score block that
@@ -311,6 +319,8 @@ class VoteIndex:
     probes: int
     tree: cKDTree | None = None
     scale: float = 1.0  # rows and candidates are scored in units of the largest candidate norm
+    # The candidates in float64 (unscaled): uncertain rows are re-decided on direct distances.
+    candidates: np.ndarray | None = None
 
 
 def _cell(candidates: np.ndarray, index: np.ndarray) -> _Cell:
@@ -381,6 +391,7 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
             everyone=_cell(unit, far) if far.size else None,
             probes=min(GROUP_PROBES, k),
             scale=scale,
+            candidates=candidates,
         )
     if n > IVF_MIN_CANDIDATES:
         n_cells = max(n // IVF_CELL_SIZE, 1)
@@ -406,6 +417,7 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
             everyone=None,
             probes=min(IVF_PROBES, n_cells),
             scale=scale,
+            candidates=candidates,
         )
     return VoteIndex(
         n_candidates=n,
@@ -415,47 +427,95 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
         everyone=_cell(unit, np.arange(n)),
         scale=scale,
         probes=0,
+        candidates=candidates,
     )
 
 
+def _vote_window(scaled_norms: np.ndarray, d: int) -> np.ndarray:
+    """Per row, a rigorous (generous) bound w on |float32 score - ideal score| for every
+    candidate, where the ideal score is direct_sq / (2 scale^2) - |x_s|^2 / 2 (x_s the scaled row,
+    |x_s| computed in float64, `scaled_norms`).
+
+    Argument. After scaling, every candidate has |c| <= 1 (up to float64 rounding). A score is the
+    dot product of length d + 1 of a = [x_s, 1] with b = [-c, |c|^2 / 2]. Rounding the inputs to
+    float32: each x_s,i carries a relative error <= 3u (row scaled in float32 or float64, then
+    rounded), each c_i and |c|^2 / 2 a relative error <= u (+ float64 terms), u = 2^-24; so each
+    product a_i b_i moves by <= 4.01 u |a_i b_i|. The float32 dot product in any summation order
+    (BLAS blocking, FMA, wider accumulators; a conventional gemm, no Strassen-type algorithm)
+    errs by <= gamma_{d+1} sum |a_i b_i|, gamma_n = n u / (1 - n u). With sum |a_i b_i| <=
+    |x_s| |c| + |c|^2 / 2 <= (|x_s| + 1)^2 the total is <= 1.01 (d + 6) u (|x_s| + 1)^2. The
+    direct float64 squared distance differs from exact arithmetic by <= gamma_{d+2} (|x| + |c|)^2
+    (2^-29 times smaller), underflow adds at most (d + 1) 2^-149. w = 8 (d + 4) u (|x_s| + 1)^2
+    exceeds the sum by a factor of at least 4 for every d >= 1.
+
+    Consequence: if the fast best and second-best scores over a set differ by more than 2w, the
+    fast argmin is the unique direct-distance minimiser over that set.
+    """
+    return 8.0 * (d + 4) * _U32 * (scaled_norms + 1.0) ** 2
+
+
 def _best_in(
-    rows: np.ndarray, cell: _Cell, best: np.ndarray, best_index: np.ndarray, sub: np.ndarray | None
+    rows: np.ndarray,
+    cell: _Cell,
+    best: np.ndarray,
+    second: np.ndarray,
+    best_index: np.ndarray,
+    sub: np.ndarray | None,
 ) -> None:
-    """Improve (best, best_index) of `rows` (augmented float32 rows; positions `sub` of the
-    block, or all) with the members of `cell`; strict improvement only."""
+    """Merge the members of `cell` into (best, second, best_index) of `rows` (augmented float32
+    rows; positions `sub` of the block, or all): the best and second-best float32 scores seen so
+    far and the index of the best (strict improvement only)."""
     step = max(1, VOTE_SCORE_ELEMENTS // max(len(cell.index), 1))
     for start in range(0, len(rows), step):
         part = rows[start : start + step]
         scores = part @ cell.weights
+        positions = np.arange(len(part))
         arg = scores.argmin(axis=1)
-        value = scores[np.arange(len(part)), arg]
+        value = scores[positions, arg]
+        if scores.shape[1] > 1:
+            scores[positions, arg] = np.inf
+            runner = scores.min(axis=1)
+        else:
+            runner = np.full(len(part), np.inf, dtype=scores.dtype)
         where = np.arange(start, start + len(part)) if sub is None else sub[start : start + step]
-        better = value < best[where]
+        old = best[where]
+        second[where] = np.minimum(np.minimum(second[where], runner), np.maximum(old, value))
+        better = value < old
         chosen = where[better]
         best[chosen] = value[better]
         best_index[chosen] = cell.index[arg[better]]
 
 
-def _search_block(block: np.ndarray, index: VoteIndex) -> np.ndarray:
-    n = len(block)
-    if index.tree is not None:
-        _, nearest_index = index.tree.query(np.asarray(block, dtype=np.float64), k=1)
-        return np.asarray(nearest_index, dtype=np.intp)
-    aug = np.empty((n, index.dim + 1), dtype=VOTE_DTYPE)
+def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.ndarray]:
+    """float32 search of a block (not the KD-tree path): the fast vote per row and a mask of the
+    rows it may get wrong (cell choice or member choice within 2 `_vote_window`s of a tie). On
+    the unmasked rows the fast vote equals the ideal vote v*(x) (see the module docstring)."""
+    n, d = len(block), index.dim
+    aug = np.empty((n, d + 1), dtype=VOTE_DTYPE)
     np.multiply(block, 1.0 / index.scale, out=aug[:, :-1], casting="unsafe")
     aug[:, -1] = 1.0
+    scaled = np.asarray(block, dtype=np.float64) / index.scale
+    window = _vote_window(np.sqrt(np.einsum("ij,ij->i", scaled, scaled)), d)
     best = np.full(n, np.inf, dtype=VOTE_DTYPE)
+    second = np.full(n, np.inf, dtype=VOTE_DTYPE)
     best_index = np.zeros(n, dtype=np.intp)
+    uncertain = np.zeros(n, dtype=bool)
     if index.everyone is not None:
-        _best_in(aug, index.everyone, best, best_index, None)
+        _best_in(aug, index.everyone, best, second, best_index, None)
     if index.centres is not None:
         centre_scores = aug @ index.centres.weights
-        if index.probes == 1:
-            nearest = centre_scores.argmin(axis=1)[:, None]
+        probes, n_centres = index.probes, centre_scores.shape[1]
+        if probes < n_centres:
+            # Columns 0..probes-1: the probes best centres; column probes: the next one. The
+            # chosen cells are the exact ones unless the probes-th and next differ by <= 2w
+            # (NaN or inf gaps count as uncertain).
+            part = np.argpartition(centre_scores, [probes - 1, probes], axis=1)
+            edge = np.take_along_axis(centre_scores, part[:, probes - 1 : probes + 1], axis=1)
+            gap = edge[:, 1].astype(np.float64) - edge[:, 0]
+            uncertain |= ~(gap > 2.0 * window)
+            nearest = part[:, :probes]
         else:
-            part = np.argpartition(centre_scores, index.probes - 1, axis=1)[:, : index.probes]
-            ranks = np.argsort(np.take_along_axis(centre_scores, part, axis=1), axis=1)
-            nearest = np.take_along_axis(part, ranks, axis=1)
+            nearest = np.broadcast_to(np.arange(n_centres), (n, n_centres))
         for probe in range(nearest.shape[1]):
             cell_of_row = nearest[:, probe]
             order = np.argsort(cell_of_row, kind="stable")
@@ -463,8 +523,36 @@ def _search_block(block: np.ndarray, index: VoteIndex) -> np.ndarray:
             for c, cell in enumerate(index.cells):
                 if bounds[c + 1] > bounds[c]:
                     rows = order[bounds[c] : bounds[c + 1]]
-                    _best_in(aug[rows], cell, best, best_index, rows)
-    return best_index
+                    _best_in(aug[rows], cell, best, second, best_index, rows)
+    gap = second.astype(np.float64) - best
+    uncertain |= ~(gap > 2.0 * window)
+    return best_index, uncertain
+
+
+def _ideal_vote(row: np.ndarray, index: VoteIndex) -> int:
+    """v*(x) of one row, from that row and the candidates alone (float64 direct distances):
+    the `probes` nearest centres (lowest index on ties), then the lowest-index minimiser over
+    their cells' members and the global set."""
+    assert index.candidates is not None
+    candidates = index.candidates
+    members = [index.everyone.index] if index.everyone is not None else []
+    if index.centres is not None:
+        centre_sq = _direct_sq(row, candidates[index.centres.index])
+        nearest = np.argsort(centre_sq, kind="stable")[: index.probes]
+        members.extend(index.cells[c].index for c in nearest)
+    return _lowest_direct_argmin(row, candidates, np.sort(np.concatenate(members)))
+
+
+def _search_block(block: np.ndarray, index: VoteIndex) -> np.ndarray:
+    if index.tree is not None:
+        # cKDTree answers each query on its own in float64: already a function of the row
+        # alone (no other row enters its arithmetic).
+        _, nearest_index = index.tree.query(np.asarray(block, dtype=np.float64), k=1)
+        return np.asarray(nearest_index, dtype=np.intp)
+    labels, uncertain = _fast_block(block, index)
+    for r in np.flatnonzero(uncertain):
+        labels[r] = _ideal_vote(np.asarray(block[r], dtype=np.float64), index)
+    return labels
 
 
 @functools.cache
@@ -475,10 +563,15 @@ def _thread_controller() -> ThreadpoolController:
 
 
 def vote_labels(points: np.ndarray, index: VoteIndex) -> np.ndarray:
-    """The candidate each row votes for: the best found by `index`'s search, in float32.
+    """The candidate each row votes for: its ideal vote v*(x) under `index` (module docstring).
 
-    Approximately the nearest; a function of the row and the candidates alone (never of the
-    other rows), and exactly one label per row. Blocks of rows are searched by worker_count()
+    With cells: the lowest index minimising the direct float64 squared distance among the
+    members of the cell(s) of the row's `probes` nearest centres (by direct distance, lowest
+    index on ties) and the global set; without: among all candidates (or the KD-tree's nearest,
+    computed per query in float64). Approximately the nearest candidate, exactly one label per
+    row, and a function of the row and the candidates alone: the float32 answer is used only
+    where a rigorous rounding window proves it equals v*(x); other rows are re-decided one at a
+    time in float64. Blocks of rows are searched by worker_count()
     threads, each with one BLAS thread (numpy releases the GIL in the heavy calls).
     """
     out = np.empty(len(points), dtype=np.intp)
