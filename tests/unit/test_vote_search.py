@@ -200,3 +200,109 @@ def test_cached_packing_is_cut_to_the_population_size() -> None:
     assert np.linalg.norm(points, axis=1).max() <= 2.0
     gaps = np.sqrt(_exact_sq(points, points) + np.eye(1000) * 1e9).min()
     assert gaps > 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# The vote is the ideal vote v*(x): a function of the row alone, even at float32 near-ties
+
+
+def _ideal_votes(points: np.ndarray, index: voting.VoteIndex) -> np.ndarray:
+    """v*(x) computed independently: S(x) from brute-force float64 distances to the centres
+    (probes nearest, lowest index on ties) plus the global set, then the lowest-index argmin of
+    the direct squared distances over S(x) (nearest_candidates on that subset)."""
+    assert index.candidates is not None
+    cands = index.candidates
+    out = np.empty(len(points), dtype=np.intp)
+    for r, row in enumerate(points.astype(np.float64)):
+        subset = _ideal_members(row, index)
+        out[r] = subset[voting.nearest_candidates(row[None, :], cands[subset])[0]]
+    return out
+
+
+def _ideal_members(row: np.ndarray, index: voting.VoteIndex) -> np.ndarray:
+    assert index.candidates is not None
+    members = [index.everyone.index] if index.everyone is not None else []
+    if index.centres is not None:
+        sq = np.sum((index.candidates[index.centres.index] - row) ** 2, axis=1)
+        members += [index.cells[c].index for c in np.argsort(sq, kind="stable")[: index.probes]]
+    return np.sort(np.concatenate(members))
+
+
+def _tie_rows(rng: np.random.Generator, index: voting.VoteIndex, n: int) -> np.ndarray:
+    """Rows at or within 1e-7 relative of a tie: random rows moved onto the bisector of their
+    two nearest searched candidates (member ties) or of their probes-th and next centres
+    (cell-boundary ties), then perturbed by 0 or 1e-10..1e-7 relative."""
+    assert index.candidates is not None and index.centres is not None
+    cands = index.candidates
+    rows = []
+    for i in range(n):
+        x = rng.normal(size=index.dim) * 0.4
+        if i % 2:
+            centres = index.centres.index
+            sq = np.sum((cands[centres] - x) ** 2, axis=1)
+            pair = centres[np.argsort(sq)[index.probes - 1 : index.probes + 1]]
+        else:
+            searched = _ideal_members(x, index)
+            sq = np.sum((cands[searched] - x) ** 2, axis=1)
+            pair = searched[np.argsort(sq)[:2]]
+        a, b = cands[pair[0]], cands[pair[1]]
+        x = x - (2 * x @ (b - a) + a @ a - b @ b) / (2 * (b - a) @ (b - a)) * (b - a)
+        jitter = 0.0 if i % 3 == 0 else 10.0 ** rng.uniform(-10, -7)
+        rows.append(x * (1.0 + jitter * rng.normal(size=x.shape)))
+    return np.array(rows)
+
+
+def _index_cases(rng: np.random.Generator, d: int) -> list[voting.VoteIndex]:
+    evolved = _evolved(rng, 6, 60, d)
+    packing = sphere_packing(3000, d, 1.0, rng)
+    return [
+        voting.vote_index(evolved, voting.GroupLayout(6, 60)),
+        voting.vote_index(packing),  # inverted file (d > TREE_MAX_DIM)
+    ]
+
+
+@pytest.mark.parametrize("d", [8, 16])
+def test_votes_are_the_ideal_votes_alone_in_small_blocks_and_in_large_ones(d: int) -> None:
+    rng = np.random.default_rng(40 + d)
+    for index in _index_cases(rng, d):
+        assert index.centres is not None
+        ties = _tie_rows(rng, index, 60)
+        _, flagged = voting._fast_block(ties, index)
+        assert flagged.mean() > 0.5  # the exact per-row path is exercised
+        background = rng.normal(size=(40_000, d)) * 0.4
+        ideal = _ideal_votes(ties, index)
+        alone = np.array([voting.vote_labels(ties[i : i + 1], index)[0] for i in range(len(ties))])
+        np.testing.assert_array_equal(alone, ideal)
+        for i in range(0, len(ties), 6):  # blocks of 7: one tie row among 6 random ones
+            block = np.concatenate([background[i : i + 6], ties[i : i + 1]])
+            perm = rng.permutation(7)
+            got = voting.vote_labels(block[perm], index)
+            assert got[np.argsort(perm)][6] == ideal[i]
+        big = np.concatenate([background, ties])
+        perm = rng.permutation(len(big))
+        got = voting.vote_labels(big[perm], index)[np.argsort(perm)]
+        np.testing.assert_array_equal(got[-len(ties) :], ideal)
+        np.testing.assert_array_equal(got[:2000], _ideal_votes(background[:2000], index))
+
+
+@pytest.mark.parametrize("d", [7, 12])
+def test_votes_equal_the_exact_argmin_over_the_searched_set(d: int) -> None:
+    rng = np.random.default_rng(50 + d)
+    for index in [*_index_cases(rng, d), voting.vote_index(sphere_packing(500, d, 1.0, rng))]:
+        points = rng.normal(size=(1500, d)) * 0.4
+        _, flagged = voting._fast_block(points, index)
+        assert flagged.mean() < 0.05  # random rows are rarely near a tie
+        np.testing.assert_array_equal(
+            voting.vote_labels(points, index), _ideal_votes(points, index)
+        )
+
+
+def test_coincident_candidates_vote_for_the_lowest_index() -> None:
+    rng = np.random.default_rng(60)
+    candidates = _evolved(rng, 5, 40, 12)
+    candidates[30] = candidates[20]  # same core cell? whichever: duplicates tie exactly
+    index = voting.vote_index(candidates, voting.GroupLayout(5, 40))
+    points = candidates[[20, 30]] + 0.0
+    labels = voting.vote_labels(points, index)
+    np.testing.assert_array_equal(labels, _ideal_votes(points, index))
+    assert labels[0] == labels[1] <= 20
