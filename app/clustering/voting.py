@@ -7,12 +7,13 @@ that answer with rigorous rounding windows. The vote (`nearest_candidate_votes`)
 the globally nearest candidate: privacy needs each row's vote to be a function of that row and
 the public candidates (adding or removing a row then changes exactly one bin by one). It searches
 a structure built from the candidates (`vote_index`, `vote_labels`) and returns, for every row x,
-the ideal vote v*(x): the lowest index minimising the direct float64 squared distance over S(x),
-the members of the cell(s) of x's nearest centre(s) (direct distances, lowest index on ties) plus
-a global set. Scores are taken in float32 with BLAS, whose rounding may depend on the other rows
-of a call (matrix shapes select kernels); a rigorous per-row rounding window flags every row
-whose float32 answer could differ from v*(x), and those rows are re-decided one at a time in
-float64. So each vote is a function of its row alone, whatever BLAS does with the shapes.
+the ideal vote v*(x): the lowest index minimising the float64 squared distance `_ordered_sq`
+over S(x), the members of the cell(s) of x's nearest centre(s) (same distance, lowest index on
+ties) plus a global set. Scores are taken in float32 with BLAS, whose rounding may depend on the
+other rows of a call (matrix shapes select kernels); a rigorous per-row rounding window
+(`_vote_window`) flags every row whose float32 answer could differ from v*(x), and those rows
+are re-decided in float64 by elementwise arithmetic that involves no other row. So each vote is
+a function of its row alone, whatever BLAS does with the shapes.
 """
 
 from __future__ import annotations
@@ -432,26 +433,41 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
 
 
 def _vote_window(scaled_norms: np.ndarray, d: int) -> np.ndarray:
-    """Per row, a rigorous (generous) bound w on |float32 score - ideal score| for every
-    candidate, where the ideal score is direct_sq / (2 scale^2) - |x_s|^2 / 2 (x_s the scaled row,
-    |x_s| computed in float64, `scaled_norms`).
+    """Per row, a rigorous bound w (with a factor 2 to spare) on |float32 score - ideal score|
+    for every candidate, where the ideal score is sq / (2 scale^2) - |x_s|^2 / 2, sq the
+    `_ordered_sq` squared distance and x_s the scaled row (|x_s| computed in float64,
+    `scaled_norms`).
 
     Argument. After scaling, every candidate has |c| <= 1 (up to float64 rounding). A score is the
-    dot product of length d + 1 of a = [x_s, 1] with b = [-c, |c|^2 / 2]. Rounding the inputs to
+    dot product of length d + 1 of a = [x_s, 1] with b = [-c, |c|^2 / 2], so
+    sum |a_i b_i| <= |x_s| |c| + |c|^2 / 2 <= |x_s| + 1/2 (Cauchy-Schwarz). Rounding the inputs to
     float32: each x_s,i carries a relative error <= 3u (row scaled in float32 or float64, then
-    rounded), each c_i and |c|^2 / 2 a relative error <= u (+ float64 terms), u = 2^-24; so each
-    product a_i b_i moves by <= 4.01 u |a_i b_i|. The float32 dot product in any summation order
-    (BLAS blocking, FMA, wider accumulators; a conventional gemm, no Strassen-type algorithm)
-    errs by <= gamma_{d+1} sum |a_i b_i|, gamma_n = n u / (1 - n u). With sum |a_i b_i| <=
-    |x_s| |c| + |c|^2 / 2 <= (|x_s| + 1)^2 the total is <= 1.01 (d + 6) u (|x_s| + 1)^2. The
-    direct float64 squared distance differs from exact arithmetic by <= gamma_{d+2} (|x| + |c|)^2
-    (2^-29 times smaller), underflow adds at most (d + 1) 2^-149. w = 8 (d + 4) u (|x_s| + 1)^2
-    exceeds the sum by a factor of at least 4 for every d >= 1.
+    rounded), each c_i and |c|^2 / 2 one <= u (+ float64 terms), u = 2^-24; so the products move
+    by <= 4.01 u sum |a_i b_i|. The float32 dot product in any summation order (BLAS blocking,
+    kernel choice by matrix shape, FMA, wider accumulators; any conventional gemm, i.e. no
+    Strassen-type algorithm) errs by <= gamma_{d+1} sum |a_i b_i|, gamma_n = n u / (1 - n u).
+    Total <= 1.01 (d + 6) u (|x_s| + 1/2). The float64 squared distance errs from exact
+    arithmetic by <= gamma_{d+2} (|x_s| + 1)^2 in scaled units (its half in score units), and
+    underflow adds at most (d + 1) 2^-149. w is twice the sum of these bounds.
 
-    Consequence: if the fast best and second-best scores over a set differ by more than 2w, the
-    fast argmin is the unique direct-distance minimiser over that set.
+    Consequence: if the float32 best and second-best scores over a set differ by more than 2w,
+    the float32 argmin is the unique minimiser of `_ordered_sq` over that set.
     """
-    return 8.0 * (d + 4) * _U32 * (scaled_norms + 1.0) ** 2
+    float32_part = 1.01 * (d + 6) * _U32 * (scaled_norms + 0.5)
+    float64_part = (d + 2) * _EPS * (scaled_norms + 1.0) ** 2 + (d + 1) * 2.0**-149
+    return 2.0 * (float32_part + float64_part)
+
+
+def _ordered_sq(rows: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """rows x candidates squared distances in float64, each summed over the coordinates in a
+    fixed order by elementwise operations: every entry depends on its row and candidate only,
+    whatever the shapes (a reduction such as np.sum may pick its summation order by shape)."""
+    diff = rows[:, None, 0] - candidates[None, :, 0]
+    acc = diff * diff
+    for col in range(1, rows.shape[1]):
+        diff = rows[:, None, col] - candidates[None, :, col]
+        acc += diff * diff
+    return acc
 
 
 def _best_in(
@@ -529,18 +545,58 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
     return best_index, uncertain
 
 
-def _ideal_vote(row: np.ndarray, index: VoteIndex) -> int:
-    """v*(x) of one row, from that row and the candidates alone (float64 direct distances):
-    the `probes` nearest centres (lowest index on ties), then the lowest-index minimiser over
-    their cells' members and the global set."""
+def _ideal_in(
+    rows: np.ndarray,
+    candidates: np.ndarray,
+    members: np.ndarray,
+    best: np.ndarray,
+    best_index: np.ndarray,
+    sub: np.ndarray,
+) -> None:
+    """Merge `members` (ascending global indices) into (best, best_index) of rows `sub`:
+    smaller `_ordered_sq`, or equal and lower index, wins. Row by row, elementwise."""
+    chosen = candidates[members]
+    step = max(1, VOTE_SCORE_ELEMENTS // max(len(members), 1))
+    for start in range(0, len(sub), step):
+        where = sub[start : start + step]
+        sq = _ordered_sq(rows[where], chosen)
+        arg = sq.argmin(axis=1)  # first (lowest-index) minimiser of each row
+        value = sq[np.arange(len(where)), arg]
+        found = members[arg]
+        better = (value < best[where]) | ((value == best[where]) & (found < best_index[where]))
+        best[where[better]] = value[better]
+        best_index[where[better]] = found[better]
+
+
+def _ideal_votes(rows: np.ndarray, index: VoteIndex) -> np.ndarray:
+    """v*(x) of every row (float64): the `probes` nearest centres by `_ordered_sq` (lowest index
+    on ties, stable sort per row), then the lowest-index minimiser of `_ordered_sq` over their
+    cells' members and the global set. Each row's answer is computed from that row and the
+    candidates alone (elementwise arithmetic and per-row reductions), so batching is safe."""
     assert index.candidates is not None
     candidates = index.candidates
-    members = [index.everyone.index] if index.everyone is not None else []
+    n = len(rows)
+    best = np.full(n, np.inf)
+    best_index = np.full(n, len(candidates), dtype=np.intp)
+    everything = np.arange(n)
+    if index.everyone is not None:
+        _ideal_in(rows, candidates, index.everyone.index, best, best_index, everything)
     if index.centres is not None:
-        centre_sq = _direct_sq(row, candidates[index.centres.index])
-        nearest = np.argsort(centre_sq, kind="stable")[: index.probes]
-        members.extend(index.cells[c].index for c in nearest)
-    return _lowest_direct_argmin(row, candidates, np.sort(np.concatenate(members)))
+        centre_points = candidates[index.centres.index]
+        nearest = np.empty((n, index.probes), dtype=np.intp)
+        step = max(1, VOTE_SCORE_ELEMENTS // len(centre_points))
+        for start in range(0, n, step):
+            sq = _ordered_sq(rows[start : start + step], centre_points)
+            nearest[start : start + step] = np.argsort(sq, axis=1, kind="stable")[:, : index.probes]
+        for probe in range(index.probes):
+            cell_of_row = nearest[:, probe]
+            order = np.argsort(cell_of_row, kind="stable")
+            bounds = np.searchsorted(cell_of_row[order], np.arange(len(index.cells) + 1))
+            for c, cell in enumerate(index.cells):
+                if bounds[c + 1] > bounds[c]:
+                    sub = order[bounds[c] : bounds[c + 1]]
+                    _ideal_in(rows, candidates, cell.index, best, best_index, sub)
+    return best_index
 
 
 def _search_block(block: np.ndarray, index: VoteIndex) -> np.ndarray:
@@ -550,8 +606,9 @@ def _search_block(block: np.ndarray, index: VoteIndex) -> np.ndarray:
         _, nearest_index = index.tree.query(np.asarray(block, dtype=np.float64), k=1)
         return np.asarray(nearest_index, dtype=np.intp)
     labels, uncertain = _fast_block(block, index)
-    for r in np.flatnonzero(uncertain):
-        labels[r] = _ideal_vote(np.asarray(block[r], dtype=np.float64), index)
+    rows = np.flatnonzero(uncertain)
+    if rows.size:
+        labels[rows] = _ideal_votes(np.asarray(block[rows], dtype=np.float64), index)
     return labels
 
 
@@ -565,13 +622,13 @@ def _thread_controller() -> ThreadpoolController:
 def vote_labels(points: np.ndarray, index: VoteIndex) -> np.ndarray:
     """The candidate each row votes for: its ideal vote v*(x) under `index` (module docstring).
 
-    With cells: the lowest index minimising the direct float64 squared distance among the
-    members of the cell(s) of the row's `probes` nearest centres (by direct distance, lowest
-    index on ties) and the global set; without: among all candidates (or the KD-tree's nearest,
+    With cells: the lowest index minimising the float64 squared distance `_ordered_sq` among the
+    members of the cell(s) of the row's `probes` nearest centres (same distance, lowest index
+    on ties) and the global set; without: among all candidates (or the KD-tree's nearest,
     computed per query in float64). Approximately the nearest candidate, exactly one label per
     row, and a function of the row and the candidates alone: the float32 answer is used only
-    where a rigorous rounding window proves it equals v*(x); other rows are re-decided one at a
-    time in float64. Blocks of rows are searched by worker_count()
+    where a rigorous rounding window proves it equals v*(x); the other rows are re-decided in
+    float64 by arithmetic that involves no other row. Blocks of rows are searched by worker_count()
     threads, each with one BLAS thread (numpy releases the GIL in the heavy calls).
     """
     out = np.empty(len(points), dtype=np.intp)

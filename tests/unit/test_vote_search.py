@@ -207,23 +207,31 @@ def test_cached_packing_is_cut_to_the_population_size() -> None:
 
 
 def _ideal_votes(points: np.ndarray, index: voting.VoteIndex) -> np.ndarray:
-    """v*(x) computed independently: S(x) from brute-force float64 distances to the centres
-    (probes nearest, lowest index on ties) plus the global set, then the lowest-index argmin of
-    the direct squared distances over S(x) (nearest_candidates on that subset)."""
+    """v*(x) computed independently, one row at a time: S(x) from brute-force float64 distances
+    to the centres (probes nearest, lowest index on ties) plus the global set, then the
+    lowest-index argmin of the squared distances over S(x). Distances are summed coordinate by
+    coordinate in order (the order the vote defines), so exact float64 ties agree."""
     assert index.candidates is not None
     cands = index.candidates
     out = np.empty(len(points), dtype=np.intp)
     for r, row in enumerate(points.astype(np.float64)):
         subset = _ideal_members(row, index)
-        out[r] = subset[voting.nearest_candidates(row[None, :], cands[subset])[0]]
+        out[r] = subset[np.argmin(_seq_sq(row, cands[subset]))]
     return out
+
+
+def _seq_sq(row: np.ndarray, cands: np.ndarray) -> np.ndarray:
+    acc = np.zeros(len(cands))
+    for col in range(len(row)):
+        acc += (row[col] - cands[:, col]) ** 2
+    return acc
 
 
 def _ideal_members(row: np.ndarray, index: voting.VoteIndex) -> np.ndarray:
     assert index.candidates is not None
     members = [index.everyone.index] if index.everyone is not None else []
     if index.centres is not None:
-        sq = np.sum((index.candidates[index.centres.index] - row) ** 2, axis=1)
+        sq = _seq_sq(row, index.candidates[index.centres.index])
         members += [index.cells[c].index for c in np.argsort(sq, kind="stable")[: index.probes]]
     return np.sort(np.concatenate(members))
 
@@ -239,11 +247,11 @@ def _tie_rows(rng: np.random.Generator, index: voting.VoteIndex, n: int) -> np.n
         x = rng.normal(size=index.dim) * 0.4
         if i % 2:
             centres = index.centres.index
-            sq = np.sum((cands[centres] - x) ** 2, axis=1)
+            sq = _seq_sq(x, cands[centres])
             pair = centres[np.argsort(sq)[index.probes - 1 : index.probes + 1]]
         else:
             searched = _ideal_members(x, index)
-            sq = np.sum((cands[searched] - x) ** 2, axis=1)
+            sq = _seq_sq(x, cands[searched])
             pair = searched[np.argsort(sq)[:2]]
         a, b = cands[pair[0]], cands[pair[1]]
         x = x - (2 * x @ (b - a) + a @ a - b @ b) / (2 * (b - a) @ (b - a)) * (b - a)
