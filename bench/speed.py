@@ -1,10 +1,15 @@
 """Benchmark: PE-means / HDPE-means / FastLloyd wall time and peak memory against KMeans.
 
-Sections (all by default; pick with --sections):
+Sections (`table` by default; pick with --sections):
+  table    the speed table: every Table I set and held-out make_blobs sets (--sets), then
+           d = 16, k = 16 sets of --rows rows memory-mapped from a generated .npy; privclust's
+           job (epsilon 1, "auto": PE-means, HDPE-means above d = 32) and KMeans(n_init=10)
+           alternate in one process per set; the load average is printed before and after
   jobs     per-job time at epsilon 1 on the paper's sets, beside KMeans(n_init=10) in the same run
   scale    d = 16, k = 16, epsilon 1 at N = 20k, 100k and 1M: time, peak RSS, loss vs KMeans
   cap      the population cap (max_population) at N = 100k and 1M: time and loss per cap
-  backend  nearest-candidate search: KD-tree vs chunked BLAS vs the grouped search, by d
+  backend  nearest-candidate search: the exact backends (KD-tree, chunked BLAS, grouped) and
+           the vote's search (app.clustering.voting.vote_index / vote_labels), by d
 
 Each measurement runs in a fresh subprocess so its peak RSS (VmHWM) is its own; "base" is that
 process after loading the data, before the job. Large sets are generated once into a temporary
@@ -12,6 +17,8 @@ process after loading the data, before the job. Large sets are generated once in
 noise uses OS entropy as in production; "warm" runs reuse the per-shape sphere packing cached by
 the first ("cold") run in the same process.
 
+    .venv/bin/python bench/speed.py                     # the speed table, 1M and 10M rows
+    .venv/bin/python bench/speed.py --sets sklearn_4_4 --rows 1e6 --repeats 3
     .venv/bin/python bench/speed.py --sections jobs --repeats 3
     .venv/bin/python bench/speed.py --sections scale cap
     .venv/bin/python bench/speed.py --sections scale --sizes 1000000 --scale-algorithm lsh-coreset
@@ -38,6 +45,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from datasets import load, normalise
 
 DELTA_EXPONENT = 1.1
+PAPER_SETS = [
+    "iris",
+    "sklearn_4_4",
+    "sklearn_16_4",
+    "sklearn_64_4",
+    "sklearn_4_16",
+    "sklearn_16_16",
+    "sklearn_64_16",
+    "sklearn_4_64",
+    "sklearn_16_64",
+]
+# Same shapes as Table I, other blob centres (random_state 7 instead of 1): not tuned on.
+HELD_OUT_SETS = ["blobs_4_4_rs7", "blobs_16_16_rs7", "blobs_64_4_rs7", "blobs_16_64_rs7"]
 
 
 def _rss_mib() -> float:
@@ -63,12 +83,84 @@ def _scaled_blobs(n: int, d: int, k: int) -> tuple[np.ndarray, np.ndarray]:
     return normalise(X), labels
 
 
+def _blobs_set(name: str) -> tuple[np.ndarray, int]:
+    """A held-out set "blobs_K_D_rsS": make_blobs(20000, D, K, random_state=S), normalised."""
+    from sklearn.datasets import make_blobs
+
+    _, k, d, seed = name.split("_")
+    X, _ = make_blobs(
+        n_samples=20_000, n_features=int(d), centers=int(k), random_state=int(seed[2:])
+    )
+    return normalise(X), int(k)
+
+
+def child_pair(spec: dict[str, Any]) -> dict[str, Any]:
+    """privclust ("auto") and KMeans(n_init=10) on one set, alternating, in this process.
+
+    A set in memory (Table I or held-out) runs one cold job (it computes the data-independent
+    sphere packing, cached per shape) and then `repeats` rounds of KMeans then privclust. A
+    memory-mapped set (`path`) runs privclust once first, so the peak RSS after it is the job's
+    own, then KMeans once (which reads the whole file into memory)."""
+    from sklearn.cluster import KMeans
+
+    from app.clustering import cluster
+    from app.clustering.metrics import kmeans_loss
+
+    if "path" in spec:
+        X, k = np.load(spec["path"], mmap_mode="r"), spec["k"]
+    elif spec["set"].startswith("blobs_"):
+        X, k = _blobs_set(spec["set"])
+    else:
+        data = load(spec["set"])
+        X, k = data.X, data.k
+    delta = len(X) ** -DELTA_EXPONENT
+    out: dict[str, Any] = {"base_mib": _rss_mib(), "n": len(X), "d": X.shape[1], "k": k}
+
+    def ours() -> tuple[float, np.ndarray]:
+        start = time.perf_counter()
+        result = cluster(X, k, algorithm="auto", radius=1.0, epsilon=1.0, delta=delta)
+        out["algorithm"] = result.algorithm
+        return time.perf_counter() - start, result.centers
+
+    def kmeans() -> tuple[float, np.ndarray]:
+        start = time.perf_counter()
+        centres = KMeans(k, n_init=10).fit(X).cluster_centers_
+        return time.perf_counter() - start, centres
+
+    ours_times: list[float] = []
+    km_times: list[float] = []
+    if "path" in spec:
+        seconds, centres = ours()
+        out["ours_peak_mib"] = _rss_mib()
+        ours_times.append(seconds)
+        out["ours_loss"] = kmeans_loss(X, centres)
+        if spec.get("kmeans", True):
+            seconds, km_centres = kmeans()
+            km_times.append(seconds)
+            out["km_loss"] = kmeans_loss(X, km_centres)
+    else:
+        out["cold"], _ = ours()
+        for _ in range(spec["repeats"]):
+            seconds, km_centres = kmeans()
+            km_times.append(seconds)
+            seconds, centres = ours()
+            ours_times.append(seconds)
+        out["ours_peak_mib"] = _rss_mib()
+        out["ours_loss"] = kmeans_loss(X, centres)
+        out["km_loss"] = kmeans_loss(X, km_centres)
+    out.update(ours=ours_times, km=km_times)
+    return out
+
+
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One measurement, in this (fresh) process."""
     from sklearn.cluster import KMeans
 
     from app.clustering import cluster
     from app.clustering.metrics import kmeans_loss
+
+    if spec.get("pair"):
+        return child_pair(spec)
 
     if "dataset" in spec:
         data = load(spec["dataset"])
@@ -142,6 +234,53 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         raise RuntimeError(f"measurement {spec} failed:\n{proc.stderr}")
     result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result
+
+
+def _load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min, {os.cpu_count()} CPUs)"
+
+
+def section_table(sets: list[str], rows: list[int], repeats: int, with_kmeans: bool) -> None:
+    print("## privclust (epsilon 1, auto) against KMeans(n_init=10), same process")
+    print()
+    print(f"Load average before: {_load_average()}")
+    print()
+    print(
+        "| set | N | d | k | algorithm | KMeans s | privclust s (cold) | ratio | "
+        "privclust peak MiB (base) | loss privclust / KMeans |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    ratios: list[float] = []
+    specs: list[dict[str, Any]] = [{"pair": True, "set": name, "repeats": repeats} for name in sets]
+    specs += [
+        {"pair": True, "set": f"blobs {n:,} x 16", "n": n, "d": 16, "k": 16, "kmeans": with_kmeans}
+        for n in rows
+    ]
+    for spec in specs:
+        got = measure(spec)
+        ours = statistics.median(got["ours"])
+        km = statistics.median(got["km"]) if got["km"] else float("nan")
+        ratio = ours / km
+        if "n" not in spec:
+            ratios.append(ratio)
+        cold = f" ({got['cold']:.3f})" if "cold" in got else ""
+        loss_km = got.get("km_loss", float("nan"))
+        print(
+            f"| {spec['set']} | {got['n']:,} | {got['d']} | {got['k']} | {got['algorithm']} | "
+            f"{km:.3f} | {ours:.3f}{cold} | {ratio:.1f}x | {got['ours_peak_mib']:.0f} "
+            f"({got['base_mib']:.0f}) | {got['ours_loss']:.5f} / {loss_km:.5f} |",
+            flush=True,
+        )
+    print()
+    if ratios:
+        print(
+            f"Sets of 20,000 rows or fewer: median ratio {statistics.median(ratios):.2f}x, "
+            f"largest {max(ratios):.2f}x (medians of {repeats} alternating rounds after one "
+            "cold job)."
+        )
+    print(f"Load average after: {_load_average()}")
+    print()
 
 
 def section_jobs(repeats: int, datasets: list[str]) -> None:
@@ -249,8 +388,8 @@ def section_backend(repeats: int, dims: list[int]) -> None:
         "(k anchors near the blob centres plus Levy mutants), where the grouped search applies."
     )
     print()
-    print("| d | candidates | population | KD-tree | BLAS | grouped |")
-    print("|---|---|---|---|---|---|")
+    print("| d | candidates | population | KD-tree | BLAS | grouped | vote search |")
+    print("|---|---|---|---|---|---|---|")
     rng = np.random.default_rng(0)
     for d in dims:
         for k, per in ((4, 1000), (16, 250), (64, 62)):
@@ -269,7 +408,16 @@ def section_backend(repeats: int, dims: list[int]) -> None:
                     grouped = _median_ms(
                         lambda c=cands, x=X, g=layout: voting._grouped_search(x, c, g), repeats
                     )
-                print(f"| {d} | {n_cand} (k={k}) | {label} | {tree} | {blas} | {grouped} |")
+                vote_layout = layout if label == "evolved" else None
+                vote = _median_ms(
+                    lambda c=cands, x=X, g=vote_layout: voting.vote_labels(
+                        x, voting.vote_index(c, g)
+                    ),
+                    repeats,
+                )
+                print(
+                    f"| {d} | {n_cand} (k={k}) | {label} | {tree} | {blas} | {grouped} | {vote} |"
+                )
     print()
 
 
@@ -281,10 +429,23 @@ def main() -> None:
     parser.add_argument(
         "--sections",
         nargs="*",
-        default=["jobs", "scale", "cap", "backend"],
-        choices=["jobs", "scale", "cap", "backend"],
+        default=["table"],
+        choices=["table", "jobs", "scale", "cap", "backend"],
     )
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--sets",
+        nargs="*",
+        default=[*PAPER_SETS, *HELD_OUT_SETS],
+        help="table: Table I sets, sklearn_K_D, or held-out blobs_K_D_rsSEED",
+    )
+    parser.add_argument(
+        "--rows",
+        nargs="*",
+        type=lambda text: int(float(text)),
+        default=[1_000_000, 10_000_000],
+        help="table: sizes of the d = 16, k = 16 memory-mapped sets (e.g. 1e6 1e7)",
+    )
     parser.add_argument(
         "--datasets",
         nargs="*",
@@ -309,7 +470,11 @@ def main() -> None:
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, numpy {np.__version__}")
     print()
+    print(f"load average at start: {_load_average()}")
+    print()
     try:
+        if "table" in args.sections:
+            section_table(args.sets, args.rows, args.repeats, not args.no_kmeans_at_scale)
         if "jobs" in args.sections:
             section_jobs(args.repeats, args.datasets)
         if "scale" in args.sections:

@@ -9,6 +9,7 @@ reject bad parameters, before touching the data. The exact N of the rows is neve
 from __future__ import annotations
 
 import math
+import mmap
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -452,14 +453,16 @@ def start_run(
     n_public: int | None,
     relation: str,
     rng: np.random.Generator | None,
+    dtype: type[np.floating[Any]] = np.float64,
     **plan_options: Any,
 ) -> RunStart:
     """The common start of a run, in the order that keeps it private: validate X and the
     domain and clip the rows (`prepare_rows`), take the job's generator (`job_generator`), then
     plan with the public row count (`plan_for_rows`: no noise is drawn before every argument is
-    validated). `plan_options` are plan_run's keyword arguments (algorithm, epsilon, ...)."""
+    validated). `plan_options` are plan_run's keyword arguments (algorithm, epsilon, ...);
+    `dtype` is that of the working copy of the rows (float32 halves it where only votes read it)."""
     n_rows, n_cols = data_shape(X)
-    points, c = prepare_rows(X, radius, center)
+    points, c = prepare_rows(X, radius, center, dtype=dtype)
     noise_rng = job_generator(rng)
     plan = plan_for_rows(
         n_rows,
@@ -515,8 +518,15 @@ def clip_into_ball(block: np.ndarray, c: np.ndarray, radius: float) -> bool:
     return True
 
 
-def prepare_rows(X: object, radius: float, center: object | None) -> tuple[np.ndarray, np.ndarray]:
-    """(rows centred on c and clipped into the ball of radius R, c) as float64 arrays.
+def prepare_rows(
+    X: object,
+    radius: float,
+    center: object | None,
+    *,
+    dtype: type[np.floating[Any]] = np.float64,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(rows centred on c and clipped into the ball of radius R, c): the rows as `dtype`
+    (clipped in float64 first), c as float64.
 
     X is read in blocks and never written (it may be a read-only memmap); the result is the one
     N x d working copy. Rows farther than R from c are clipped radially onto the sphere
@@ -546,11 +556,11 @@ def prepare_rows(X: object, radius: float, center: object | None) -> tuple[np.nd
             raise ClusteringInputError("center", "center must be finite")
     if not (np.isfinite(c - radius).all() and np.isfinite(c + radius).all()):
         raise ClusteringInputError("center", "center +- radius must be finite")
-    out = np.empty((n_rows, n_cols), dtype=np.float64)
+    out = np.empty((n_rows, n_cols), dtype=dtype)
     block_rows = max(1, (1 << 20) // n_cols)
     for start in range(0, n_rows, block_rows):
-        block = out[start : start + block_rows]
-        block[...] = source[start : start + block_rows]
+        block = np.array(source[start : start + block_rows], dtype=np.float64)
+        release_pages(source, start, start + block_rows)
         if not np.isfinite(block).all():
             row, col = np.argwhere(~np.isfinite(block))[0]
             raise ClusteringInputError(
@@ -564,4 +574,28 @@ def prepare_rows(X: object, radius: float, center: object | None) -> tuple[np.nd
         outside = norms > radius
         if outside.any():
             block[outside] *= (radius / norms[outside] * _SHRINK)[:, None]
+        out[start : start + block_rows] = block
     return out, c
+
+
+def release_pages(source: np.ndarray, start: int, stop: int) -> None:
+    """Drop rows start..stop of a memory-mapped `source` from this process's resident set.
+
+    Reading a memory-mapped dataset maps its pages into the process, where they count as
+    resident until unmapped; a job reads each row once into its working copy, so dropping the
+    pages behind it keeps the peak resident size near the working copy alone (the kernel keeps
+    them in its page cache). A no-op for anything that is not a read-only file mapping."""
+    if not isinstance(source, np.memmap) or source.flags.writeable:
+        return
+    mapping = getattr(source, "_mmap", None)
+    if mapping is None or not hasattr(mapping, "madvise") or not source.flags.c_contiguous:
+        return
+    row_bytes = source.strides[0]
+    base = np.frombuffer(mapping, dtype=np.uint8).ctypes.data
+    first = source.ctypes.data - base + start * row_bytes
+    last = source.ctypes.data - base + min(stop, source.shape[0]) * row_bytes
+    page = mmap.PAGESIZE
+    first = (first + page - 1) // page * page  # whole pages only: never a neighbour's row
+    last = last // page * page
+    if last > first:
+        mapping.madvise(mmap.MADV_DONTNEED, first, last - first)

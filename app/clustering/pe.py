@@ -18,13 +18,18 @@ from app.clustering.params import (
 from app.clustering.result import ClusteringResult
 from app.clustering.selection import select_centres
 from app.clustering.variation import levy_variations
-from app.clustering.voting import GroupLayout, nearest_candidate_votes
+from app.clustering.voting import VOTE_DTYPE, GroupLayout, nearest_candidate_votes
 from app.privacy import noise
 
 Progress = Callable[[int, int], object]
 # Packings up to this many coordinates (16 MiB) are cached per shape; bigger ones are rare
 # (high-dimensional PE-means) and would pin too much memory in a long-running worker.
 PACKING_CACHE_MAX_VALUES = 1 << 21
+
+
+# Cached packings are made for populations rounded up to a multiple of this and cut to size: the
+# population follows the noisy row count, so an exact-size cache would rarely be hit.
+PACKING_CACHE_STEP = 512
 
 
 @functools.lru_cache(maxsize=8)
@@ -41,14 +46,16 @@ def initial_population(
     """The sphere-packing population of n candidates in the ball of `radius` around 0.
 
     With a caller's generator (tests, benchmarks) it is drawn from it; otherwise a packing of the
-    unit ball per (n, d) is computed once from OS entropy and rescaled. It uses no private data,
-    so sharing it between jobs costs no privacy.
+    unit ball of n rounded up to PACKING_CACHE_STEP points per d is computed once from OS entropy,
+    and its first n points (a packing too: the points are accepted in a uniformly random order)
+    are rescaled. It uses no private data, so sharing it between jobs costs no privacy.
     """
     if rng is not None:
         return sphere_packing(n, d, radius, rng)
-    if n * d > PACKING_CACHE_MAX_VALUES:
+    size = -(-n // PACKING_CACHE_STEP) * PACKING_CACHE_STEP
+    if size * d > PACKING_CACHE_MAX_VALUES:
         return sphere_packing(n, d, radius, np.random.default_rng())
-    return _unit_packing(n, d) * radius
+    return _unit_packing(size, d)[:n] * radius
 
 
 @dataclass(frozen=True)
@@ -134,6 +141,7 @@ def pe_means(
         n_public=n_public,
         relation=relation,
         rng=rng,
+        dtype=VOTE_DTYPE,  # the rows are only ever voted with
         algorithm="pe-means",
         epsilon=epsilon,
         delta=delta,

@@ -1,19 +1,31 @@
-"""Exact nearest-candidate search in bounded memory: the hot loop of PE-means.
+"""Nearest-candidate search: exact search for labelling and losses, and the PE-means vote's fast
+search.
 
-Every row's answer is the lowest index j minimising the directly computed squared distance
-sum_l (x_l - c_jl)^2: a deterministic function of that row and the candidate set alone, never of
-the other rows. That is what keeps the vote histogram's sensitivity at 1: adding or removing a
-row changes exactly one bin by one. Faster arithmetic (BLAS scores, KD-trees, pruning) is used
-to find that answer, with rigorous rounding windows so the result is the same as the slow one.
+`nearest_candidates` returns, for every row, the lowest index j minimising the directly computed
+squared distance sum_l (x_l - c_jl)^2; faster arithmetic (BLAS scores, KD-trees, pruning) finds
+that answer with rigorous rounding windows. The vote (`nearest_candidate_votes`) does not need
+the globally nearest candidate: privacy needs each row's vote to be a function of that row and
+the public candidates (adding or removing a row then changes exactly one bin by one). It searches
+a structure built from the candidates (`vote_index`, `vote_labels`) and returns, for every row x,
+the ideal vote v*(x): the lowest index minimising the float64 squared distance `_ordered_sq`
+over S(x), the members of the cell(s) of x's nearest centre(s) (same distance, lowest index on
+ties) plus a global set. Scores are taken in float32 with BLAS, whose rounding may depend on the
+other rows of a call (matrix shapes select kernels); a rigorous per-row rounding window
+(`_vote_window`) flags every row whose float32 answer could differ from v*(x), and those rows
+are re-decided in float64 by elementwise arithmetic that involves no other row. So each vote is
+a function of its row alone, whatever BLAS does with the shapes.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.spatial import cKDTree
+from threadpoolctl import ThreadpoolController
 
 # Backend choice by dimension (measured in bench/RESULTS.md, "nearest-candidate backend"): a
 # KD-tree beats chunked BLAS on an unstructured (sphere-packed) population up to d = 6, the two
@@ -259,13 +271,394 @@ def nearest_candidates(
     return _blas_search(points, candidates)
 
 
+# ---------------------------------------------------------------------------------------------
+# The vote's search: float32 scores, pruned by the population's structure (not exact).
+#
+# Privacy needs only that each row's vote is a function of that row and the public candidates
+# (sensitivity 1 whatever the function), so the vote may search approximately. The structure is
+# built from the candidates alone and the search takes the same steps for every row: score the
+# row against the cell centres, then against the members of its `probes` nearest cells and the
+# global set, keep the best. Nothing about the rows (their count included) selects the method.
+
+# Scores |c|^2/2 - x.c in float32: half the memory traffic of float64 and twice the BLAS rate.
+# Rows whose float32 answer is within rounding of another are re-decided exactly (see
+# `_vote_window`), so rounding never changes a vote.
+VOTE_DTYPE = np.float32
+_U32 = 2.0**-24  # float32 unit roundoff
+# Rows per block of the vote (bounds the float32 copy of a block and the per-cell score arrays).
+VOTE_BLOCK_ROWS = 1 << 15
+# Score-matrix elements per gemm call (rows x candidates, float32: 1 MiB): a score block that
+# stays in cache is scored and reduced 4-6x faster than one that streams through memory.
+VOTE_SCORE_ELEMENTS = 1 << 18
+# Populations without group structure (the first iteration's sphere packing) larger than this
+# are searched through an inverted file: cells of about IVF_CELL_SIZE candidates around evenly
+# chosen centres, each row searching its IVF_PROBES nearest cells (measured in bench/RESULTS.md,
+# "vote search").
+IVF_MIN_CANDIDATES = 2048
+# Anchor cells each row of an evolved population searches (its nearest ones).
+GROUP_PROBES = 1
+IVF_CELL_SIZE = 256
+IVF_PROBES = 8
+
+
+@dataclass(frozen=True)
+class _Cell:
+    index: np.ndarray  # global candidate indices, ascending
+    weights: np.ndarray  # (d + 1) x len(index): [-c; |c|^2 / 2] in VOTE_DTYPE
+
+
+@dataclass(frozen=True)
+class VoteIndex:
+    """A search structure over public candidates: cells (each row searches the members of its
+    `probes` nearest cell centres) plus a global set every row searches."""
+
+    n_candidates: int
+    dim: int
+    centres: _Cell | None
+    cells: tuple[_Cell, ...]
+    everyone: _Cell | None
+    probes: int
+    tree: cKDTree | None = None
+    scale: float = 1.0  # rows and candidates are scored in units of the largest candidate norm
+    # The candidates in float64 (unscaled): uncertain rows are re-decided on direct distances.
+    candidates: np.ndarray | None = None
+
+
+def _cell(candidates: np.ndarray, index: np.ndarray) -> _Cell:
+    chosen = candidates[index]
+    weights = np.empty((candidates.shape[1] + 1, len(index)), dtype=VOTE_DTYPE)
+    weights[:-1] = -chosen.T
+    weights[-1] = 0.5 * np.einsum("ij,ij->i", chosen, chosen)
+    return _Cell(index=np.asarray(index, dtype=np.intp), weights=weights)
+
+
+def _core_mask(candidates: np.ndarray, layout: GroupLayout) -> np.ndarray:
+    k, per = layout.anchors, layout.per_anchor
+    d = candidates.shape[1]
+    anchors = candidates[:k]
+    mutants = candidates[k:].reshape(k, per, d)
+    offsets = np.sqrt(np.sum((mutants - anchors[:, None, :]) ** 2, axis=2))
+    gaps = np.sqrt(np.sum((anchors[:, None, :] - anchors[None, :, :]) ** 2, axis=2))
+    np.fill_diagonal(gaps, np.inf)
+    return np.asarray(offsets <= CORE_FRACTION * gaps.min(axis=1)[:, None])
+
+
+def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> VoteIndex:
+    """The search structure of a population (public: built from the candidates only).
+
+    - An evolved population (`layout`, at least two anchors): one cell per anchor holding the
+      anchor and its core mutants (within CORE_FRACTION of the distance to the nearest other
+      anchor); the remaining mutants (heavy-tailed Levy jumps) are searched by every row. A row
+      searches the cell of its nearest anchor.
+    - Any other population of more than IVF_MIN_CANDIDATES: an inverted file over centres spread
+      evenly through the candidate list (a sphere packing is in random order), each candidate in
+      the cell of its nearest centre; a row searches its IVF_PROBES nearest cells.
+    - Any other population in at most TREE_MAX_DIM dimensions: a KD-tree (exact, float64).
+    - Otherwise every row searches every candidate.
+    """
+    candidates = np.asarray(candidates, dtype=np.float64)
+    n, d = candidates.shape
+    # float32 scores in units of the (public) largest candidate norm: no overflow or underflow
+    # whatever the declared radius.
+    scale = float(np.sqrt(np.einsum("ij,ij->i", candidates, candidates).max()))
+    if not (np.isfinite(scale) and scale > 0.0):
+        scale = 1.0
+    unit = candidates / scale
+    if (layout is None or layout.anchors <= 1) and d <= TREE_MAX_DIM:
+        return VoteIndex(
+            n_candidates=n,
+            dim=d,
+            centres=None,
+            cells=(),
+            everyone=None,
+            probes=0,
+            tree=cKDTree(candidates, balanced_tree=False),
+        )
+    grouped = layout is not None and layout.anchors > 1 and layout.per_anchor >= 1
+    if grouped:
+        assert layout is not None
+        k, per = layout.anchors, layout.per_anchor
+        in_core = _core_mask(candidates, layout)
+        mutant_index = (k + np.arange(k * per)).reshape(k, per)
+        far = np.sort(mutant_index[~in_core])
+        cells = tuple(
+            _cell(unit, np.concatenate(([g], mutant_index[g][in_core[g]]))) for g in range(k)
+        )
+        return VoteIndex(
+            n_candidates=n,
+            dim=d,
+            centres=_cell(unit, np.arange(k)),
+            cells=cells,
+            everyone=_cell(unit, far) if far.size else None,
+            probes=min(GROUP_PROBES, k),
+            scale=scale,
+            candidates=candidates,
+        )
+    if n > IVF_MIN_CANDIDATES:
+        n_cells = max(n // IVF_CELL_SIZE, 1)
+        centre_index = np.linspace(0, n - 1, n_cells).round().astype(np.intp)
+        centre_cell = _cell(unit, centre_index)
+        owner = np.empty(n, dtype=np.intp)
+        for start in range(0, n, 4096):
+            chunk = unit[start : start + 4096]
+            scores = chunk @ centre_cell.weights[:-1].astype(np.float64)
+            scores += centre_cell.weights[-1].astype(np.float64)
+            owner[start : start + 4096] = scores.argmin(axis=1)
+        owner[centre_index] = np.arange(n_cells)  # a centre belongs to its own cell
+        order = np.argsort(owner, kind="stable")
+        bounds = np.searchsorted(owner[order], np.arange(n_cells + 1))
+        cells = tuple(
+            _cell(unit, np.sort(order[bounds[c] : bounds[c + 1]])) for c in range(n_cells)
+        )
+        return VoteIndex(
+            n_candidates=n,
+            dim=d,
+            centres=centre_cell,
+            cells=cells,
+            everyone=None,
+            probes=min(IVF_PROBES, n_cells),
+            scale=scale,
+            candidates=candidates,
+        )
+    return VoteIndex(
+        n_candidates=n,
+        dim=d,
+        centres=None,
+        cells=(),
+        everyone=_cell(unit, np.arange(n)),
+        scale=scale,
+        probes=0,
+        candidates=candidates,
+    )
+
+
+def _vote_window(scaled_norms: np.ndarray, d: int) -> np.ndarray:
+    """Per row, a rigorous bound w (with a factor 2 to spare) on |float32 score - ideal score|
+    for every candidate, where the ideal score is sq / (2 scale^2) - |x_s|^2 / 2, sq the
+    `_ordered_sq` squared distance and x_s the scaled row (|x_s| computed in float64,
+    `scaled_norms`).
+
+    Argument. After scaling, every candidate has |c| <= 1 (up to float64 rounding). A score is the
+    dot product of length d + 1 of a = [x_s, 1] with b = [-c, |c|^2 / 2], so
+    sum |a_i b_i| <= |x_s| |c| + |c|^2 / 2 <= |x_s| + 1/2 (Cauchy-Schwarz). Rounding the inputs to
+    float32: each x_s,i carries a relative error <= 3u (row scaled in float32 or float64, then
+    rounded), each c_i and |c|^2 / 2 one <= u (+ float64 terms), u = 2^-24; so the products move
+    by <= 4.01 u sum |a_i b_i|. The float32 dot product in any summation order (BLAS blocking,
+    kernel choice by matrix shape, FMA, wider accumulators; any conventional gemm, i.e. no
+    Strassen-type algorithm) errs by <= gamma_{d+1} sum |a_i b_i|, gamma_n = n u / (1 - n u).
+    Total <= 1.01 (d + 6) u (|x_s| + 1/2). The float64 squared distance errs from exact
+    arithmetic by <= gamma_{d+2} (|x_s| + 1)^2 in scaled units (its half in score units), and
+    underflow adds at most (d + 1) 2^-149. w is twice the sum of these bounds.
+
+    Consequence: if the float32 best and second-best scores over a set differ by more than 2w,
+    the float32 argmin is the unique minimiser of `_ordered_sq` over that set.
+    """
+    float32_part = 1.01 * (d + 6) * _U32 * (scaled_norms + 0.5)
+    float64_part = (d + 2) * _EPS * (scaled_norms + 1.0) ** 2 + (d + 1) * 2.0**-149
+    return 2.0 * (float32_part + float64_part)
+
+
+def _ordered_sq(rows: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """rows x candidates squared distances in float64, each summed over the coordinates in a
+    fixed order by elementwise operations: every entry depends on its row and candidate only,
+    whatever the shapes (a reduction such as np.sum may pick its summation order by shape)."""
+    diff = rows[:, None, 0] - candidates[None, :, 0]
+    acc = diff * diff
+    for col in range(1, rows.shape[1]):
+        diff = rows[:, None, col] - candidates[None, :, col]
+        acc += diff * diff
+    return acc
+
+
+def _best_in(
+    rows: np.ndarray,
+    cell: _Cell,
+    best: np.ndarray,
+    second: np.ndarray,
+    best_index: np.ndarray,
+    sub: np.ndarray | None,
+) -> None:
+    """Merge the members of `cell` into (best, second, best_index) of `rows` (augmented float32
+    rows; positions `sub` of the block, or all): the best and second-best float32 scores seen so
+    far and the index of the best (strict improvement only)."""
+    step = max(1, VOTE_SCORE_ELEMENTS // max(len(cell.index), 1))
+    for start in range(0, len(rows), step):
+        part = rows[start : start + step]
+        scores = part @ cell.weights
+        positions = np.arange(len(part))
+        arg = scores.argmin(axis=1)
+        value = scores[positions, arg]
+        if scores.shape[1] > 1:
+            scores[positions, arg] = np.inf
+            runner = scores.min(axis=1)
+        else:
+            runner = np.full(len(part), np.inf, dtype=scores.dtype)
+        where = np.arange(start, start + len(part)) if sub is None else sub[start : start + step]
+        old = best[where]
+        second[where] = np.minimum(np.minimum(second[where], runner), np.maximum(old, value))
+        better = value < old
+        chosen = where[better]
+        best[chosen] = value[better]
+        best_index[chosen] = cell.index[arg[better]]
+
+
+def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.ndarray]:
+    """float32 search of a block (not the KD-tree path): the fast vote per row and a mask of the
+    rows it may get wrong (cell choice or member choice within 2 `_vote_window`s of a tie). On
+    the unmasked rows the fast vote equals the ideal vote v*(x) (see the module docstring)."""
+    n, d = len(block), index.dim
+    aug = np.empty((n, d + 1), dtype=VOTE_DTYPE)
+    np.multiply(block, 1.0 / index.scale, out=aug[:, :-1], casting="unsafe")
+    aug[:, -1] = 1.0
+    scaled = np.asarray(block, dtype=np.float64) / index.scale
+    window = _vote_window(np.sqrt(np.einsum("ij,ij->i", scaled, scaled)), d)
+    best = np.full(n, np.inf, dtype=VOTE_DTYPE)
+    second = np.full(n, np.inf, dtype=VOTE_DTYPE)
+    best_index = np.zeros(n, dtype=np.intp)
+    uncertain = np.zeros(n, dtype=bool)
+    if index.everyone is not None:
+        _best_in(aug, index.everyone, best, second, best_index, None)
+    if index.centres is not None:
+        centre_scores = aug @ index.centres.weights
+        probes, n_centres = index.probes, centre_scores.shape[1]
+        if probes < n_centres:
+            # Columns 0..probes-1: the probes best centres; column probes: the next one. The
+            # chosen cells are the exact ones unless the probes-th and next differ by <= 2w
+            # (NaN or inf gaps count as uncertain).
+            part = np.argpartition(centre_scores, [probes - 1, probes], axis=1)
+            edge = np.take_along_axis(centre_scores, part[:, probes - 1 : probes + 1], axis=1)
+            gap = edge[:, 1].astype(np.float64) - edge[:, 0]
+            uncertain |= ~(gap > 2.0 * window)
+            nearest = part[:, :probes]
+        else:
+            nearest = np.broadcast_to(np.arange(n_centres), (n, n_centres))
+        for probe in range(nearest.shape[1]):
+            cell_of_row = nearest[:, probe]
+            order = np.argsort(cell_of_row, kind="stable")
+            bounds = np.searchsorted(cell_of_row[order], np.arange(len(index.cells) + 1))
+            for c, cell in enumerate(index.cells):
+                if bounds[c + 1] > bounds[c]:
+                    rows = order[bounds[c] : bounds[c + 1]]
+                    _best_in(aug[rows], cell, best, second, best_index, rows)
+    gap = second.astype(np.float64) - best
+    uncertain |= ~(gap > 2.0 * window)
+    return best_index, uncertain
+
+
+def _ideal_in(
+    rows: np.ndarray,
+    candidates: np.ndarray,
+    members: np.ndarray,
+    best: np.ndarray,
+    best_index: np.ndarray,
+    sub: np.ndarray,
+) -> None:
+    """Merge `members` (ascending global indices) into (best, best_index) of rows `sub`:
+    smaller `_ordered_sq`, or equal and lower index, wins. Row by row, elementwise."""
+    chosen = candidates[members]
+    step = max(1, VOTE_SCORE_ELEMENTS // max(len(members), 1))
+    for start in range(0, len(sub), step):
+        where = sub[start : start + step]
+        sq = _ordered_sq(rows[where], chosen)
+        arg = sq.argmin(axis=1)  # first (lowest-index) minimiser of each row
+        value = sq[np.arange(len(where)), arg]
+        found = members[arg]
+        better = (value < best[where]) | ((value == best[where]) & (found < best_index[where]))
+        best[where[better]] = value[better]
+        best_index[where[better]] = found[better]
+
+
+def _ideal_votes(rows: np.ndarray, index: VoteIndex) -> np.ndarray:
+    """v*(x) of every row (float64): the `probes` nearest centres by `_ordered_sq` (lowest index
+    on ties, stable sort per row), then the lowest-index minimiser of `_ordered_sq` over their
+    cells' members and the global set. Each row's answer is computed from that row and the
+    candidates alone (elementwise arithmetic and per-row reductions), so batching is safe."""
+    assert index.candidates is not None
+    candidates = index.candidates
+    n = len(rows)
+    best = np.full(n, np.inf)
+    best_index = np.full(n, len(candidates), dtype=np.intp)
+    everything = np.arange(n)
+    if index.everyone is not None:
+        _ideal_in(rows, candidates, index.everyone.index, best, best_index, everything)
+    if index.centres is not None:
+        centre_points = candidates[index.centres.index]
+        nearest = np.empty((n, index.probes), dtype=np.intp)
+        step = max(1, VOTE_SCORE_ELEMENTS // len(centre_points))
+        for start in range(0, n, step):
+            sq = _ordered_sq(rows[start : start + step], centre_points)
+            nearest[start : start + step] = np.argsort(sq, axis=1, kind="stable")[:, : index.probes]
+        for probe in range(index.probes):
+            cell_of_row = nearest[:, probe]
+            order = np.argsort(cell_of_row, kind="stable")
+            bounds = np.searchsorted(cell_of_row[order], np.arange(len(index.cells) + 1))
+            for c, cell in enumerate(index.cells):
+                if bounds[c + 1] > bounds[c]:
+                    sub = order[bounds[c] : bounds[c + 1]]
+                    _ideal_in(rows, candidates, cell.index, best, best_index, sub)
+    return best_index
+
+
+def _search_block(block: np.ndarray, index: VoteIndex) -> np.ndarray:
+    if index.tree is not None:
+        # cKDTree answers each query on its own in float64: already a function of the row
+        # alone (no other row enters its arithmetic).
+        _, nearest_index = index.tree.query(np.asarray(block, dtype=np.float64), k=1)
+        return np.asarray(nearest_index, dtype=np.intp)
+    labels, uncertain = _fast_block(block, index)
+    rows = np.flatnonzero(uncertain)
+    if rows.size:
+        labels[rows] = _ideal_votes(np.asarray(block[rows], dtype=np.float64), index)
+    return labels
+
+
+@functools.cache
+def _thread_controller() -> ThreadpoolController:
+    # Scanning the loaded libraries takes milliseconds; numpy's BLAS is loaded by now, so one
+    # scan per process serves every vote.
+    return ThreadpoolController()
+
+
+def vote_labels(points: np.ndarray, index: VoteIndex) -> np.ndarray:
+    """The candidate each row votes for: its ideal vote v*(x) under `index` (module docstring).
+
+    With cells: the lowest index minimising the float64 squared distance `_ordered_sq` among the
+    members of the cell(s) of the row's `probes` nearest centres (same distance, lowest index
+    on ties) and the global set; without: among all candidates (or the KD-tree's nearest,
+    computed per query in float64). Approximately the nearest candidate, exactly one label per
+    row, and a function of the row and the candidates alone: the float32 answer is used only
+    where a rigorous rounding window proves it equals v*(x); the other rows are re-decided in
+    float64 by arithmetic that involves no other row. Blocks of rows are searched by worker_count()
+    threads, each with one BLAS thread (numpy releases the GIL in the heavy calls).
+    """
+    out = np.empty(len(points), dtype=np.intp)
+    starts = range(0, len(points), VOTE_BLOCK_ROWS)
+
+    def search(start: int) -> None:
+        stop = start + VOTE_BLOCK_ROWS
+        out[start:stop] = _search_block(points[start:stop], index)
+
+    threads = min(worker_count(), len(starts))
+    # Each gemm is small (a cache-sized score block): BLAS threads would only add overhead.
+    with _thread_controller().limit(limits=1, user_api="blas"):
+        if threads <= 1:
+            for start in starts:
+                search(start)
+        else:
+            with ThreadPoolExecutor(threads) as pool:
+                for _ in pool.map(search, starts):
+                    pass
+    return out
+
+
 def nearest_candidate_votes(
     points: np.ndarray, candidates: np.ndarray, layout: GroupLayout | None = None
 ) -> np.ndarray:
-    """Vote histogram (int64): how many rows have each candidate as their nearest.
+    """Vote histogram (int64): how many rows vote for each candidate (`vote_labels`: about the
+    nearest, searched through `vote_index(candidates, layout)`).
 
     Each row casts exactly one vote, which depends only on that row and the public candidates:
     adding or removing a row changes one bin by one (l2 sensitivity 1; sqrt(2) when a row is
     replaced)."""
-    labels = nearest_candidates(points, candidates, layout)
+    labels = vote_labels(points, vote_index(candidates, layout))
     return np.bincount(labels, minlength=len(candidates)).astype(np.int64)

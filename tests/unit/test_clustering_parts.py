@@ -244,9 +244,6 @@ def test_nearest_candidates_is_exact_for_every_backend(d: int) -> None:
     np.testing.assert_array_equal(voting.nearest_candidates(points, candidates), expected)
     np.testing.assert_array_equal(voting._blas_search(points, candidates), expected)
     np.testing.assert_array_equal(voting._tree_search(points, candidates), expected)
-    votes = voting.nearest_candidate_votes(points, candidates, layout)
-    assert votes.sum() == len(points)
-    np.testing.assert_array_equal(votes, np.bincount(expected, minlength=len(candidates)))
 
 
 def test_exact_ties_go_to_the_lowest_index_whatever_the_other_rows() -> None:

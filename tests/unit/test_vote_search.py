@@ -1,0 +1,316 @@
+"""The vote's search (app.clustering.voting.vote_index / vote_labels) and the selection step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial.distance import cdist
+from sklearn.cluster import KMeans
+
+from app.clustering import selection, voting
+from app.clustering.packing import sphere_packing
+from app.clustering.params import prepare_rows
+from app.clustering.pe import initial_population
+from app.clustering.variation import levy_variations
+
+
+def _exact_sq(points: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    return np.asarray(cdist(points, candidates, "sqeuclidean"))
+
+
+def _clear_winners(points: np.ndarray, candidates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Exact nearest candidate per row, and a mask of the rows whose best squared distance is
+    below the second best by far more than float32 rounding (no near-ties)."""
+    sq = _exact_sq(points, candidates)
+    order = np.sort(sq, axis=1)
+    scale = (np.linalg.norm(points, axis=1) + np.linalg.norm(candidates, axis=1).max()) ** 2
+    return sq.argmin(axis=1), order[:, 1] - order[:, 0] > 2e-5 * scale
+
+
+def _evolved(rng: np.random.Generator, k: int, per: int, d: int) -> np.ndarray:
+    # Anchors far apart (the grouped search is exact when every row is nearer its own anchor's
+    # group than any other's), each with its Levy mutants.
+    anchors = np.eye(k, d) * 0.6 if k <= d else rng.normal(size=(k, d)) * 0.5
+    return np.concatenate([anchors, levy_variations(anchors, per, 1.0, rng)])
+
+
+@pytest.mark.parametrize("d", [2, 4, 8, 16])
+def test_grouped_vote_equals_the_exact_vote_without_near_ties(d: int) -> None:
+    rng = np.random.default_rng(10 + d)
+    k, per = 4, 200
+    candidates = _evolved(rng, k, per, d)
+    points = candidates[rng.integers(k, size=2000)] + rng.normal(scale=0.03, size=(2000, d))
+    layout = voting.GroupLayout(anchors=k, per_anchor=per)
+    exact, clear = _clear_winners(points, candidates)
+    assert clear.mean() > 0.3  # the check below covers many rows
+    labels = voting.vote_labels(points, voting.vote_index(candidates, layout))
+    np.testing.assert_array_equal(labels[clear], exact[clear])
+
+
+@pytest.mark.parametrize(("n", "d"), [(500, 3), (500, 16), (3000, 8), (3000, 16)])
+def test_unstructured_vote_equals_the_exact_vote_without_near_ties(
+    n: int, d: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # KD-tree (d <= 6), brute force (small populations) and, with every cell probed, the
+    # inverted file: all exact up to float32 rounding.
+    rng = np.random.default_rng(n + d)
+    candidates = sphere_packing(n, d, 1.0, rng)
+    points = rng.normal(size=(2000, d)) * 0.4
+    monkeypatch.setattr(voting, "IVF_PROBES", 10**6)
+    index = voting.vote_index(candidates)
+    if n > voting.IVF_MIN_CANDIDATES and d > voting.TREE_MAX_DIM:
+        assert len(index.cells) > 1 and index.probes == len(index.cells)
+    exact, clear = _clear_winners(points, candidates)
+    labels = voting.vote_labels(points, index)
+    np.testing.assert_array_equal(labels[clear], exact[clear])
+
+
+def test_inverted_file_votes_for_a_near_candidate() -> None:
+    # With the default probes the first iteration's search is approximate: measure that it
+    # stays close (bench/RESULTS.md has the figures at scale; these bounds have wide margins).
+    rng = np.random.default_rng(3)
+    candidates = sphere_packing(4096, 16, 1.0, rng)
+    points = rng.normal(size=(3000, 16)) * 0.2
+    index = voting.vote_index(candidates)
+    assert index.probes < len(index.cells)
+    labels = voting.vote_labels(points, index)
+    sq = _exact_sq(points, candidates)
+    found = sq[np.arange(len(points)), labels]
+    assert np.mean(labels == sq.argmin(axis=1)) > 0.8
+    assert found.mean() < 1.02 * sq.min(axis=1).mean()
+
+
+@pytest.mark.parametrize("layout", [None, voting.GroupLayout(anchors=5, per_anchor=40)])
+@pytest.mark.parametrize("d", [2, 12])
+def test_one_vote_per_row_that_does_not_depend_on_the_other_rows(
+    layout: voting.GroupLayout | None, d: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Small blocks so that rows land in different blocks (and threads) when searched together.
+    monkeypatch.setattr(voting, "VOTE_BLOCK_ROWS", 64)
+    monkeypatch.setattr(voting, "IVF_MIN_CANDIDATES", 100)
+    rng = np.random.default_rng(d)
+    candidates = _evolved(rng, 5, 40, d)
+    candidates[7] = candidates[3]  # coincident candidates: still one vote per row
+    points = np.concatenate(
+        [
+            candidates[rng.integers(len(candidates), size=300)],  # rows on candidates
+            rng.normal(size=(300, d)),
+            rng.normal(size=(20, d)) * 1e3,  # far outside the ball
+            np.zeros((5, d)),  # duplicate rows
+        ]
+    )
+    index = voting.vote_index(candidates, layout)
+    labels = voting.vote_labels(points, index)
+    assert labels.shape == (len(points),)
+    assert labels.min() >= 0 and labels.max() < len(candidates)
+    votes = voting.nearest_candidate_votes(points, candidates, layout)
+    assert votes.dtype == np.int64 and votes.sum() == len(points)
+    np.testing.assert_array_equal(votes, np.bincount(labels, minlength=len(candidates)))
+    # Any subset, in any order, searched with other rows or alone: the same vote per row.
+    order = rng.permutation(len(points))[:400]
+    np.testing.assert_array_equal(voting.vote_labels(points[order], index), labels[order])
+    alone = [voting.vote_labels(points[i : i + 1], index)[0] for i in order[:50]]
+    np.testing.assert_array_equal(alone, labels[order[:50]])
+
+
+def test_vote_of_float32_rows_matches_float64_rows_without_near_ties() -> None:
+    rng = np.random.default_rng(5)
+    candidates = _evolved(rng, 4, 100, 16)
+    points = candidates[rng.integers(4, size=1000)] + rng.normal(scale=0.03, size=(1000, 16))
+    index = voting.vote_index(candidates, voting.GroupLayout(4, 100))
+    exact, clear = _clear_winners(points, candidates)
+    single = voting.vote_labels(points.astype(np.float32), index)
+    np.testing.assert_array_equal(single[clear], exact[clear])
+
+
+@pytest.mark.parametrize("radius", [1e-30, 1e25])
+@pytest.mark.parametrize("layout", [None, voting.GroupLayout(4, 100)])
+def test_vote_is_scale_free(radius: float, layout: voting.GroupLayout | None) -> None:
+    # float32 squares of 1e25 overflow and of 1e-30 underflow: scores are taken in units of the
+    # largest candidate norm, so any declared radius votes like radius 1.
+    rng = np.random.default_rng(6)
+    candidates = _evolved(rng, 4, 100, 12)
+    points = candidates[rng.integers(4, size=1000)] + rng.normal(scale=0.03, size=(1000, 12))
+    exact, clear = _clear_winners(points, candidates)
+    index = voting.vote_index(candidates * radius, layout)
+    labels = voting.vote_labels((points * radius).astype(np.float32), index)
+    np.testing.assert_array_equal(labels[clear], exact[clear])
+
+
+def test_empty_rows_give_an_empty_histogram() -> None:
+    candidates = np.eye(3)
+    votes = voting.nearest_candidate_votes(np.empty((0, 3)), candidates)
+    np.testing.assert_array_equal(votes, np.zeros(3, dtype=np.int64))
+
+
+# ---------------------------------------------------------------------------------------------
+# Selection: weighted k-means
+
+
+def test_weighted_kmeans_matches_scikit_learn_inertia() -> None:
+    rng = np.random.default_rng(8)
+    centres = rng.normal(size=(16, 6)) * 3
+    points = centres[rng.integers(16, size=600)] + rng.normal(size=(600, 6)) * 0.5
+    weights = rng.integers(1, 60, size=600).astype(float)
+
+    def inertia(found: np.ndarray) -> float:
+        return float((_exact_sq(points, found).min(axis=1) * weights).sum())
+
+    ours = selection.weighted_kmeans(points, weights, 16, 5, rng)
+    assert ours.shape == (16, 6)
+    reference = KMeans(16, n_init=5, random_state=0).fit(points, sample_weight=weights)
+    assert inertia(ours) <= 1.02 * inertia(reference.cluster_centers_)
+
+
+def test_weighted_kmeans_follows_the_weights_and_survives_duplicates() -> None:
+    rng = np.random.default_rng(9)
+    points = np.array([[0.0, 0.0], [0.1, 0.0], [5.0, 5.0], [5.0, 5.0], [5.0, 5.0], [9.0, 0.0]])
+    weights = np.array([1.0, 3.0, 2.0, 2.0, 2.0, 4.0])
+    found = selection.weighted_kmeans(points, weights, 3, 5, rng)
+    got = sorted(map(tuple, np.round(found, 6)))
+    assert got == [(0.075, 0.0), (5.0, 5.0), (9.0, 0.0)]
+    # Fewer distinct points than k: still k finite centres.
+    same = selection.weighted_kmeans(np.ones((6, 2)), np.ones(6), 3, 5, rng)
+    assert same.shape == (3, 2) and np.isfinite(same).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# Working copy and packing cache
+
+
+def test_float32_working_copy_from_a_memory_map(tmp_path: object) -> None:
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(70_000, 5)) * 2
+    path = f"{tmp_path}/x.npy"
+    np.save(path, X)
+    mapped = np.load(path, mmap_mode="r")
+    full, c = prepare_rows(X, 3.0, np.ones(5))
+    single, c32 = prepare_rows(mapped, 3.0, np.ones(5), dtype=np.float32)
+    assert single.dtype == np.float32 and single.shape == X.shape
+    np.testing.assert_array_equal(c, c32)
+    np.testing.assert_array_equal(single, full.astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(mapped), X)  # the map is still readable
+
+
+def test_cached_packing_is_cut_to_the_population_size() -> None:
+    points = initial_population(1000, 3, 2.0, None)
+    again = initial_population(1003, 3, 2.0, None)
+    assert points.shape == (1000, 3) and again.shape == (1003, 3)
+    np.testing.assert_array_equal(points, again[:1000])  # one cached packing serves both
+    assert np.linalg.norm(points, axis=1).max() <= 2.0
+    gaps = np.sqrt(_exact_sq(points, points) + np.eye(1000) * 1e9).min()
+    assert gaps > 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# The vote is the ideal vote v*(x): a function of the row alone, even at float32 near-ties
+
+
+def _ideal_votes(points: np.ndarray, index: voting.VoteIndex) -> np.ndarray:
+    """v*(x) computed independently, one row at a time: S(x) from brute-force float64 distances
+    to the centres (probes nearest, lowest index on ties) plus the global set, then the
+    lowest-index argmin of the squared distances over S(x). Distances are summed coordinate by
+    coordinate in order (the order the vote defines), so exact float64 ties agree."""
+    assert index.candidates is not None
+    cands = index.candidates
+    out = np.empty(len(points), dtype=np.intp)
+    for r, row in enumerate(points.astype(np.float64)):
+        subset = _ideal_members(row, index)
+        out[r] = subset[np.argmin(_seq_sq(row, cands[subset]))]
+    return out
+
+
+def _seq_sq(row: np.ndarray, cands: np.ndarray) -> np.ndarray:
+    acc = np.zeros(len(cands))
+    for col in range(len(row)):
+        acc += (row[col] - cands[:, col]) ** 2
+    return acc
+
+
+def _ideal_members(row: np.ndarray, index: voting.VoteIndex) -> np.ndarray:
+    assert index.candidates is not None
+    members = [index.everyone.index] if index.everyone is not None else []
+    if index.centres is not None:
+        sq = _seq_sq(row, index.candidates[index.centres.index])
+        members += [index.cells[c].index for c in np.argsort(sq, kind="stable")[: index.probes]]
+    return np.sort(np.concatenate(members))
+
+
+def _tie_rows(rng: np.random.Generator, index: voting.VoteIndex, n: int) -> np.ndarray:
+    """Rows at or within 1e-7 relative of a tie: random rows moved onto the bisector of their
+    two nearest searched candidates (member ties) or of their probes-th and next centres
+    (cell-boundary ties), then perturbed by 0 or 1e-10..1e-7 relative."""
+    assert index.candidates is not None and index.centres is not None
+    cands = index.candidates
+    rows = []
+    for i in range(n):
+        x = rng.normal(size=index.dim) * 0.4
+        if i % 2:
+            centres = index.centres.index
+            sq = _seq_sq(x, cands[centres])
+            pair = centres[np.argsort(sq)[index.probes - 1 : index.probes + 1]]
+        else:
+            searched = _ideal_members(x, index)
+            sq = _seq_sq(x, cands[searched])
+            pair = searched[np.argsort(sq)[:2]]
+        a, b = cands[pair[0]], cands[pair[1]]
+        x = x - (2 * x @ (b - a) + a @ a - b @ b) / (2 * (b - a) @ (b - a)) * (b - a)
+        jitter = 0.0 if i % 3 == 0 else 10.0 ** rng.uniform(-10, -7)
+        rows.append(x * (1.0 + jitter * rng.normal(size=x.shape)))
+    return np.array(rows)
+
+
+def _index_cases(rng: np.random.Generator, d: int) -> list[voting.VoteIndex]:
+    evolved = _evolved(rng, 6, 60, d)
+    packing = sphere_packing(3000, d, 1.0, rng)
+    return [
+        voting.vote_index(evolved, voting.GroupLayout(6, 60)),
+        voting.vote_index(packing),  # inverted file (d > TREE_MAX_DIM)
+    ]
+
+
+@pytest.mark.parametrize("d", [8, 16])
+def test_votes_are_the_ideal_votes_alone_in_small_blocks_and_in_large_ones(d: int) -> None:
+    rng = np.random.default_rng(40 + d)
+    for index in _index_cases(rng, d):
+        assert index.centres is not None
+        ties = _tie_rows(rng, index, 60)
+        _, flagged = voting._fast_block(ties, index)
+        assert flagged.mean() > 0.5  # the exact per-row path is exercised
+        background = rng.normal(size=(40_000, d)) * 0.4
+        ideal = _ideal_votes(ties, index)
+        alone = np.array([voting.vote_labels(ties[i : i + 1], index)[0] for i in range(len(ties))])
+        np.testing.assert_array_equal(alone, ideal)
+        for i in range(0, len(ties), 6):  # blocks of 7: one tie row among 6 random ones
+            block = np.concatenate([background[i : i + 6], ties[i : i + 1]])
+            perm = rng.permutation(7)
+            got = voting.vote_labels(block[perm], index)
+            assert got[np.argsort(perm)][6] == ideal[i]
+        big = np.concatenate([background, ties])
+        perm = rng.permutation(len(big))
+        got = voting.vote_labels(big[perm], index)[np.argsort(perm)]
+        np.testing.assert_array_equal(got[-len(ties) :], ideal)
+        np.testing.assert_array_equal(got[:2000], _ideal_votes(background[:2000], index))
+
+
+@pytest.mark.parametrize("d", [7, 12])
+def test_votes_equal_the_exact_argmin_over_the_searched_set(d: int) -> None:
+    rng = np.random.default_rng(50 + d)
+    for index in [*_index_cases(rng, d), voting.vote_index(sphere_packing(500, d, 1.0, rng))]:
+        points = rng.normal(size=(1500, d)) * 0.4
+        _, flagged = voting._fast_block(points, index)
+        assert flagged.mean() < 0.05  # random rows are rarely near a tie
+        np.testing.assert_array_equal(
+            voting.vote_labels(points, index), _ideal_votes(points, index)
+        )
+
+
+def test_coincident_candidates_vote_for_the_lowest_index() -> None:
+    rng = np.random.default_rng(60)
+    candidates = _evolved(rng, 5, 40, 12)
+    candidates[30] = candidates[20]  # same core cell? whichever: duplicates tie exactly
+    index = voting.vote_index(candidates, voting.GroupLayout(5, 40))
+    points = candidates[[20, 30]] + 0.0
+    labels = voting.vote_labels(points, index)
+    np.testing.assert_array_equal(labels, _ideal_votes(points, index))
+    assert labels[0] == labels[1] <= 20
