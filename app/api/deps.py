@@ -105,8 +105,9 @@ class KeyClaim:
 
     Checking it on its own thread hop, in its own session, cost a second trip through the
     thread pool and a second transaction on every request: under 200 pollers on SQLite about
-    a quarter of the API's CPU per poll (2.23 -> 1.72 ms, bench/RESULTS.md). `UnitOfWorkRoute` replaces the claim with the `ApiKey`
-    (or raises 401/403) before the endpoint runs, so endpoints still receive an `ApiKey`.
+    a quarter of the API's CPU per poll (2.23 -> 1.72 ms, bench/RESULTS.md). `UnitOfWorkRoute`
+    replaces the claim with the `ApiKey` (or raises 401/403) before the endpoint runs, so
+    endpoints still receive an `ApiKey`.
     A request that also fails validation is answered 401/403 first, as before: see
     `check_claim_before_validation`.
     """
