@@ -6,9 +6,8 @@ releases its own noisy count with a tenth of mu and splits the rest equally betw
 Printed per run: the noisy losses, the exact losses of the same released centres, the suggested
 k, and what the same elbow rule would suggest on the exact losses (with their standard errors).
 Then how often the suggestion is the true k, and how often every noisy loss of a run is within
-20% of its exact loss. `--clip-diagnosis` also prints, per k, how far a loss clipped at R
-instead of 2R (min(d^2, R^2): a quarter of the sensitivity) would sit below the exact loss of
-the same centres: the bias that a tighter clip would trade for 4 times less noise.
+20% of its exact loss, and per k the median clip of the loss (loss_bound of the released
+centres, in units of R^2: the loss's noise scales with it, against the worst case 4).
 
     .venv/bin/python bench/sweep.py                   # 10 runs, the issue's protocol
     .venv/bin/python bench/sweep.py --runs 3 --dataset sklearn_4_16 --ks 2 4 8
@@ -39,15 +38,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--algorithm", default="auto")
-    parser.add_argument("--fraction", type=float, help="summary share of each job's mu")
-    parser.add_argument("--clip-diagnosis", action="store_true")
+    parser.add_argument(
+        "--fraction",
+        type=float,
+        default=summaries.SWEEP_SUMMARY_FRACTION,
+        help="summary share of each job's mu (default: the sweeps' SWEEP_SUMMARY_FRACTION)",
+    )
     args = parser.parse_args()
-    if args.fraction is not None:
-        summaries.SUMMARY_MU_FRACTION = args.fraction
     data = load(args.dataset)
     print(
         f"{args.dataset} (true k = {data.k}), ks={args.ks}, epsilon={args.epsilon} for the whole "
-        f"sweep, delta=1/N^1.1, summary fraction={summaries.SUMMARY_MU_FRACTION} "
+        f"sweep, delta=1/N^1.1, summary fraction={args.fraction} "
         f"(loss share {summaries.SUMMARY_LOSS_SHARE}), elbow drop={summaries.ELBOW_DROP}, "
         f"{summaries.ELBOW_SE_MULTIPLIER} SE"
     )
@@ -57,7 +58,7 @@ def main() -> None:
     print("|---" * (len(args.ks) + 5) + "|")
     hits = within = 0
     per_k_within = np.zeros(len(args.ks))
-    biases: list[list[float]] = [[] for _ in args.ks]
+    bounds: list[list[float]] = [[] for _ in args.ks]
     for run in range(args.first_seed, args.first_seed + args.runs):
         started = time.process_time()
         result = sweep(
@@ -68,16 +69,15 @@ def main() -> None:
             epsilon=args.epsilon,
             delta=data.delta,
             rng=np.random.default_rng(run),
+            summary_fraction=args.fraction,
         )
         seconds = time.process_time() - started
         noisy = [float(r.loss or 0.0) for r in result.results]
         ses = [float(r.loss_se or 0.0) for r in result.results]
         exact = [kmeans_loss(data.X, r.centers) for r in result.results]
         close = [abs(n - e) <= 0.2 * e for n, e in zip(noisy, exact, strict=True)]
-        if args.clip_diagnosis:
-            for i, r in enumerate(result.results):
-                clipped = _clipped_loss(data.X, r.centers, 1.0)
-                biases[i].append((exact[i] - clipped) / exact[i])
+        for i, r in enumerate(result.results):
+            bounds[i].append(summaries.loss_bound(r.centers, 1.0))
         per_k_within += close
         hits += result.suggested_k == data.k
         within += all(close)
@@ -99,23 +99,10 @@ def main() -> None:
         )
     )
     print("(seconds: CPU time of the sweep, process_time)")
-    if args.clip_diagnosis:
-        print(
-            "loss clipped at R below the exact loss (median, max over runs): "
-            + ", ".join(
-                f"k={k}: {np.median(b):.2%}, {np.max(b):.2%}"
-                for k, b in zip(args.ks, biases, strict=True)
-            )
-        )
-
-
-def _clipped_loss(X: np.ndarray, centers: np.ndarray, tau: float) -> float:
-    """(1/N) sum_i min(d_i^2, tau^2), d_i the distance to the nearest centre (non-private)."""
-    from app.clustering.voting import nearest_candidates
-
-    labels = nearest_candidates(X, centers)
-    squared = np.einsum("ij,ij->i", X - centers[labels], X - centers[labels])
-    return float(np.minimum(squared, tau**2).mean())
+    print(
+        "loss clip B / R^2 (median over runs): "
+        + ", ".join(f"k={k}: {np.median(b):.3f}" for k, b in zip(args.ks, bounds, strict=True))
+    )
 
 
 if __name__ == "__main__":

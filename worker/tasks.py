@@ -140,6 +140,7 @@ def run_clustering_job(job_id: str) -> str:
                     else {}
                 ),
                 summaries=job.summaries,
+                summary_fraction=job.params.get("summary_fraction"),
             )
             same = (
                 plan.releases == job.releases
@@ -192,6 +193,7 @@ def run_clustering_job(job_id: str) -> str:
             n_public=count.n_rows,
             relation=count.relation,
             summaries=summaries,
+            summary_fraction=params.get("summary_fraction"),
         )
         # The noise actually used must be at least what was charged for, and the run must have
         # planned with the dataset's public count and relation (not released a count of its own).

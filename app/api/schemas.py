@@ -310,12 +310,14 @@ class JobResult(BaseModel):
     loss: float | None = Field(
         default=None,
         description="With summaries: the noisy k-means loss of the centres, "
-        "sum of min(squared distance, (2R)^2) over the rows divided by n_rows_dp.",
+        "the sum over the rows of the squared distance to the nearest centre, divided by "
+        "n_rows_dp.",
     )
     loss_se: float | None = Field(
         default=None,
-        description="The standard deviation of the loss's noise: (2R)^2 * sigma_loss / "
-        "n_rows_dp (docs/algorithms.md).",
+        description="The standard deviation of the loss's noise: B * sigma_loss / n_rows_dp, "
+        "where B (between R^2 and (2R)^2) bounds the squared distance from any point of the "
+        "declared domain to its nearest centre (docs/algorithms.md).",
     )
 
 

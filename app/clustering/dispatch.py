@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from app.clustering import params
+from app.clustering.errors import ClusteringInputError
 from app.clustering.fastlloyd import fastlloyd
 from app.clustering.hdpe import hdpe_means
 from app.clustering.lsh_coreset import lsh_coreset
@@ -48,6 +49,7 @@ def cluster(
     n_public: int | None = None,
     relation: str = "add-remove",
     summaries: bool = False,
+    summary_fraction: float | None = None,
 ) -> ClusteringResult:
     """Run the chosen algorithm; "auto" picks one from d, the public row count, k and the
     job's mu (app.clustering.auto.choose_algorithm) and the result names the one that ran.
@@ -59,7 +61,8 @@ def cluster(
     job's mu, exactly as every method does on its own, and runs the chosen method with that
     N~ and the rest of the mu. See pe_means and hdpe_means for the rest. `summaries=True` also
     releases the centres' private sizes and loss (app.clustering.summaries), paid out of the
-    same mu.
+    same mu: `summary_fraction` of it (default SUMMARY_MU_FRACTION); without summaries it must
+    be None.
     """
     if summaries:
         from app.clustering.summaries import cluster_with_summaries
@@ -82,7 +85,10 @@ def cluster(
             projection_dim=projection_dim,
             progress=progress,
             max_population=max_population,
+            summary_fraction=summary_fraction,
         )
+    if summary_fraction is not None:
+        raise ClusteringInputError("summary_fraction", "summary_fraction needs summaries=True")
     n_rows, n_cols = data_shape(X)
     options: dict[str, Any] = {
         "X": X,

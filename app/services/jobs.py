@@ -32,11 +32,15 @@ class JobRequest:
     variations: int | None = None
     projection_dim: int | None = None
     summaries: bool = False
+    # The summaries' share of mu (None: SUMMARY_MU_FRACTION); sweeps set their own.
+    summary_fraction: float | None = None
 
     def fingerprint(self, dataset_id: uuid.UUID) -> str:
         body = {"dataset_id": str(dataset_id), **self.__dict__}
         if not self.summaries:  # fingerprints of requests made before summaries existed hold
             del body["summaries"]
+        if self.summary_fraction is None:
+            del body["summary_fraction"]
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
@@ -119,6 +123,7 @@ def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
             variations=req.variations,
             projection_dim=req.projection_dim,
             summaries=req.summaries,
+            summary_fraction=req.summary_fraction,
         )
         epsilon = (
             req.epsilon if req.epsilon is not None else gdp.epsilon_from_mu_delta(run.mu, delta)
@@ -133,6 +138,7 @@ def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
             ("iterations", req.iterations),
             ("variations", req.variations),
             ("projection_dim", run.projection_dim),
+            ("summary_fraction", req.summary_fraction if req.summaries else None),
         )
         if value is not None
     }

@@ -51,7 +51,10 @@ class SweepPlan:
 
 def plan_sweep(dataset: Dataset, req: SweepRequest) -> SweepPlan:
     """Validate a sweep and plan its jobs; 422 `invalid-parameter` naming the field, nothing
-    charged. Each job is planned exactly as a job asked for mu = job_mu with summaries."""
+    charged. Each job is planned exactly as a job asked for mu = job_mu with summaries, at the
+    sweeps' summary share (SWEEP_SUMMARY_FRACTION: the losses are what a sweep is for)."""
+    from app.clustering.summaries import SWEEP_SUMMARY_FRACTION
+
     if not 2 <= len(req.ks) <= MAX_KS:
         raise InvalidParameter(f"give 2 to {MAX_KS} values of k", field="ks")
     if len(set(req.ks)) != len(req.ks):
@@ -80,6 +83,7 @@ def plan_sweep(dataset: Dataset, req: SweepRequest) -> SweepPlan:
             variations=req.variations,
             projection_dim=req.projection_dim,
             summaries=True,
+            summary_fraction=SWEEP_SUMMARY_FRACTION,
         )
         try:
             plans.append(jobs_service.plan_job(dataset, job))

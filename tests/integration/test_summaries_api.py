@@ -90,7 +90,10 @@ def test_summaries_are_priced_by_the_estimate_and_charged_with_the_job(client, k
     assert 0.0 <= result["loss"] <= 4 * 10.0**2
     sizes_sigma, loss_sigma = sm.summary_sigmas(job["privacy"]["summary_mu"])
     n_dp = client.get(f"/v1/datasets/{ds['id']}", headers=auth(keys["analyst"])).json()
-    assert result["loss_se"] == pytest.approx(4 * 100.0 * loss_sigma / n_dp["n_rows_dp"])
+    # The loss's clip is the released centres' covering bound of the ball (public).
+    bound = sm.loss_bound(np.array(result["centers"]), 10.0)
+    assert 100.0 <= bound < 4 * 100.0
+    assert result["loss_se"] == pytest.approx(bound * loss_sigma / n_dp["n_rows_dp"])
     # The ledger's charge is the job's whole mu and says what it pays for.
     ledger = client.get(f"/v1/datasets/{ds['id']}/ledger", headers=auth(keys["analyst"])).json()
     reserve = next(e for e in ledger["entries"] if e["kind"] == "reserve")
@@ -113,7 +116,7 @@ def test_no_role_sees_exact_sizes_or_losses_and_only_the_owner_gets_labels(clien
     assert owner_view == analyst_view  # the owner sees the same noisy releases, nothing more
     centres = np.array(owner_view["result"]["centers"])
     exact = sm.exact_summary(rows, centres, radius=10.0, center=np.zeros(2))
-    exact_loss = exact.loss_units * 400.0 / 2**sm.LOSS_GRID_BITS / len(rows)
+    exact_loss = exact.loss_units * exact.bound / 2**sm.LOSS_GRID_BITS / len(rows)
     # With the job's noise (sizes sd ~57 rows, loss sd ~ 2^20 x 100 grid units) the chance
     # that all three noisy sizes hit the exact ones is ~3e-7; the loss, far smaller.
     assert owner_view["result"]["sizes"] != exact.counts.tolist()
@@ -210,6 +213,10 @@ def test_a_sweep_runs_one_summarised_job_per_k_and_suggests_one(client, keys) ->
         job = client.get(f"/v1/jobs/{point['job_id']}", headers=auth(keys["analyst"])).json()
         assert job["summaries"] and job["sweep_id"] == sweep["id"]
         assert job["privacy"]["mu"] == sweep["privacy"]["job_mu"]
+        # A sweep's jobs give their summaries the sweeps' larger share.
+        assert job["privacy"]["summary_mu"] == pytest.approx(
+            sm.SWEEP_SUMMARY_FRACTION * job["privacy"]["mu"], rel=1e-12
+        )
     ledger = client.get(f"/v1/datasets/{ds['id']}/ledger", headers=auth(keys["analyst"])).json()
     reserves = [e for e in ledger["entries"] if e["kind"] == "reserve"]
     assert len(reserves) == 3 and {e["sweep_id"] for e in reserves} == {sweep["id"]}

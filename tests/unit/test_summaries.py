@@ -34,19 +34,73 @@ def test_exact_summary_counts_nearest_rows_and_clips_the_loss() -> None:
     clipped = X * np.minimum(1.0, 2.0 / norms)
     sq = ((clipped[:, None, :] - centres[None]) ** 2).sum(axis=2)
     assert exact.counts.tolist() == np.bincount(sq.argmin(axis=1), minlength=3).tolist()
-    expected_units = np.rint(sq.min(axis=1) / 16.0 * 2**sm.LOSS_GRID_BITS).sum()
+    # The clip is the centres' covering bound of the ball (public), below the worst case (2R)^2.
+    assert exact.bound == sm.loss_bound(centres, 2.0) < 16.0
+    assert sq.min(axis=1).max() <= exact.bound
+    expected_units = np.rint(sq.min(axis=1) / exact.bound * 2**sm.LOSS_GRID_BITS).sum()
     # Each row's term is rounded on the grid: the sum differs by far less than a row's term.
     assert abs(exact.loss_units - expected_units) <= 5000
     assert exact.loss_units == pytest.approx(expected_units, rel=1e-6)
 
 
 def test_one_row_moves_the_loss_sum_by_at_most_the_sensitivity() -> None:
-    # The farthest possible row (2R from its centre) adds exactly 2^G grid units, never more.
+    # The farthest possible row (2R from its centre, which sits on the sphere, so the bound is
+    # (2R)^2) adds exactly 2^G grid units, never more.
     centres = np.array([[1.0, 0.0]])
     base = sm.exact_summary(np.array([[1.0, 0.0]]), centres, radius=1.0)
     far = sm.exact_summary(np.array([[1.0, 0.0], [-50.0, 0.0]]), centres, radius=1.0)
     assert far.loss_units - base.loss_units == 2**sm.LOSS_GRID_BITS == sm.loss_sensitivity()
     assert far.counts.tolist() == [2]
+    assert far.bound == 4.0
+
+
+def _farthest_point_found(centres: np.ndarray, radius: float, seed: int) -> float:
+    """The largest min_j ||x - c_j||^2 that projected ascent from 300 random starts on the
+    sphere of `radius` finds (a lower bound on the true maximum over the ball)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(300, centres.shape[1]))
+    x *= radius / np.linalg.norm(x, axis=1, keepdims=True)
+    for _ in range(300):
+        sq = ((x[:, None, :] - centres[None]) ** 2).sum(axis=2)
+        x = x + 0.05 * (x - centres[sq.argmin(axis=1)])
+        x *= radius / np.linalg.norm(x, axis=1, keepdims=True)
+    return float(((x[:, None, :] - centres[None]) ** 2).sum(axis=2).min(axis=1).max())
+
+
+@pytest.mark.parametrize(
+    ("d", "k", "seed", "tight"),
+    [(2, 1, 0, True), (2, 5, 1, False), (4, 16, 2, False), (16, 16, 3, True), (64, 32, 4, True)],
+)
+def test_the_loss_bound_covers_the_whole_ball(d: int, k: int, seed: int, tight: bool) -> None:
+    rng = np.random.default_rng(seed)
+    radius = 3.0
+    centres = rng.uniform(-1.0, 1.0, size=(k, d))
+    centres *= rng.uniform(0.0, radius, size=(k, 1)) / np.linalg.norm(centres, axis=1)[:, None]
+    bound = sm.loss_bound(centres, radius)
+    found = _farthest_point_found(centres, radius, seed)
+    # Valid: no point of the ball is farther from its nearest centre, and never above the worst
+    # case (2R)^2. The relaxation never goes below R^2: where many centres cover a
+    # low-dimensional ball the true radius is smaller; with d >= k, or one centre, it is tight.
+    assert found <= bound <= 4 * radius**2
+    assert bound >= radius**2
+    if tight:
+        assert bound <= 1.1 * found
+    # The grid: a whole number of 2^-10 R^2.
+    assert (bound / radius**2 / sm.LOSS_BOUND_GRID).is_integer()
+
+
+def test_the_loss_bound_in_special_cases() -> None:
+    # One centre at the domain's centre: every row is within R, and the bound is R^2 up to the
+    # grid step that the safety margin rounds up to.
+    assert sm.loss_bound(np.zeros((1, 3)), 2.0) == pytest.approx(4.0, rel=2 * sm.LOSS_BOUND_GRID)
+    # Centres around the domain's centre: c(lam) = 0 is reachable, so the bound is below the
+    # best single centre's (R + ||c||)^2 = 2.25 R^2.
+    square = 0.5 * np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0], [0.0, -1.0]])
+    assert sm.loss_bound(square, 1.0) <= 1.25 + sm.LOSS_BOUND_GRID
+    # Scale: the bound is in units of R^2.
+    assert sm.loss_bound(8 * square, 8.0) == 64 * sm.loss_bound(square, 1.0)
+    # Centres that are not finite give no information: the worst case.
+    assert sm.loss_bound(np.array([[np.nan, 0.0]]), 1.0) == 4.0
 
 
 def test_labels_come_in_blocks_and_match_the_nearest_centre(
@@ -68,14 +122,14 @@ def test_labels_come_in_blocks_and_match_the_nearest_centre(
 
 
 def test_release_normalises_by_the_public_count_and_states_its_se() -> None:
-    exact = sm.ExactSummary(counts=np.array([500, 0, 300]), loss_units=2**sm.LOSS_GRID_BITS * 40)
-    rng = np.random.default_rng(0)
-    released = sm.release_summary(
-        exact, mu=0.5, relation="add-remove", n_public=1000, radius=1.0, rng=rng
+    exact = sm.ExactSummary(
+        counts=np.array([500, 0, 300]), loss_units=2**sm.LOSS_GRID_BITS * 40, bound=4.0
     )
+    rng = np.random.default_rng(0)
+    released = sm.release_summary(exact, mu=0.5, relation="add-remove", n_public=1000, rng=rng)
     sizes_sigma, loss_sigma = sm.summary_sigmas(0.5)
     assert released.sizes.dtype == np.int64 and (released.sizes >= 0).all()
-    # (2R)^2 * 40 / N~ = 0.16 with R = 1, N~ = 1000; SE = (2R)^2 * sigma_loss / N~.
+    # B * 40 / N~ = 0.16 with B = 4, N~ = 1000; SE = B * sigma_loss / N~.
     assert released.loss_se == pytest.approx(4.0 * loss_sigma / 1000, rel=1e-15)
     assert abs(released.loss - 0.16) < 6 * released.loss_se
     # GDP: the two releases compose to at most the summaries' mu, and the loss gets its share.
@@ -151,7 +205,9 @@ def test_a_summarised_job_spends_exactly_its_mu(
     assert composed == pytest.approx(mu, rel=1e-12)
     assert result.sizes is not None and result.sizes.shape == (3,) and (result.sizes >= 0).all()
     assert result.loss is not None and result.loss_se is not None
-    assert result.loss_se == pytest.approx(4 * 1.5**2 * loss_sigma / result.n_public, rel=1e-12)
+    bound = sm.exact_summary(X, result.centers, radius=1.5).bound
+    assert bound < 4 * 1.5**2
+    assert result.loss_se == pytest.approx(bound * loss_sigma / result.n_public, rel=1e-12)
 
 
 def test_without_summaries_the_plan_is_unchanged() -> None:
@@ -226,6 +282,25 @@ def test_a_seeded_sweep_orders_its_losses_and_finds_the_true_k(
     assert all(r.n_public == result.n_public for r in result.results)
     assert log.composed_mu() == pytest.approx(mu, rel=1e-12)
     assert log.composed_mu() <= mu
+    # Each job gave its summaries the sweeps' share of its mu.
+    for r in result.results:
+        assert r.summary_mu == pytest.approx(sm.SWEEP_SUMMARY_FRACTION * result.job_mu, rel=1e-15)
+
+
+def test_a_summary_share_needs_summaries() -> None:
+    with pytest.raises(ClusteringInputError, match="summaries"):
+        cluster(_blobs(100, 2, 2), 2, radius=1.0, mu=1.0, n_public=100, summary_fraction=0.5)
+    result = cluster(
+        _blobs(500, 2, 2),
+        2,
+        radius=1.0,
+        mu=1.0,
+        n_public=500,
+        summaries=True,
+        summary_fraction=0.5,
+        rng=np.random.default_rng(0),
+    )
+    assert result.summary_mu == pytest.approx(0.5, rel=1e-15)
 
 
 def test_a_sweep_checks_every_k_before_drawing_noise(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -128,7 +128,7 @@ function summaryCards(job, me, signal) {
         "floored at 0: not the exact sizes, which nobody is shown."),
       h("div", { class: "plot-holder" }, sizeBars(sizes, `Noisy cluster sizes of the job, ${sizes.length} centres`)),
       loss === null || loss === undefined ? null
-        : h("p", { "data-field": "loss" }, "Noisy loss (squared distance to the nearest centre, capped at (2R)², summed over the rows and divided by the noisy row count): ",
+        : h("p", { "data-field": "loss" }, "Noisy loss (squared distance to the nearest centre, summed over the rows and divided by the noisy row count): ",
           h("strong", {}, `${num(loss, 4)} ± ${num(se, 3)}`), h("span", { class: "muted" }, " (± one standard error of its noise)")),
     ));
   }
