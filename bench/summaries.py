@@ -88,13 +88,22 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="*", help="data sets (default: a Table I subset)")
     parser.add_argument("--fraction", type=float, help="summary share of mu (default: library's)")
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument(
+        "--algorithm",
+        help="run this algorithm on every set (e.g. auto, what a job gets by default); "
+        "otherwise PE-means, or HDPE-means at d = 64",
+    )
     args = parser.parse_args()
     sets = (
         [(n, "hdpe-means" if n.endswith("_64") else "pe-means") for n in args.datasets]
         if args.datasets
         else DEFAULT_SETS
     )
-    tasks = [(n, a, seed, args.fraction) for n, a in sets for seed in range(args.seeds)]
+    if args.algorithm:
+        sets = [(n, args.algorithm) for n, _ in sets]
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    tasks = [(n, a, seed, args.fraction) for n, a in sets for seed in seeds]
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs, initializer=_one_thread) as pool:
             rows = list(pool.map(run_one, tasks))
