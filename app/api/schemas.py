@@ -413,6 +413,20 @@ class SweepPrivacy(BaseModel):
     job_mu: float = Field(description="Each job's cost: mu / sqrt(number of ks), rounded down.")
 
 
+class SweepJobEstimate(BaseModel):
+    k: int
+    algorithm: AlgorithmName = Field(description="The method the job would run.")
+    privacy: Privacy
+
+
+class SweepEstimate(BaseModel):
+    privacy: SweepPrivacy
+    jobs: list[SweepJobEstimate] = Field(description="Each job's plan, in increasing k.")
+    admissible: bool = Field(description="Whether the whole sweep would be admitted now.")
+    budget: Budget = Field(description="The budget now.")
+    budget_after: Budget = Field(description="The budget if the sweep were admitted now.")
+
+
 class SweepPoint(BaseModel):
     k: int
     job_id: uuid.UUID

@@ -93,6 +93,33 @@ def plan_sweep(dataset: Dataset, req: SweepRequest) -> SweepPlan:
     return SweepPlan(mu=total, epsilon=epsilon, delta=delta, job_mu=job_mu, jobs=tuple(plans))
 
 
+@dataclass(frozen=True)
+class SweepEstimate:
+    plan: SweepPlan
+    budget_before: ledger.BudgetView
+    budget_after: ledger.BudgetView
+    admissible: bool
+
+
+def estimate(session: Session, dataset: Dataset, req: SweepRequest) -> SweepEstimate:
+    """What `submit` would charge and the budget after it; charges nothing. Admissible by the
+    same test as `submit`: the whole sweep's mu against what is left."""
+    plan = plan_sweep(dataset, req)
+    state = ledger.state_of(session, dataset.id)
+    ok = bmath.is_admissible(state.live_mus, plan.mu, state.mu_cap)
+    after_state = state.copy()
+    if ok:
+        for job in plan.jobs:
+            after_state.reserved[uuid.uuid4()] = job.mu
+            after_state.jobs += 1
+    return SweepEstimate(
+        plan=plan,
+        budget_before=ledger.view(dataset, state),
+        budget_after=ledger.view(dataset, after_state),
+        admissible=ok,
+    )
+
+
 def submit(
     session: Session,
     dataset: Dataset,

@@ -182,9 +182,26 @@ def test_a_sweep_runs_one_summarised_job_per_k_and_suggests_one(client, keys) ->
     ds = _upload(client, keys["owner"], _rows(3000), epsilon="40")
     body = {"ks": [4, 1, 2], "epsilon": 30.0, "algorithm": "pe-means"}
     headers = {**auth(keys["analyst"]), "Idempotency-Key": "sweep-1"}
+    # The estimate prices exactly what the sweep will charge, and charges nothing.
+    ledger_url = f"/v1/datasets/{ds['id']}/ledger"
+    before = client.get(ledger_url, headers=auth(keys["analyst"])).json()
+    est = client.post(
+        f"/v1/datasets/{ds['id']}/sweeps/estimate", headers=auth(keys["analyst"]), json=body
+    )
+    assert est.status_code == 200, est.json()
+    est = est.json()
+    assert est["admissible"] is True and [j["k"] for j in est["jobs"]] == [1, 2, 4]
+    assert client.get(ledger_url, headers=auth(keys["analyst"])).json() == before
+    assert est["budget"]["mu_spent"] == pytest.approx(before["budget"]["mu_spent"])
+    # Admission reserves each job's mu: three jobs of job_mu, the sweep's mu in all.
+    assert est["budget_after"]["mu_reserved"] ** 2 == pytest.approx(
+        before["budget"]["mu_reserved"] ** 2 + est["privacy"]["mu"] ** 2, rel=1e-9
+    )
+    assert est["budget_after"]["jobs"] == before["budget"]["jobs"] + 3
     r = client.post(f"/v1/datasets/{ds['id']}/sweeps", headers=headers, json=body)
     assert r.status_code == 202, r.json()
     sweep = r.json()
+    assert sweep["privacy"] == est["privacy"]
     assert sweep["ks"] == [1, 2, 4] and sweep["status"] == "queued"
     assert sweep["suggested_k"] is None
     assert sweep["privacy"]["job_mu"] == pytest.approx(sweep["privacy"]["mu"] / math.sqrt(3))
@@ -213,6 +230,8 @@ def test_a_sweep_runs_one_summarised_job_per_k_and_suggests_one(client, keys) ->
         job = client.get(f"/v1/jobs/{point['job_id']}", headers=auth(keys["analyst"])).json()
         assert job["summaries"] and job["sweep_id"] == sweep["id"]
         assert job["privacy"]["mu"] == sweep["privacy"]["job_mu"]
+        planned = next(j for j in est["jobs"] if j["k"] == point["k"])
+        assert job["privacy"] == planned["privacy"] and job["algorithm"] == planned["algorithm"]
         # A sweep's jobs give their summaries the sweeps' larger share.
         assert job["privacy"]["summary_mu"] == pytest.approx(
             sm.SWEEP_SUMMARY_FRACTION * job["privacy"]["mu"], rel=1e-12
@@ -233,6 +252,10 @@ def test_a_sweep_that_does_not_fit_charges_nothing(client, keys) -> None:
     before = client.get(f"/v1/datasets/{ds['id']}/ledger", headers=auth(keys["owner"])).json()
     # Each job alone would fit (epsilon 0.9 < 1 at the dataset's delta), all three do not.
     body = {"ks": [2, 3, 4], "mu": before["budget"]["mu_remaining"] * 1.01}
+    est = client.post(
+        f"/v1/datasets/{ds['id']}/sweeps/estimate", headers=auth(keys["analyst"]), json=body
+    ).json()
+    assert est["admissible"] is False and est["budget_after"] == est["budget"]
     r = client.post(f"/v1/datasets/{ds['id']}/sweeps", headers=auth(keys["analyst"]), json=body)
     assert r.status_code == 409 and r.json()["code"] == "budget-exceeded"
     assert r.json()["mu_requested"] == pytest.approx(body["mu"])

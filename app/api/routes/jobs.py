@@ -48,7 +48,8 @@ def _request_of(body: JobCreate) -> jobs_service.JobRequest:
     )
 
 
-def _privacy(plan: jobs_service.JobPlan) -> Privacy:
+def privacy_of(plan: jobs_service.JobPlan) -> Privacy:
+    """The privacy part of a job's estimate (also each job of a sweep's)."""
     return Privacy(
         mu=plan.mu,
         epsilon=plan.epsilon,
@@ -132,7 +133,7 @@ def jobs_estimate(
     est = jobs_service.estimate(session, dataset, _request_of(body))
     return Estimate(
         algorithm=est.plan.algorithm,
-        privacy=_privacy(est.plan),
+        privacy=privacy_of(est.plan),
         admissible=est.admissible,
         budget=Budget.of(est.budget_before),
         budget_after=Budget.of(est.budget_after),

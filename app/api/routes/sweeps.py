@@ -9,8 +9,15 @@ from sqlalchemy.exc import IntegrityError
 
 from app.api.deps import SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute
 from app.api.problems import responses
-from app.api.routes.jobs import IdempotencyKey
-from app.api.schemas import SweepCreate, SweepOut
+from app.api.routes.jobs import IdempotencyKey, privacy_of
+from app.api.schemas import (
+    Budget,
+    SweepCreate,
+    SweepEstimate,
+    SweepJobEstimate,
+    SweepOut,
+    SweepPrivacy,
+)
 from app.db import repositories as repo
 from app.db.models import Sweep
 from app.errors import ServiceUnavailable
@@ -104,6 +111,31 @@ def sweeps_create(
     else:
         response.headers["Idempotent-Replayed"] = "true"
     return _out(session, sweep)
+
+
+@router.post(
+    "/datasets/{dataset_id}/sweeps/estimate",
+    response_model=SweepEstimate,
+    responses=responses(401, 403, 404, 422),
+    summary="What a sweep would cost, each job's plan and the budget after it; charges nothing",
+)
+def sweeps_estimate(
+    dataset_id: uuid.UUID, body: SweepCreate, session: SessionDep, key: TenantKey
+) -> SweepEstimate:
+    dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
+    est = sweeps_service.estimate(session, dataset, _request_of(body))
+    plan = est.plan
+    return SweepEstimate(
+        privacy=SweepPrivacy(
+            mu=plan.mu, epsilon=plan.epsilon, delta=plan.delta, job_mu=plan.job_mu
+        ),
+        jobs=[
+            SweepJobEstimate(k=j.k, algorithm=j.algorithm, privacy=privacy_of(j)) for j in plan.jobs
+        ],
+        admissible=est.admissible,
+        budget=Budget.of(est.budget_before),
+        budget_after=Budget.of(est.budget_after),
+    )
 
 
 @router.get("/sweeps/{sweep_id}", response_model=SweepOut, responses=responses(401, 403, 404))
