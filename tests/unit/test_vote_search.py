@@ -314,3 +314,27 @@ def test_coincident_candidates_vote_for_the_lowest_index() -> None:
     labels = voting.vote_labels(points, index)
     np.testing.assert_array_equal(labels, _ideal_votes(points, index))
     assert labels[0] == labels[1] <= 20
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-150, 1e150, 1e200])
+def test_the_exact_re_decision_shortlist_changes_no_answer(scale: float) -> None:
+    # `_ideal_in` shortlists members by a float64 gemm before comparing `_ordered_sq`: it must
+    # give the lowest-index minimiser of `_ordered_sq` over all members, with duplicates, near
+    # ties and magnitudes whose squares underflow or overflow.
+    rng = np.random.default_rng(11)
+    d = 16
+    base = rng.normal(size=(300, d))
+    members_points = np.concatenate([base, base[:50], base[:50] + 1e-12, base[:20] * (1 + 1e-15)])
+    rows = np.concatenate(
+        [base[:100] + 1e-9 * rng.normal(size=(100, d)), rng.normal(size=(200, d))]
+    )
+    members_points, rows = members_points * scale, rows * scale
+    members = np.arange(len(members_points))
+    best = np.full(len(rows), np.inf)
+    best_index = np.full(len(rows), len(members), dtype=np.intp)
+    voting._ideal_in(rows, members_points, members, best, best_index, np.arange(len(rows)))
+    with np.errstate(over="ignore", under="ignore"):
+        full = voting._ordered_sq(rows, members_points)
+    np.testing.assert_array_equal(best_index, full.argmin(axis=1))
+    finite = np.isfinite(full.min(axis=1))
+    np.testing.assert_array_equal(best[finite], full.min(axis=1)[finite])
