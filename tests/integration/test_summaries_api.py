@@ -298,3 +298,41 @@ def test_bad_sweeps_are_422_and_charge_nothing(client, keys, body, field) -> Non
     assert r.status_code == 422 and r.json()["field"] == field, r.json()
     budget = client.get(f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["owner"])).json()
     assert budget["jobs"] == 0
+
+
+def test_sweeps_are_listed_newest_first_per_tenant_and_dataset(client, keys) -> None:
+    first = _upload(client, keys["owner"], _rows(300))
+    second = _upload(client, keys["owner"], _rows(300, seed=5))
+    made = []
+    for ds, ks in ((first, [2, 3]), (second, [2, 4]), (first, [3, 4])):
+        r = client.post(
+            f"/v1/datasets/{ds['id']}/sweeps",
+            headers=auth(keys["analyst"]),
+            json={"ks": ks, "epsilon": 0.5},
+        )
+        assert r.status_code == 202, r.json()
+        made.append(r.json())
+    page = client.get("/v1/sweeps", headers=auth(keys["analyst"])).json()
+    assert [s["id"] for s in page["items"]] == [s["id"] for s in reversed(made)]
+    assert (
+        page["items"][0]
+        == client.get(f"/v1/sweeps/{made[2]['id']}", headers=auth(keys["analyst"])).json()
+    )
+    assert [len(s["jobs"]) for s in page["items"]] == [2, 2, 2]
+    only_first = client.get(
+        "/v1/sweeps", params={"dataset_id": first["id"]}, headers=auth(keys["owner"])
+    ).json()
+    assert [s["id"] for s in only_first["items"]] == [made[2]["id"], made[0]["id"]]
+    # Pages of one follow the cursor to the end.
+    seen, cursor = [], None
+    while True:
+        params = {"limit": 1, **({"cursor": cursor} if cursor else {})}
+        r = client.get("/v1/sweeps", params=params, headers=auth(keys["analyst"])).json()
+        seen += [s["id"] for s in r["items"]]
+        cursor = r["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == [s["id"] for s in reversed(made)]
+    # Another tenant sees none of them.
+    other = client.get("/v1/sweeps", headers=auth(keys["other_owner"])).json()
+    assert other["items"] == []

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from typing import Annotated
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 from sqlalchemy.exc import IntegrityError
 
 from app.api.deps import SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute
@@ -12,6 +13,7 @@ from app.api.problems import responses
 from app.api.routes.jobs import IdempotencyKey, privacy_of
 from app.api.schemas import (
     Budget,
+    Page,
     SweepCreate,
     SweepEstimate,
     SweepJobEstimate,
@@ -19,7 +21,7 @@ from app.api.schemas import (
     SweepPrivacy,
 )
 from app.db import repositories as repo
-from app.db.models import Sweep
+from app.db.models import Job, Sweep
 from app.errors import ServiceUnavailable
 from app.services import datasets as datasets_service
 from app.services import jobs as jobs_service
@@ -43,8 +45,9 @@ def _request_of(body: SweepCreate) -> sweeps_service.SweepRequest:
     )
 
 
-def _out(session: SessionDep, sweep: Sweep) -> SweepOut:
-    jobs = repo.jobs_of_sweep(session, sweep.id)
+def _out(session: SessionDep, sweep: Sweep, jobs: list[Job] | None = None) -> SweepOut:
+    if jobs is None:
+        jobs = repo.jobs_of_sweep(session, sweep.id)
     return SweepOut.of(
         sweep, jobs, sweeps_service.suggested_k(jobs), sweeps_service.status_of(jobs)
     )
@@ -136,6 +139,26 @@ def sweeps_estimate(
         budget=Budget.of(est.budget_before),
         budget_after=Budget.of(est.budget_after),
     )
+
+
+@router.get("/sweeps", response_model=Page[SweepOut], responses=responses(401, 403, 422))
+def sweeps_list(
+    session: SessionDep,
+    key: TenantKey,
+    dataset_id: uuid.UUID | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[
+        str | None,
+        Query(
+            max_length=400,
+            pattern=r"^[A-Za-z0-9_-]*$",
+            description="The `next_cursor` of the previous page (opaque; only those work).",
+        ),
+    ] = None,
+) -> Page[SweepOut]:
+    """The tenant's sweeps, newest first, optionally of one dataset."""
+    items, nxt = repo.list_sweeps(session, key.tenant, limit, cursor, dataset_id)
+    return Page[SweepOut](items=[_out(session, s, jobs) for s, jobs in items], next_cursor=nxt)
 
 
 @router.get("/sweeps/{sweep_id}", response_model=SweepOut, responses=responses(401, 403, 404))
