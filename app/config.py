@@ -37,8 +37,11 @@ class Settings(BaseSettings):
     )
     host: str = Field(default="127.0.0.1", description="Address the API listens on.")
     port: int = Field(default=8000, ge=1, le=65535, description="Port the API listens on.")
+    # 4 GiB: a 10,000,000 x 16 CSV of full-precision numbers is about 2.6 GB; the upload
+    # streams (the API stayed at 134 MiB resident in bench/RESULTS.md) into a float64 .npy of
+    # N x d x 8 bytes, 1.28 GB for that one.
     max_upload_bytes: int = Field(
-        default=2 * 1024**3, gt=0, description="Largest accepted dataset upload, in bytes."
+        default=4 * 1024**3, gt=0, description="Largest accepted dataset upload, in bytes."
     )
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
