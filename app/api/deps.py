@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 import anyio
-from fastapi import Depends, Request, params
+from fastapi import Depends, Query, Request, params
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
@@ -31,6 +31,17 @@ from app.errors import Forbidden
 from app.services import keys as keys_service
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`")
+
+# The query parameters of every paginated list (newest first; `next_cursor` of the last page).
+PageLimit = Annotated[int, Query(ge=1, le=200)]
+PageCursor = Annotated[
+    str | None,
+    Query(
+        max_length=400,
+        pattern=r"^[A-Za-z0-9_-]*$",
+        description="The `next_cursor` of the previous page (opaque; only those work).",
+    ),
+]
 
 
 async def get_settings_dep(request: Request) -> Settings:

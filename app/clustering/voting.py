@@ -578,44 +578,33 @@ def _ideal_in(
     gemm value is not finite (overflow) keeps every member; underflow adds 2^-1074 per rounding
     to b."""
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        _shortlisted_in(rows, candidates, members, best, best_index, sub)
-
-
-def _shortlisted_in(
-    rows: np.ndarray,
-    candidates: np.ndarray,
-    members: np.ndarray,
-    best: np.ndarray,
-    best_index: np.ndarray,
-    sub: np.ndarray,
-) -> None:
-    chosen = candidates[members]
-    chosen_sq = np.einsum("ij,ij->i", chosen, chosen)
-    chosen_norm = float(np.sqrt(chosen_sq.max()))
-    d = rows.shape[1]
-    step = max(1, VOTE_SCORE_ELEMENTS // max(len(members), 1))
-    for start in range(0, len(sub), step):
-        where = sub[start : start + step]
-        part = rows[where]
-        part_sq = np.einsum("ij,ij->i", part, part)
-        approx = part_sq[:, None] + chosen_sq[None, :] - 2.0 * (part @ chosen.T)
-        # Subnormal results add at most an absolute 2^-1074 per rounding.
-        slack = 8.0 * (d + 4) * (_EPS * (np.sqrt(part_sq) + chosen_norm) ** 2 + 2.0**-1074)
-        threshold = approx.min(axis=1) + slack
-        keep = ~(approx > threshold[:, None])  # NaN entries and non-finite rows kept
-        pair_row, pair_col = np.nonzero(keep)  # by row, then ascending member
-        sq = _pair_sq(part[pair_row], chosen[pair_col])
-        starts = np.searchsorted(pair_row, np.arange(len(where)))
-        smallest = np.minimum.reduceat(sq, starts)
-        # The first pair of each row at its smallest value: the lowest-index minimiser.
-        at_min = np.flatnonzero(sq == smallest[pair_row])
-        rows_at_min, first = np.unique(pair_row[at_min], return_index=True)
-        value = smallest
-        found = np.empty(len(where), dtype=np.intp)
-        found[rows_at_min] = members[pair_col[at_min[first]]]
-        better = (value < best[where]) | ((value == best[where]) & (found < best_index[where]))
-        best[where[better]] = value[better]
-        best_index[where[better]] = found[better]
+        chosen = candidates[members]
+        chosen_sq = np.einsum("ij,ij->i", chosen, chosen)
+        chosen_norm = float(np.sqrt(chosen_sq.max()))
+        d = rows.shape[1]
+        step = max(1, VOTE_SCORE_ELEMENTS // max(len(members), 1))
+        for start in range(0, len(sub), step):
+            where = sub[start : start + step]
+            part = rows[where]
+            part_sq = np.einsum("ij,ij->i", part, part)
+            approx = part_sq[:, None] + chosen_sq[None, :] - 2.0 * (part @ chosen.T)
+            # Subnormal results add at most an absolute 2^-1074 per rounding.
+            slack = 8.0 * (d + 4) * (_EPS * (np.sqrt(part_sq) + chosen_norm) ** 2 + 2.0**-1074)
+            threshold = approx.min(axis=1) + slack
+            keep = ~(approx > threshold[:, None])  # NaN entries and non-finite rows kept
+            pair_row, pair_col = np.nonzero(keep)  # by row, then ascending member
+            sq = _pair_sq(part[pair_row], chosen[pair_col])
+            starts = np.searchsorted(pair_row, np.arange(len(where)))
+            smallest = np.minimum.reduceat(sq, starts)
+            # The first pair of each row at its smallest value: the lowest-index minimiser.
+            at_min = np.flatnonzero(sq == smallest[pair_row])
+            rows_at_min, first = np.unique(pair_row[at_min], return_index=True)
+            value = smallest
+            found = np.empty(len(where), dtype=np.intp)
+            found[rows_at_min] = members[pair_col[at_min[first]]]
+            better = (value < best[where]) | ((value == best[where]) & (found < best_index[where]))
+            best[where[better]] = value[better]
+            best_index[where[better]] = found[better]
 
 
 def _ideal_votes(rows: np.ndarray, index: VoteIndex) -> np.ndarray:

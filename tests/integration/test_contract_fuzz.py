@@ -64,6 +64,7 @@ EXCLUDED: dict[str, dict[CheckFunction, str]] = {
         "POST /v1/datasets/{dataset_id}/jobs",
         "POST /v1/datasets/{dataset_id}/jobs/estimate",
         "POST /v1/datasets/{dataset_id}/sweeps",
+        "POST /v1/datasets/{dataset_id}/sweeps/estimate",
     )
 }
 

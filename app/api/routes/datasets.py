@@ -6,9 +6,17 @@ import uuid
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, File, Form, Query, UploadFile
+from fastapi import APIRouter, File, Form, UploadFile
 
-from app.api.deps import SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute, require
+from app.api.deps import (
+    PageCursor,
+    PageLimit,
+    SessionDep,
+    SettingsDep,
+    TenantKey,
+    UnitOfWorkRoute,
+    require,
+)
 from app.api.problems import responses
 from app.api.schemas import (
     Budget,
@@ -34,7 +42,6 @@ _NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
 NUMBER_ARRAY = rf"^{_WS}\[{_WS}{_NUMBER}({_WS},{_WS}{_NUMBER})*{_WS}\]{_WS}$"
 _NAME = r'"([^"\\\x00-\x1f]|\\["\\/bfnrt])+"'
 NAME_ARRAY = rf"^{_WS}\[{_WS}{_NAME}({_WS},{_WS}{_NAME})*{_WS}\]{_WS}$"
-CURSOR = r"^[A-Za-z0-9_-]*$"
 
 
 def _absent_not_null(schema: dict[str, Any]) -> None:
@@ -175,15 +182,8 @@ def datasets_create(
 def datasets_list(
     session: SessionDep,
     key: TenantKey,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: Annotated[
-        str | None,
-        Query(
-            max_length=400,
-            pattern=CURSOR,
-            description="The `next_cursor` of the previous page (opaque; only those work).",
-        ),
-    ] = None,
+    limit: PageLimit = 50,
+    cursor: PageCursor = None,
 ) -> Page[DatasetOut]:
     """The tenant's datasets; analysts see n_rows_dp, never the exact n_rows."""
     items, nxt = repo.list_datasets(session, key.tenant, limit, cursor)

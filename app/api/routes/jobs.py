@@ -9,7 +9,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from sqlalchemy.exc import IntegrityError
 
-from app.api.deps import SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute
+from app.api.deps import PageCursor, PageLimit, SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute
 from app.api.problems import responses
 from app.api.schemas import Budget, Estimate, JobCreate, JobOut, Page, Privacy
 from app.db import repositories as repo
@@ -161,15 +161,8 @@ def jobs_list(
     key: TenantKey,
     dataset_id: uuid.UUID | None = None,
     status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: Annotated[
-        str | None,
-        Query(
-            max_length=400,
-            pattern=r"^[A-Za-z0-9_-]*$",
-            description="The `next_cursor` of the previous page (opaque; only those work).",
-        ),
-    ] = None,
+    limit: PageLimit = 50,
+    cursor: PageCursor = None,
 ) -> Page[JobOut]:
     items, nxt = repo.list_jobs(session, key.tenant, limit, cursor, dataset_id, status)
     columns: dict[uuid.UUID, list[str]] = {}

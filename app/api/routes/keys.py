@@ -4,11 +4,10 @@ calling key itself (any role), so a client such as the web console can tell what
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
-from app.api.deps import CurrentKey, SessionDep, UnitOfWorkRoute, require
+from app.api.deps import CurrentKey, PageCursor, PageLimit, SessionDep, UnitOfWorkRoute, require
 from app.api.problems import responses
 from app.api.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyOut, Page
 from app.db import repositories as repo
@@ -31,15 +30,8 @@ def keys_create(body: ApiKeyCreate, session: SessionDep, key: CurrentKey) -> Api
 def keys_list(
     session: SessionDep,
     key: CurrentKey,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: Annotated[
-        str | None,
-        Query(
-            max_length=400,
-            pattern=r"^[A-Za-z0-9_-]*$",
-            description="The `next_cursor` of the previous page (opaque; only those work).",
-        ),
-    ] = None,
+    limit: PageLimit = 50,
+    cursor: PageCursor = None,
     tenant: str | None = None,
 ) -> Page[ApiKeyOut]:
     require(key, "admin")

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Response
 from sqlalchemy.exc import IntegrityError
 
-from app.api.deps import SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute
+from app.api.deps import PageCursor, PageLimit, SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute
 from app.api.problems import responses
 from app.api.routes.jobs import IdempotencyKey, privacy_of
 from app.api.schemas import (
@@ -146,15 +145,8 @@ def sweeps_list(
     session: SessionDep,
     key: TenantKey,
     dataset_id: uuid.UUID | None = None,
-    limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: Annotated[
-        str | None,
-        Query(
-            max_length=400,
-            pattern=r"^[A-Za-z0-9_-]*$",
-            description="The `next_cursor` of the previous page (opaque; only those work).",
-        ),
-    ] = None,
+    limit: PageLimit = 50,
+    cursor: PageCursor = None,
 ) -> Page[SweepOut]:
     """The tenant's sweeps, newest first, optionally of one dataset."""
     items, nxt = repo.list_sweeps(session, key.tenant, limit, cursor, dataset_id)
