@@ -282,6 +282,14 @@ def test_console_upload_job_centres_and_roles(browser: Any, stack: Stack, tmp_pa
         expect(jobs_table.locator(".badge")).to_have_text(["cancelled", "cancelled"])
         expect(page.get_by_role("button", name=re.compile("^Cancel sweep"))).to_have_count(0)
 
+        # The dataset's page lists both sweeps (GET /v1/sweeps), newest first, with their state.
+        page.get_by_role("main").get_by_role("link", name="blobs").click()
+        listed = page.get_by_role("list", name="Sweeps on this dataset").get_by_role("listitem")
+        expect(listed).to_have_count(2)
+        expect(listed.first).to_contain_text("cancelled")
+        expect(listed.nth(1)).to_contain_text(f"sweep {sweep_id[:8]}")
+        expect(listed.nth(1)).to_contain_text(f"suggested k {sweep['suggested_k']}")
+
         # The owner's list shows the exact count; the analyst's never does.
         page.get_by_role("link", name="Datasets", exact=True).first.click()
         owner_table = page.get_by_role("table", name="Datasets")

@@ -27,13 +27,13 @@ export function sweepPanel(ds, { signal }) {
     ds.deleted_at ? h("p", { class: "muted" }, "The rows of this dataset were deleted: no new sweeps can run on it.")
       : sweepForm(ds),
     list);
-  listAll(`/v1/jobs?dataset_id=${ds.id}`, signal).then((jobs) => {
-    const seen = new Map();
-    for (const j of jobs) if (j.sweep_id && !seen.has(j.sweep_id)) seen.set(j.sweep_id, j.created_at);
-    if (!seen.size) return;
+  listAll(`/v1/sweeps?dataset_id=${ds.id}`, signal).then((sweeps) => {
+    if (!sweeps.length) return;
     list.replaceChildren(h("h3", {}, "Sweeps on this dataset"),
-      h("ul", { "aria-label": "Sweeps on this dataset" }, [...seen].map(([sid, created]) =>
-        h("li", {}, h("a", { href: `#/sweeps/${sid}` }, `sweep ${shortId(sid)}`), " · ", time(created)))));
+      h("ul", { "aria-label": "Sweeps on this dataset" }, sweeps.map((s) =>
+        h("li", {}, h("a", { href: `#/sweeps/${s.id}` }, `sweep ${shortId(s.id)}`),
+          ` · k ${s.ks.join(", ")} · `, statusBadge(s.status),
+          s.suggested_k ? ` · suggested k ${s.suggested_k}` : "", " · ", time(s.created_at)))));
   }).catch((err) => showError(err, "Could not list the sweeps"));
   return section;
 }
@@ -52,8 +52,8 @@ function sweepForm(ds) {
 
   let generation = 0;
   let timer = null;
-  // The sweep's total cost is that of one job with the same ε and δ; pricing one at the largest
-  // k (with summaries) also checks that k against the dataset and says whether it fits now.
+  // POST .../sweeps/estimate prices the whole sweep (every k checked against the dataset) and
+  // says whether it fits now; it charges nothing.
   async function estimate() {
     const mine = ++generation;
     submit.disabled = true;
@@ -65,14 +65,14 @@ function sweepForm(ds) {
     }
     preview.classList.add("busy");
     try {
-      const est = await api(`/v1/datasets/${ds.id}/jobs/estimate`, { method: "POST",
-        json: { k: Math.max(...parsed.ks), epsilon: Number(epsilon.value), summaries: true } });
+      const est = await api(`/v1/datasets/${ds.id}/sweeps/estimate`, { method: "POST",
+        json: { ks: parsed.ks, epsilon: Number(epsilon.value) } });
       if (mine !== generation) return;
       markInvalid(form, null);
-      const m = parsed.ks.length, p = est.privacy;
+      const m = est.jobs.length, p = est.privacy;
       preview.replaceChildren(
         h("p", {}, h("strong", {}, est.admissible ? "This sweep would cost " : "Over budget: this sweep needs "),
-          `ε ${num(p.epsilon)} at δ ${num(p.delta)} · μ ${num(p.mu)} in all: ${m} jobs of about μ ${num(p.mu / Math.sqrt(m))} each.`),
+          `ε ${num(p.epsilon)} at δ ${num(p.delta)} · μ ${num(p.mu)} in all: ${m} jobs of about μ ${num(p.job_mu)} each.`),
         est.admissible
           ? h("p", {}, "Budget after it: ", h("strong", {}, `ε ${num(est.budget_after.epsilon_remaining)}`),
             ` of ${num(est.budget_after.epsilon)} left.`)
@@ -84,7 +84,7 @@ function sweepForm(ds) {
       if (mine !== generation) return;
       preview.dataset.admissible = "false";
       preview.replaceChildren(h("p", { class: "error" }, err.problem?.detail || err.message));
-      markInvalid(form, err.field === "k" ? "ks" : err.field);
+      markInvalid(form, err.field);
     } finally {
       if (mine === generation) preview.classList.remove("busy");
     }
