@@ -51,16 +51,18 @@ SUMMARY_MU_FRACTION = 0.3
 # 20% of the exact one in 9 of 10 runs; at 0.5 in 10 of 10.
 SWEEP_SUMMARY_FRACTION = 0.5
 # The loss sum's part of the summaries' mu, in GDP terms (mu_loss^2 = 0.8 mu_summary^2); the
-# sizes get the rest. The loss is the hard one to estimate (its sensitivity (2R)^2 is far above
-# a typical row's squared distance), while a size's noise is small next to N~/k.
+# sizes get the rest. The loss is the hard one to estimate (its sensitivity, the clip B of at
+# least R^2, is far above a typical row's squared distance), while a size's noise is small next
+# to N~/k.
 SUMMARY_LOSS_SHARE = 0.8
 # A row's clipped squared distance is put on a grid of B / 2^LOSS_GRID_BITS: a relative
 # resolution of 1e-6 of the largest possible term, far below the noise, and sums stay exact
 # in int64 for up to 2^43 rows.
 LOSS_GRID_BITS = 20
-# loss_bound: Frank-Wolfe steps on its convex relaxation (any iterate is a valid bound; 200 are
-# within 1% of the optimum on the Table I sets), and the grid, in units of R^2, that the bound is
-# rounded up to (so that it is a short number and never below the relaxation's value).
+# loss_bound: at most this many Frank-Wolfe steps on its convex relaxation (any iterate is a
+# valid bound; with KMeans' centres on the Table I sets the result is within 2% of the largest
+# distance a search over the sphere finds), and the grid, in units of R^2, that the bound is
+# rounded up to (a short number, never below the relaxation's value).
 LOSS_BOUND_STEPS = 200
 LOSS_BOUND_GRID = 2.0**-10
 # Rows per block when reading a dataset (bounds the working memory of summaries and labels).
