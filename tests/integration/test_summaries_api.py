@@ -117,8 +117,8 @@ def test_no_role_sees_exact_sizes_or_losses_and_only_the_owner_gets_labels(clien
     centres = np.array(owner_view["result"]["centers"])
     exact = sm.exact_summary(rows, centres, radius=10.0, center=np.zeros(2))
     exact_loss = exact.loss_units * exact.bound / 2**sm.LOSS_GRID_BITS / len(rows)
-    # With the job's noise (sizes sd ~57 rows, loss sd ~ 2^20 x 100 grid units) the chance
-    # that all three noisy sizes hit the exact ones is ~3e-7; the loss, far smaller.
+    # With the job's noise (sizes sd ~90 rows, loss sd ~ 2^20 x 45 grid units) the chance
+    # that all three noisy sizes hit the exact ones is ~1e-7; the loss, far smaller.
     assert owner_view["result"]["sizes"] != exact.counts.tolist()
     assert owner_view["result"]["loss"] != pytest.approx(exact_loss, rel=1e-9)
     # Nothing any role can read carries the exact values or labels.
