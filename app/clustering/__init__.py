@@ -11,7 +11,7 @@ owner declared it public, which makes neighbouring datasets replace one row inst
 removing one).
 """
 
-from app.clustering.auto import AUTO_HDPE_ABOVE_DIM, choose_algorithm
+from app.clustering.auto import AUTO_HDPE_ABOVE_DIM, AUTO_PE_LLOYD_MAX_MU_HIGH_DIM, choose_algorithm
 from app.clustering.dispatch import cluster
 from app.clustering.errors import ClusteringInputError
 from app.clustering.fastlloyd import fastlloyd
@@ -31,6 +31,7 @@ from app.clustering.summaries import SweepResult, suggest_k, sweep
 
 __all__ = [
     "AUTO_HDPE_ABOVE_DIM",
+    "AUTO_PE_LLOYD_MAX_MU_HIGH_DIM",
     "DEFAULT_MAX_POPULATION",
     "DEFAULT_PROJECTION_DIM",
     "ClusteringInputError",

@@ -323,10 +323,13 @@ def cluster_with_summaries(
     chosen = resolve_algorithm(algorithm, n_cols, n_rows=count, k=k, mu=job_mu)
     if iterations is None and chosen in ("pe-means", "pe-lloyd"):
         iterations = default_pe_iterations(n_cols, job_epsilon)
+    # With a public count the method is fixed here, from the job's whole mu as the planner
+    # chose it: "auto" inside `run` would see only the centres' part of the mu.
+    known_count = n_public is not None or relation == "replace-one"
     result = run(
         X,
         k,
-        algorithm=algorithm,
+        algorithm=chosen if known_count else algorithm,
         radius=radius,
         center=center,
         mu=centres_mu(job_mu, mu_summary),

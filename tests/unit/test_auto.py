@@ -87,3 +87,26 @@ def test_auto_refuses_bad_arguments_before_any_noise(monkeypatch: pytest.MonkeyP
     with pytest.raises(ValueError):
         cluster(X, 2, algorithm="auto", radius=1.5, mu=1.0, variations=10_000)
     assert log.calls == []
+
+
+def test_above_32_columns_a_small_budget_runs_pe_lloyd_and_a_larger_one_hdpe() -> None:
+    from app.clustering import AUTO_PE_LLOYD_MAX_MU_HIGH_DIM as threshold
+
+    for n, k in ((150, 3), (20_000, 16), (1_000_000, 64)):
+        assert choose_algorithm(n, 64, k, threshold) == "pe-lloyd"
+        assert choose_algorithm(n, 64, k, threshold * 1.001) == "hdpe-means"
+        assert choose_algorithm(n, 32, k, 10.0) == "pe-lloyd"  # d <= 32: always pe-lloyd
+
+
+def test_with_summaries_the_run_uses_the_method_planned_on_the_whole_mu() -> None:
+    # Just above the threshold, the centres' part of mu is below it: the planner and the run
+    # must still agree on the method (the service's worker refuses a run that differs).
+    from app.clustering import AUTO_PE_LLOYD_MAX_MU_HIGH_DIM as threshold
+
+    mu = threshold * 1.01
+    X = _blobs(600, 40, 3)
+    plan = plan_run(590, 40, 3, algorithm="auto", mu=mu, summaries=True)
+    result = cluster(X, 3, algorithm="auto", radius=1.5, mu=mu, n_public=590, summaries=True,
+                     rng=np.random.default_rng(3))  # fmt: skip
+    assert plan.algorithm == result.algorithm == "hdpe-means"
+    assert (plan.releases, plan.sigma) == (result.releases, result.sigma)

@@ -148,7 +148,7 @@ function jobForm(ds, budget) {
   muField.hidden = true;
   const form = h("form", { class: "job-form", "aria-label": "New job", novalidate: true },
     h("div", { class: "row" },
-      field("Algorithm", algorithm, "auto: HDPE-means when d > 32, else PE-means"),
+      field("Algorithm", algorithm, "auto: pe-lloyd, or HDPE-means when d > 32 and μ > 0.4"),
       field("k (number of centres)", k),
       epsilonField, muField,
       field("Delta (this job)", delta, `default: the dataset's δ ${num(ds.budget.delta)}`)),
