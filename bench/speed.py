@@ -3,8 +3,9 @@
 Sections (`table` by default; pick with --sections):
   table    the speed table: every Table I set and held-out make_blobs sets (--sets), then
            d = 16, k = 16 sets of --rows rows memory-mapped from a generated .npy; privclust's
-           job (epsilon 1, "auto": PE-means, HDPE-means above d = 32) and KMeans(n_init=10)
-           alternate in one process per set; the load average is printed before and after
+           job (epsilon 1, --algorithm: "auto" by default, "pe/hdpe" for PE-means at d <= 32
+           and HDPE-means above) and KMeans(n_init=10) alternate in one process per set; the
+           load average is printed before and after
   jobs     per-job time at epsilon 1 on the paper's sets, beside KMeans(n_init=10) in the same run
   scale    d = 16, k = 16, epsilon 1 at N = 20k, 100k and 1M: time, peak RSS, loss vs KMeans
   cap      the population cap (max_population) at N = 100k and 1M: time and loss per cap
@@ -95,7 +96,7 @@ def _blobs_set(name: str) -> tuple[np.ndarray, int]:
 
 
 def child_pair(spec: dict[str, Any]) -> dict[str, Any]:
-    """privclust ("auto") and KMeans(n_init=10) on one set, alternating, in this process.
+    """privclust (spec["algorithm"]) and KMeans(n_init=10) on one set, alternating, here.
 
     A set in memory (Table I or held-out) runs one cold job (it computes the data-independent
     sphere packing, cached per shape) and then `repeats` rounds of KMeans then privclust. A
@@ -118,7 +119,10 @@ def child_pair(spec: dict[str, Any]) -> dict[str, Any]:
 
     def ours() -> tuple[float, np.ndarray]:
         start = time.perf_counter()
-        result = cluster(X, k, algorithm="auto", radius=1.0, epsilon=1.0, delta=delta)
+        algorithm = spec.get("algorithm", "auto")
+        if algorithm == "pe/hdpe":
+            algorithm = "hdpe-means" if X.shape[1] > 32 else "pe-means"
+        result = cluster(X, k, algorithm=algorithm, radius=1.0, epsilon=1.0, delta=delta)
         out["algorithm"] = result.algorithm
         return time.perf_counter() - start, result.centers
 
@@ -241,8 +245,10 @@ def _load_average() -> str:
     return f"{one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min, {os.cpu_count()} CPUs)"
 
 
-def section_table(sets: list[str], rows: list[int], repeats: int, with_kmeans: bool) -> None:
-    print("## privclust (epsilon 1, auto) against KMeans(n_init=10), same process")
+def section_table(
+    sets: list[str], rows: list[int], repeats: int, with_kmeans: bool, algorithm: str = "auto"
+) -> None:
+    print(f"## privclust (epsilon 1, {algorithm}) against KMeans(n_init=10), same process")
     print()
     print(f"Load average before: {_load_average()}")
     print()
@@ -252,9 +258,19 @@ def section_table(sets: list[str], rows: list[int], repeats: int, with_kmeans: b
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
     ratios: list[float] = []
-    specs: list[dict[str, Any]] = [{"pair": True, "set": name, "repeats": repeats} for name in sets]
+    specs: list[dict[str, Any]] = [
+        {"pair": True, "set": name, "repeats": repeats, "algorithm": algorithm} for name in sets
+    ]
     specs += [
-        {"pair": True, "set": f"blobs {n:,} x 16", "n": n, "d": 16, "k": 16, "kmeans": with_kmeans}
+        {
+            "pair": True,
+            "set": f"blobs {n:,} x 16",
+            "n": n,
+            "d": 16,
+            "k": 16,
+            "kmeans": with_kmeans,
+            "algorithm": algorithm,
+        }
         for n in rows
     ]
     for spec in specs:
@@ -467,6 +483,20 @@ def main() -> None:
     parser.add_argument(
         "--dims", nargs="*", type=int, default=[2, 4, 5, 6, 8, 12, 16, 32, 64], help="backend d"
     )
+    parser.add_argument(
+        "--algorithm",
+        default="auto",
+        choices=[
+            "auto",
+            "pe/hdpe",
+            "pe-means",
+            "hdpe-means",
+            "pe-lloyd",
+            "fastlloyd",
+            "lsh-coreset",
+        ],
+        help="table: privclust's method (pe/hdpe: PE-means at d <= 32, HDPE-means above)",
+    )
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, numpy {np.__version__}")
     print()
@@ -474,7 +504,9 @@ def main() -> None:
     print()
     try:
         if "table" in args.sections:
-            section_table(args.sets, args.rows, args.repeats, not args.no_kmeans_at_scale)
+            section_table(
+                args.sets, args.rows, args.repeats, not args.no_kmeans_at_scale, args.algorithm
+            )
         if "jobs" in args.sections:
             section_jobs(args.repeats, args.datasets)
         if "scale" in args.sections:
