@@ -165,6 +165,27 @@ class GroupLayout:
     per_anchor: int
 
 
+def _group_cores(
+    candidates: np.ndarray, layout: GroupLayout
+) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """An evolved population's groups (built from the candidates alone): per anchor g, its core
+    (g and its mutants within CORE_FRACTION of the distance to the nearest other anchor, global
+    indices ascending); the far mutants (all others, ascending); and each core's radius r_g,
+    its largest mutant offset (0 for an anchor alone)."""
+    k, per = layout.anchors, layout.per_anchor
+    anchors = candidates[:k]
+    mutants = candidates[k:].reshape(k, per, candidates.shape[1])
+    offsets = np.sqrt(np.sum((mutants - anchors[:, None, :]) ** 2, axis=2))
+    gaps = np.sqrt(np.sum((anchors[:, None, :] - anchors[None, :, :]) ** 2, axis=2))
+    np.fill_diagonal(gaps, np.inf)
+    in_core = offsets <= CORE_FRACTION * gaps.min(axis=1)[:, None]
+    radii = np.where(in_core, offsets, 0.0).max(axis=1)
+    mutant_index = (k + np.arange(k * per)).reshape(k, per)
+    far = np.sort(mutant_index[~in_core])
+    cores = [np.concatenate(([g], mutant_index[g][in_core[g]])) for g in range(k)]
+    return cores, far, radii
+
+
 def _grouped_search(points: np.ndarray, candidates: np.ndarray, layout: GroupLayout) -> np.ndarray:
     """Exact nearest candidate exploiting that mutants cluster around their anchor.
 
@@ -176,19 +197,8 @@ def _grouped_search(points: np.ndarray, candidates: np.ndarray, layout: GroupLay
     margins) for every other group the answer is final; otherwise the row falls back to a search
     over all candidates.
     """
-    k, per = layout.anchors, layout.per_anchor
-    d = candidates.shape[1]
-    anchors = candidates[:k]
-    mutants = candidates[k:].reshape(k, per, d)
-    offsets = np.sqrt(np.sum((mutants - anchors[:, None, :]) ** 2, axis=2))
-    gaps = np.sqrt(np.sum((anchors[:, None, :] - anchors[None, :, :]) ** 2, axis=2))
-    np.fill_diagonal(gaps, np.inf)
-    in_core = offsets <= CORE_FRACTION * gaps.min(axis=1)[:, None]
-    radii = np.where(in_core, offsets, 0.0).max(axis=1)
-    mutant_index = (k + np.arange(k * per)).reshape(k, per)
-    far = np.sort(mutant_index[~in_core])
-    cores = [np.concatenate(([g], mutant_index[g][in_core[g]])) for g in range(k)]
-
+    anchors = candidates[: layout.anchors]
+    cores, far, radii = _group_cores(candidates, layout)
     cand_norm = float(np.sqrt(np.einsum("ij,ij->i", candidates, candidates).max()))
     out = np.empty(len(points), dtype=np.intp)
     for start in range(0, len(points), GROUPED_CHUNK_ROWS):
@@ -332,17 +342,6 @@ def _cell(candidates: np.ndarray, index: np.ndarray) -> _Cell:
     return _Cell(index=np.asarray(index, dtype=np.intp), weights=weights)
 
 
-def _core_mask(candidates: np.ndarray, layout: GroupLayout) -> np.ndarray:
-    k, per = layout.anchors, layout.per_anchor
-    d = candidates.shape[1]
-    anchors = candidates[:k]
-    mutants = candidates[k:].reshape(k, per, d)
-    offsets = np.sqrt(np.sum((mutants - anchors[:, None, :]) ** 2, axis=2))
-    gaps = np.sqrt(np.sum((anchors[:, None, :] - anchors[None, :, :]) ** 2, axis=2))
-    np.fill_diagonal(gaps, np.inf)
-    return np.asarray(offsets <= CORE_FRACTION * gaps.min(axis=1)[:, None])
-
-
 def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> VoteIndex:
     """The search structure of a population (public: built from the candidates only).
 
@@ -377,13 +376,9 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
     grouped = layout is not None and layout.anchors > 1 and layout.per_anchor >= 1
     if grouped:
         assert layout is not None
-        k, per = layout.anchors, layout.per_anchor
-        in_core = _core_mask(candidates, layout)
-        mutant_index = (k + np.arange(k * per)).reshape(k, per)
-        far = np.sort(mutant_index[~in_core])
-        cells = tuple(
-            _cell(unit, np.concatenate(([g], mutant_index[g][in_core[g]]))) for g in range(k)
-        )
+        k = layout.anchors
+        cores, far, _ = _group_cores(candidates, layout)
+        cells = tuple(_cell(unit, core) for core in cores)
         return VoteIndex(
             n_candidates=n,
             dim=d,
