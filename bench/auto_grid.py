@@ -32,7 +32,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from datasets import EPSILONS, auc, load
+from datasets import EPSILONS, TABLE_I_SETS, auc, load
 
 from app.clustering.auto import choose_algorithm
 from app.clustering.fastlloyd import fastlloyd
@@ -44,17 +44,6 @@ from app.clustering.pe_lloyd import pe_lloyd
 from app.privacy.gdp import mu_from_epsilon_delta
 
 GRID = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
-TABLE1_SETS = (
-    "iris",
-    "sklearn_4_4",
-    "sklearn_16_4",
-    "sklearn_64_4",
-    "sklearn_4_16",
-    "sklearn_16_16",
-    "sklearn_64_16",
-    "sklearn_4_64",
-    "sklearn_16_64",
-)
 PRODUCT_METHODS = ("pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd")
 
 
@@ -243,7 +232,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run jobs, appending JSON lines to --out")
     run.add_argument("--out", required=True)
-    run.add_argument("--datasets", nargs="*", default=list(TABLE1_SETS))
+    run.add_argument("--datasets", nargs="*", default=list(TABLE_I_SETS))
     run.add_argument("--methods", nargs="*", default=list(PRODUCT_METHODS))
     run.add_argument("--epsilons", nargs="*", type=float, help=f"subset of {GRID}")
     run.add_argument("--seeds", type=int, default=3)

@@ -31,6 +31,10 @@ PAPER: dict[str, tuple[float, float, float | None, float]] = {
 }
 
 
+# The Table I sets, in the paper's order.
+TABLE_I_SETS: tuple[str, ...] = tuple(PAPER)
+
+
 # Published Table I, "Google" column (Chang and Kamath's LSH-tree coreset): loss AUC.
 PAPER_GOOGLE: dict[str, float] = {
     "iris": 0.6892,
