@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,21 +166,25 @@ class Estimate:
     admissible: bool
 
 
-def estimate(session: Session, dataset: Dataset, req: JobRequest) -> Estimate:
-    plan = plan_job(dataset, req)
+def budget_if_admitted(
+    session: Session, dataset: Dataset, total_mu: float, job_mus: Sequence[float]
+) -> tuple[ledger.BudgetView, ledger.BudgetView, bool]:
+    """(the budget now, the budget after admitting jobs of `job_mus`, whether they would be
+    admitted now): the admission test is `submit`'s, on `total_mu` (the jobs' composed mu)."""
     state = ledger.state_of(session, dataset.id)
-    before = ledger.view(dataset, state)
-    ok = bmath.is_admissible(state.live_mus, plan.mu, state.mu_cap)
+    ok = bmath.is_admissible(state.live_mus, total_mu, state.mu_cap)
     after_state = state.copy()
     if ok:
-        after_state.reserved[uuid.uuid4()] = plan.mu
-        after_state.jobs += 1
-    return Estimate(
-        plan=plan,
-        budget_before=before,
-        budget_after=ledger.view(dataset, after_state),
-        admissible=ok,
-    )
+        for mu in job_mus:
+            after_state.reserved[uuid.uuid4()] = mu
+            after_state.jobs += 1
+    return ledger.view(dataset, state), ledger.view(dataset, after_state), ok
+
+
+def estimate(session: Session, dataset: Dataset, req: JobRequest) -> Estimate:
+    plan = plan_job(dataset, req)
+    before, after, ok = budget_if_admitted(session, dataset, plan.mu, [plan.mu])
+    return Estimate(plan=plan, budget_before=before, budget_after=after, admissible=ok)
 
 
 def submit(

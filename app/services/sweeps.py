@@ -105,19 +105,10 @@ def estimate(session: Session, dataset: Dataset, req: SweepRequest) -> SweepEsti
     """What `submit` would charge and the budget after it; charges nothing. Admissible by the
     same test as `submit`: the whole sweep's mu against what is left."""
     plan = plan_sweep(dataset, req)
-    state = ledger.state_of(session, dataset.id)
-    ok = bmath.is_admissible(state.live_mus, plan.mu, state.mu_cap)
-    after_state = state.copy()
-    if ok:
-        for job in plan.jobs:
-            after_state.reserved[uuid.uuid4()] = job.mu
-            after_state.jobs += 1
-    return SweepEstimate(
-        plan=plan,
-        budget_before=ledger.view(dataset, state),
-        budget_after=ledger.view(dataset, after_state),
-        admissible=ok,
+    before, after, ok = jobs_service.budget_if_admitted(
+        session, dataset, plan.mu, [job.mu for job in plan.jobs]
     )
+    return SweepEstimate(plan=plan, budget_before=before, budget_after=after, admissible=ok)
 
 
 def submit(
