@@ -219,23 +219,21 @@ def nearest_centre_blocks(
 def exact_summary(
     X: Any, centers: np.ndarray, *, radius: float, center: np.ndarray | None = None
 ) -> ExactSummary:
-    """Per-centre counts and the clipped loss sum on its grid, read block by block."""
+    """Per-centre counts and the clipped loss sum on its grid, read block by block. The clip
+    comes from the centres and the domain alone (the domain's centre as `prepare_rows` takes
+    it: the origin when `center` is None)."""
     k = len(centers)
     scale = 2.0**LOSS_GRID_BITS
-    bound: float | None = None
+    c = np.zeros(np.shape(centers)[1]) if center is None else np.asarray(center, dtype=np.float64)
+    bound = loss_bound(_centred_centres(centers, c), radius)
     counts = np.zeros(k, dtype=np.int64)
     total = 0
     for points, labels, centred in _blocks(X, centers, radius, center):
-        if bound is None:
-            bound = loss_bound(centred, radius)
         counts += np.bincount(labels, minlength=k).astype(np.int64)
         diff = points - centred[labels]
         squared = np.einsum("ij,ij->i", diff, diff)
         units = np.rint(np.minimum(squared / bound, 1.0) * scale).astype(np.int64)
         total += int(np.minimum(units, 2**LOSS_GRID_BITS).sum())
-    if bound is None:  # no rows: the bound still comes from the centres alone
-        c = np.zeros(len(centers[0])) if center is None else np.asarray(center, dtype=np.float64)
-        bound = loss_bound(_centred_centres(centers, c), radius)
     return ExactSummary(counts=counts, loss_units=total, bound=bound)
 
 
