@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -497,6 +498,19 @@ def _best_in(
         best_index[chosen] = cell.index[arg[better]]
 
 
+def _rows_per_cell(nearest: np.ndarray, n_cells: int) -> Iterator[tuple[int, np.ndarray]]:
+    """For each probe (column of `nearest`, the cells each row searches) and each cell some row
+    probes there: (the cell, those rows in ascending order). The float32 search and its exact
+    re-decision walk the cells in this same order."""
+    for probe in range(nearest.shape[1]):
+        cell_of_row = nearest[:, probe]
+        order = np.argsort(cell_of_row, kind="stable")
+        bounds = np.searchsorted(cell_of_row[order], np.arange(n_cells + 1))
+        for c in range(n_cells):
+            if bounds[c + 1] > bounds[c]:
+                yield c, order[bounds[c] : bounds[c + 1]]
+
+
 def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.ndarray]:
     """float32 search of a block (not the KD-tree path): the fast vote per row and a mask of the
     rows it may get wrong (cell choice or member choice within 2 `_vote_window`s of a tie). On
@@ -527,14 +541,8 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
             nearest = part[:, :probes]
         else:
             nearest = np.broadcast_to(np.arange(n_centres), (n, n_centres))
-        for probe in range(nearest.shape[1]):
-            cell_of_row = nearest[:, probe]
-            order = np.argsort(cell_of_row, kind="stable")
-            bounds = np.searchsorted(cell_of_row[order], np.arange(len(index.cells) + 1))
-            for c, cell in enumerate(index.cells):
-                if bounds[c + 1] > bounds[c]:
-                    rows = order[bounds[c] : bounds[c + 1]]
-                    _best_in(aug[rows], cell, best, second, best_index, rows)
+        for c, rows in _rows_per_cell(nearest, len(index.cells)):
+            _best_in(aug[rows], index.cells[c], best, second, best_index, rows)
     gap = second.astype(np.float64) - best
     uncertain |= ~(gap > 2.0 * window)
     return best_index, uncertain
@@ -622,14 +630,8 @@ def _ideal_votes(rows: np.ndarray, index: VoteIndex) -> np.ndarray:
         for start in range(0, n, step):
             sq = _ordered_sq(rows[start : start + step], centre_points)
             nearest[start : start + step] = np.argsort(sq, axis=1, kind="stable")[:, : index.probes]
-        for probe in range(index.probes):
-            cell_of_row = nearest[:, probe]
-            order = np.argsort(cell_of_row, kind="stable")
-            bounds = np.searchsorted(cell_of_row[order], np.arange(len(index.cells) + 1))
-            for c, cell in enumerate(index.cells):
-                if bounds[c + 1] > bounds[c]:
-                    sub = order[bounds[c] : bounds[c + 1]]
-                    _ideal_in(rows, candidates, cell.index, best, best_index, sub)
+        for c, sub in _rows_per_cell(nearest, len(index.cells)):
+            _ideal_in(rows, candidates, index.cells[c].index, best, best_index, sub)
     return best_index
 
 
