@@ -36,7 +36,10 @@ COPY worker ./worker
 COPY migrations ./migrations
 COPY privclust ./privclust
 RUN pip install --no-deps . \
-    && privclust --help > /dev/null
+    && privclust --help > /dev/null \
+    && python -c "from app.clustering.kernels import warm_up; warm_up()"
+# (the last step compiles the vote's numba kernels into the venv's on-disk cache, so containers
+# load them instead of compiling them at start)
 
 # ---------------------------------------------------------------------------------------------
 # Stage 2: the runtime image. No compilers, no build tools, no source tree: only the venv.

@@ -84,6 +84,9 @@ def evolve(
     selection: np.ndarray | None = None
     layout: GroupLayout | None = None  # the sphere packing has no group structure
     sensitivity = plan.count_sensitivity
+    # The variations are published post-processing; they take a fast generator keyed from rng
+    # (noise.variation_generator), the noise stays on rng.
+    variation_rng = noise.variation_generator(rng)
     for t in range(1, plan.iterations + 1):
         votes = nearest_candidate_votes(points, population, layout)
         noisy = noise.integer_release(votes, sensitivity=sensitivity, sigma=plan.sigma, rng=rng)
@@ -94,7 +97,7 @@ def evolve(
         )
         if t < plan.iterations:
             population = np.concatenate(
-                [selection, levy_variations(selection, current_l, radius, rng)]
+                [selection, levy_variations(selection, current_l, radius, variation_rng)]
             )
             layout = GroupLayout(anchors=k, per_anchor=current_l)
         if progress is not None:

@@ -28,6 +28,8 @@ import numpy as np
 from scipy.spatial import cKDTree
 from threadpoolctl import ThreadpoolController
 
+from app.clustering.kernels import merge_top2
+
 # Backend choice by dimension (measured in bench/RESULTS.md, "nearest-candidate backend"): a
 # KD-tree beats chunked BLAS on an unstructured (sphere-packed) population up to d = 6, the two
 # cross near d = 8; on an evolved population the grouped search is as fast as the tree at d = 4
@@ -298,6 +300,8 @@ VOTE_DTYPE = np.float32
 _U32 = 2.0**-24  # float32 unit roundoff
 # Rows per block of the vote (bounds the float32 copy of a block and the per-cell score arrays).
 VOTE_BLOCK_ROWS = 1 << 15
+# Below this many rows per block, splitting a vote between threads costs more than it gains.
+VOTE_MIN_BLOCK_ROWS = 1 << 11
 # Score-matrix elements per gemm call (rows x candidates, float32: 1 MiB): a score block that
 # stays in cache is scored and reduced 4-6x faster than one that streams through memory.
 VOTE_SCORE_ELEMENTS = 1 << 18
@@ -314,8 +318,8 @@ IVF_PROBES = 8
 
 @dataclass(frozen=True)
 class _Cell:
-    index: np.ndarray  # global candidate indices, ascending
-    weights: np.ndarray  # (d + 1) x len(index): [-c; |c|^2 / 2] in VOTE_DTYPE
+    index: np.ndarray  # global candidate indices, ascending (int32)
+    weights: np.ndarray  # len(index) x (d + 1): [-c, |c|^2 / 2] in VOTE_DTYPE
 
 
 @dataclass(frozen=True)
@@ -337,10 +341,10 @@ class VoteIndex:
 
 def _cell(candidates: np.ndarray, index: np.ndarray) -> _Cell:
     chosen = candidates[index]
-    weights = np.empty((candidates.shape[1] + 1, len(index)), dtype=VOTE_DTYPE)
-    weights[:-1] = -chosen.T
-    weights[-1] = 0.5 * np.einsum("ij,ij->i", chosen, chosen)
-    return _Cell(index=np.asarray(index, dtype=np.intp), weights=weights)
+    weights = np.empty((len(index), candidates.shape[1] + 1), dtype=VOTE_DTYPE)
+    weights[:, :-1] = -chosen
+    weights[:, -1] = 0.5 * np.einsum("ij,ij->i", chosen, chosen)
+    return _Cell(index=np.asarray(index, dtype=np.int32), weights=weights)
 
 
 def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> VoteIndex:
@@ -348,8 +352,9 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
 
     - An evolved population (`layout`, at least two anchors): one cell per anchor holding the
       anchor and its core mutants (within CORE_FRACTION of the distance to the nearest other
-      anchor); the remaining mutants (heavy-tailed Levy jumps) are searched by every row. A row
-      searches the cell of its nearest anchor.
+      anchor); the remaining mutants (heavy-tailed Levy jumps) are searched by every row, so
+      they are stored in every cell (each row scores one list). A row searches the cell of its
+      nearest anchor.
     - Any other population of more than IVF_MIN_CANDIDATES: an inverted file over centres spread
       evenly through the candidate list (a sphere packing is in random order), each candidate in
       the cell of its nearest centre; a row searches its IVF_PROBES nearest cells.
@@ -379,13 +384,13 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
         assert layout is not None
         k = layout.anchors
         cores, far, _ = _group_cores(candidates, layout)
-        cells = tuple(_cell(unit, core) for core in cores)
+        cells = tuple(_cell(unit, np.sort(np.concatenate((core, far)))) for core in cores)
         return VoteIndex(
             n_candidates=n,
             dim=d,
             centres=_cell(unit, np.arange(k)),
             cells=cells,
-            everyone=_cell(unit, far) if far.size else None,
+            everyone=None,
             probes=min(GROUP_PROBES, k),
             scale=scale,
             candidates=candidates,
@@ -397,8 +402,8 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
         owner = np.empty(n, dtype=np.intp)
         for start in range(0, n, 4096):
             chunk = unit[start : start + 4096]
-            scores = chunk @ centre_cell.weights[:-1].astype(np.float64)
-            scores += centre_cell.weights[-1].astype(np.float64)
+            scores = chunk @ centre_cell.weights[:, :-1].T.astype(np.float64)
+            scores += centre_cell.weights[:, -1].astype(np.float64)
             owner[start : start + 4096] = scores.argmin(axis=1)
         owner[centre_index] = np.arange(n_cells)  # a centre belongs to its own cell
         order = np.argsort(owner, kind="stable")
@@ -466,46 +471,33 @@ def _ordered_sq(rows: np.ndarray, candidates: np.ndarray) -> np.ndarray:
     return acc
 
 
-def _scores(rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """The float32 gemm of the vote. Some OpenBLAS kernels leave the FE_INVALID flag set on
+def _scores(weights: np.ndarray, rows_t: np.ndarray) -> np.ndarray:
+    """The float32 gemm of the vote: candidates x rows scores, from the cell's weights and the
+    augmented rows stored one per column. Some OpenBLAS kernels leave the FE_INVALID flag set on
     finite inputs (numpy issue 24067, OpenBLAS issue 1924), which numpy reports as "invalid
     value encountered in matmul": seen once in four CI runs on this machine, on 150 x 5 finite
-    rows. The flag is ignored here; a score that really is NaN or infinite makes its row's gap
-    fail `gap > 2w`, so that row is re-decided exactly in float64 (`_ideal_votes`)."""
+    rows. The flag is ignored here; a score that really is NaN or infinite comes from a row
+    whose rounding window is not finite, so that row is re-decided exactly in float64
+    (`_ideal_votes`)."""
     with np.errstate(invalid="ignore"):
-        return rows @ weights
+        return weights @ rows_t
 
 
 def _best_in(
-    rows: np.ndarray,
+    rows_t: np.ndarray,
     cell: _Cell,
     best: np.ndarray,
     second: np.ndarray,
     best_index: np.ndarray,
-    sub: np.ndarray | None,
 ) -> None:
-    """Merge the members of `cell` into (best, second, best_index) of `rows` (augmented float32
-    rows; positions `sub` of the block, or all): the best and second-best float32 scores seen so
-    far and the index of the best (strict improvement only)."""
+    """Merge the members of `cell` into (best, second, best_index) of the augmented float32 rows
+    `rows_t` (one per column): the best and second-best float32 scores seen so far and the
+    index of the best (strict improvement only; `kernels.merge_top2`)."""
     step = max(1, VOTE_SCORE_ELEMENTS // max(len(cell.index), 1))
-    for start in range(0, len(rows), step):
-        part = rows[start : start + step]
-        scores = _scores(part, cell.weights)
-        positions = np.arange(len(part))
-        arg = scores.argmin(axis=1)
-        value = scores[positions, arg]
-        if scores.shape[1] > 1:
-            scores[positions, arg] = np.inf
-            runner = scores.min(axis=1)
-        else:
-            runner = np.full(len(part), np.inf, dtype=scores.dtype)
-        where = np.arange(start, start + len(part)) if sub is None else sub[start : start + step]
-        old = best[where]
-        second[where] = np.minimum(np.minimum(second[where], runner), np.maximum(old, value))
-        better = value < old
-        chosen = where[better]
-        best[chosen] = value[better]
-        best_index[chosen] = cell.index[arg[better]]
+    for start in range(0, rows_t.shape[1], step):
+        stop = start + step
+        scores = _scores(cell.weights, rows_t[:, start:stop])
+        merge_top2(scores, cell.index, best[start:stop], second[start:stop], best_index[start:stop])
 
 
 def _rows_per_cell(nearest: np.ndarray, n_cells: int) -> Iterator[tuple[int, np.ndarray]]:
@@ -526,24 +518,34 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
     rows it may get wrong (cell choice or member choice within 2 `_vote_window`s of a tie). On
     the unmasked rows the fast vote equals the ideal vote v*(x) (see the module docstring)."""
     n, d = len(block), index.dim
-    aug = np.empty((n, d + 1), dtype=VOTE_DTYPE)
-    np.multiply(block, 1.0 / index.scale, out=aug[:, :-1], casting="unsafe")
-    aug[:, -1] = 1.0
+    # Augmented rows [x / scale, 1], one per column: each cell's gemm is then candidates x rows,
+    # and the running best of a row is updated along contiguous memory (`merge_top2`).
+    rows_t = np.empty((d + 1, n), dtype=VOTE_DTYPE)
+    np.multiply(block.T, 1.0 / index.scale, out=rows_t[:-1], casting="unsafe")
+    rows_t[-1] = 1.0
     scaled = np.asarray(block, dtype=np.float64) / index.scale
     window = _vote_window(np.sqrt(np.einsum("ij,ij->i", scaled, scaled)), d)
     best = np.full(n, np.inf, dtype=VOTE_DTYPE)
     second = np.full(n, np.inf, dtype=VOTE_DTYPE)
-    best_index = np.zeros(n, dtype=np.intp)
+    best_index = np.zeros(n, dtype=np.int32)
     uncertain = np.zeros(n, dtype=bool)
     if index.everyone is not None:
-        _best_in(aug, index.everyone, best, second, best_index, None)
+        _best_in(rows_t, index.everyone, best, second, best_index)
     if index.centres is not None:
-        centre_scores = _scores(aug, index.centres.weights)
-        probes, n_centres = index.probes, centre_scores.shape[1]
-        if probes < n_centres:
-            # Columns 0..probes-1: the probes best centres; column probes: the next one. The
-            # chosen cells are the exact ones unless the probes-th and next differ by <= 2w
-            # (NaN or inf gaps count as uncertain).
+        probes, n_centres = index.probes, len(index.centres.index)
+        if probes == 1 < n_centres:
+            # The nearest centre and the gap to the next: the chosen cell is the exact one
+            # unless they differ by <= 2w (NaN or inf gaps count as uncertain).
+            centre_best = np.full(n, np.inf, dtype=VOTE_DTYPE)
+            centre_next = np.full(n, np.inf, dtype=VOTE_DTYPE)
+            nearest_centre = np.zeros(n, dtype=np.int32)
+            _best_in(rows_t, index.centres, centre_best, centre_next, nearest_centre)
+            uncertain |= ~(centre_next.astype(np.float64) - centre_best > 2.0 * window)
+            nearest: np.ndarray = nearest_centre[:, None]
+        elif probes < n_centres:
+            # Columns 0..probes-1: the probes best centres; column probes: the next one, with
+            # the same rule at the probes-th.
+            centre_scores = _scores(index.centres.weights, rows_t).T
             part = np.argpartition(centre_scores, [probes - 1, probes], axis=1)
             edge = np.take_along_axis(centre_scores, part[:, probes - 1 : probes + 1], axis=1)
             gap = edge[:, 1].astype(np.float64) - edge[:, 0]
@@ -552,10 +554,14 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
         else:
             nearest = np.broadcast_to(np.arange(n_centres), (n, n_centres))
         for c, rows in _rows_per_cell(nearest, len(index.cells)):
-            _best_in(aug[rows], index.cells[c], best, second, best_index, rows)
+            # Gathered, merged, scattered back: a row probing several cells keeps one running
+            # best across them.
+            sub_best, sub_second, sub_index = best[rows], second[rows], best_index[rows]
+            _best_in(rows_t[:, rows], index.cells[c], sub_best, sub_second, sub_index)
+            best[rows], second[rows], best_index[rows] = sub_best, sub_second, sub_index
     gap = second.astype(np.float64) - best
     uncertain |= ~(gap > 2.0 * window)
-    return best_index, uncertain
+    return best_index.astype(np.intp), uncertain
 
 
 def _pair_sq(rows: np.ndarray, candidates: np.ndarray) -> np.ndarray:
@@ -658,6 +664,16 @@ def _search_block(block: np.ndarray, index: VoteIndex) -> np.ndarray:
     return labels
 
 
+def _vote_block_rows(n: int, workers: int) -> int:
+    """Rows per block: at most VOTE_BLOCK_ROWS, and a whole number of blocks per worker so the
+    threads finish together (20,000 rows on 2 cores: 2 blocks of 10,000, not one of 20,000).
+    Blocks never change a vote (each is a function of its row alone), only the time."""
+    blocks = -(-n // VOTE_BLOCK_ROWS)
+    blocks = -(-blocks // workers) * workers
+    size = -(-n // max(blocks, 1))
+    return max(size, min(n, VOTE_MIN_BLOCK_ROWS), 1)
+
+
 @functools.cache
 def _thread_controller() -> ThreadpoolController:
     # Scanning the loaded libraries takes milliseconds; numpy's BLAS is loaded by now, so one
@@ -678,11 +694,11 @@ def vote_labels(points: np.ndarray, index: VoteIndex) -> np.ndarray:
     threads, each with one BLAS thread (numpy releases the GIL in the heavy calls).
     """
     out = np.empty(len(points), dtype=np.intp)
-    starts = range(0, len(points), VOTE_BLOCK_ROWS)
+    size = _vote_block_rows(len(points), worker_count())
+    starts = range(0, len(points), size)
 
     def search(start: int) -> None:
-        stop = start + VOTE_BLOCK_ROWS
-        out[start:stop] = _search_block(points[start:stop], index)
+        out[start : start + size] = _search_block(points[start : start + size], index)
 
     threads = min(worker_count(), len(starts))
     # Each gemm is small (a cache-sized score block): BLAS threads would only add overhead.

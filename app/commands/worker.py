@@ -34,8 +34,13 @@ def run(args: argparse.Namespace) -> int:
     from rq import Worker
     from rq.serializers import JSONSerializer
 
+    import worker.tasks  # noqa: F401  (see below)
+    from app.clustering.kernels import warm_up
     from app.services import queue
 
+    # RQ forks a process per job: loading the job code and compiling the vote's kernels here,
+    # once, lets every job start with both.
+    warm_up()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     conn = queue.redis_connection(queue.resolve_redis_url(settings))
     w = Worker([queue.get_queue(settings, conn)], connection=conn, serializer=JSONSerializer)

@@ -23,7 +23,12 @@ Two rules every release of privclust follows (docs/algorithms.md section 3, afte
   (Levy variations, k-means restarts), so a predictable generator could let an observer rebuild
   the noise. The service draws every random number of a job from ChaCha20 (the stream cipher
   behind Linux's getrandom), keyed with 256 bits from the operating system (`secrets`), via the
-  well-kept `randomgen` package; no caller can seed it.
+  well-kept `randomgen` package; no caller can seed it. The one exception is the bulk of
+  published post-processing draws, PE-means' Levy variations: they come from a fast SFC64
+  generator keyed with 256 bits of the job's ChaCha20 stream (`variation_generator`), 2.7x
+  faster per normal draw. Rebuilding that generator from the variations it published yields
+  its key, which is ChaCha20 output: it reveals nothing of the noise drawn from the rest of
+  the stream.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ __all__ = [
     "release_count",
     "rounded_gaussian",
     "secure_generator",
+    "variation_generator",
 ]
 
 # The noisy row count released at upload costs this fraction of the dataset's mu_cap (1% of the
@@ -58,6 +64,13 @@ MAX_NOISE_STD = 1e13
 def secure_generator() -> np.random.Generator:
     """A numpy Generator over ChaCha20 keyed with 256 bits of OS entropy (never caller-seeded)."""
     return np.random.Generator(ChaCha(key=secrets.randbits(256), rounds=20))
+
+
+def variation_generator(rng: np.random.Generator) -> np.random.Generator:
+    """A fast generator (SFC64) for published post-processing draws, keyed with 256 bits drawn
+    from `rng` (the job's ChaCha20 generator; a caller's generator in tests). It never draws
+    noise (module docstring)."""
+    return np.random.Generator(np.random.SFC64(rng.integers(0, 2**32, size=8, dtype=np.uint64)))
 
 
 def rounded_gaussian(

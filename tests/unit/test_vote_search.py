@@ -338,3 +338,30 @@ def test_the_exact_re_decision_shortlist_changes_no_answer(scale: float) -> None
     np.testing.assert_array_equal(best_index, full.argmin(axis=1))
     finite = np.isfinite(full.min(axis=1))
     np.testing.assert_array_equal(best[finite], full.min(axis=1)[finite])
+
+
+@pytest.mark.parametrize("n_members", [1, 2, 3, 16, 257])
+def test_merge_top2_equals_argmin_and_min_of_the_rest(n_members: int) -> None:
+    from app.clustering.kernels import merge_top2
+
+    rng = np.random.default_rng(n_members)
+    m = 300
+    first = rng.normal(size=(n_members, m)).astype(np.float32)
+    then = rng.normal(size=(n_members, m)).astype(np.float32)
+    first[:, :40] = rng.integers(0, 3, size=(n_members, 40))  # exact ties, within and across
+    then[:, 20:60] = rng.integers(0, 3, size=(n_members, 40))
+    members = np.arange(n_members, dtype=np.int32) * 7
+    best = np.full(m, np.inf, dtype=np.float32)
+    second = best.copy()
+    index = np.full(m, -1, dtype=np.int32)
+    merge_top2(first, members, best, second, index)
+    merge_top2(then, members + 1, best, second, index)
+
+    both = np.concatenate([first, then])  # scored in this order
+    labels = np.concatenate([members, members + 1])
+    arg = both.argmin(axis=0)  # the first minimum: strict improvement keeps the earlier one
+    np.testing.assert_array_equal(best, both.min(axis=0))
+    np.testing.assert_array_equal(index, labels[arg])
+    rest = both.copy()
+    rest[arg, np.arange(m)] = np.inf
+    np.testing.assert_array_equal(second, rest.min(axis=0))  # a repeated minimum is the second
