@@ -85,8 +85,8 @@ def merge_top2(
     as one pass of argmin plus one of min over the rest, in one pass and without the GIL.
 
     A NaN score leaves best and best_index unchanged and may or may not enter second: callers
-    must not rely on it (the vote's rounding window already flags every row whose scores can be
-    NaN)."""
+    must not rely on it (the vote re-decides in float64 every row whose scores could be NaN or
+    infinite, `voting._F32_SAFE_NORM`)."""
     _compiled_merge_top2()(scores, members, best, second, best_index)
 
 

@@ -298,6 +298,9 @@ def nearest_candidates(
 # `_vote_window`), so rounding never changes a vote.
 VOTE_DTYPE = np.float32
 _U32 = 2.0**-24  # float32 unit roundoff
+# Rows whose scaled norm exceeds this (or is NaN) are re-decided in float64: below it no float32
+# score (at most |x_s| + 1/2 in size) can overflow, which `_vote_window` assumes.
+_F32_SAFE_NORM = 2.0**100
 # Rows per block of the vote (bounds the float32 copy of a block and the per-cell score arrays).
 VOTE_BLOCK_ROWS = 1 << 15
 # Below this many rows per block, splitting a vote between threads costs more than it gains.
@@ -476,9 +479,9 @@ def _scores(weights: np.ndarray, rows_t: np.ndarray) -> np.ndarray:
     augmented rows stored one per column. Some OpenBLAS kernels leave the FE_INVALID flag set on
     finite inputs (numpy issue 24067, OpenBLAS issue 1924), which numpy reports as "invalid
     value encountered in matmul": seen once in four CI runs on this machine, on 150 x 5 finite
-    rows. The flag is ignored here; a score that really is NaN or infinite comes from a row
-    whose rounding window is not finite, so that row is re-decided exactly in float64
-    (`_ideal_votes`)."""
+    rows. The flag is ignored here: scores can only be NaN or infinite for rows whose norm is
+    above _F32_SAFE_NORM or NaN, and `_fast_block` sends those to the exact float64 re-decision
+    (`_ideal_votes`) whatever their scores."""
     with np.errstate(invalid="ignore"):
         return weights @ rows_t
 
@@ -521,14 +524,16 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
     # Augmented rows [x / scale, 1], one per column: each cell's gemm is then candidates x rows,
     # and the running best of a row is updated along contiguous memory (`merge_top2`).
     rows_t = np.empty((d + 1, n), dtype=VOTE_DTYPE)
-    np.multiply(block.T, 1.0 / index.scale, out=rows_t[:-1], casting="unsafe")
+    with np.errstate(over="ignore"):  # rows beyond float32 are flagged below (_F32_SAFE_NORM)
+        np.multiply(block.T, 1.0 / index.scale, out=rows_t[:-1], casting="unsafe")
     rows_t[-1] = 1.0
     scaled = np.asarray(block, dtype=np.float64) / index.scale
-    window = _vote_window(np.sqrt(np.einsum("ij,ij->i", scaled, scaled)), d)
+    norms = np.sqrt(np.einsum("ij,ij->i", scaled, scaled))
+    window = _vote_window(norms, d)
     best = np.full(n, np.inf, dtype=VOTE_DTYPE)
     second = np.full(n, np.inf, dtype=VOTE_DTYPE)
     best_index = np.zeros(n, dtype=np.int32)
-    uncertain = np.zeros(n, dtype=bool)
+    uncertain = ~(norms <= _F32_SAFE_NORM)
     if index.everyone is not None:
         _best_in(rows_t, index.everyone, best, second, best_index)
     if index.centres is not None:
@@ -540,7 +545,8 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
             centre_next = np.full(n, np.inf, dtype=VOTE_DTYPE)
             nearest_centre = np.zeros(n, dtype=np.int32)
             _best_in(rows_t, index.centres, centre_best, centre_next, nearest_centre)
-            uncertain |= ~(centre_next.astype(np.float64) - centre_best > 2.0 * window)
+            with np.errstate(invalid="ignore"):  # inf - inf: uncertain
+                uncertain |= ~(centre_next.astype(np.float64) - centre_best > 2.0 * window)
             nearest: np.ndarray = nearest_centre[:, None]
         elif probes < n_centres:
             # Columns 0..probes-1: the probes best centres; column probes: the next one, with
@@ -548,7 +554,8 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
             centre_scores = _scores(index.centres.weights, rows_t).T
             part = np.argpartition(centre_scores, [probes - 1, probes], axis=1)
             edge = np.take_along_axis(centre_scores, part[:, probes - 1 : probes + 1], axis=1)
-            gap = edge[:, 1].astype(np.float64) - edge[:, 0]
+            with np.errstate(invalid="ignore"):  # inf - inf: uncertain
+                gap = edge[:, 1].astype(np.float64) - edge[:, 0]
             uncertain |= ~(gap > 2.0 * window)
             nearest = part[:, :probes]
         else:
@@ -559,7 +566,8 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
             sub_best, sub_second, sub_index = best[rows], second[rows], best_index[rows]
             _best_in(rows_t[:, rows], index.cells[c], sub_best, sub_second, sub_index)
             best[rows], second[rows], best_index[rows] = sub_best, sub_second, sub_index
-    gap = second.astype(np.float64) - best
+    with np.errstate(invalid="ignore"):  # inf - inf: uncertain
+        gap = second.astype(np.float64) - best
     uncertain |= ~(gap > 2.0 * window)
     return best_index.astype(np.intp), uncertain
 

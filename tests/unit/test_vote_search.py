@@ -365,3 +365,25 @@ def test_merge_top2_equals_argmin_and_min_of_the_rest(n_members: int) -> None:
     rest = both.copy()
     rest[arg, np.arange(m)] = np.inf
     np.testing.assert_array_equal(second, rest.min(axis=0))  # a repeated minimum is the second
+
+
+def test_rows_whose_float32_scores_would_overflow_are_decided_exactly() -> None:
+    # Candidates within 1e-42 of the origin: scaled by their largest norm, rows of norm ~1 are
+    # ~1e42 in score units, beyond float32 (3.4e38). Such rows (above 2^100) take the exact
+    # float64 path, so the vote is still the exact argmin over the searched set.
+    rng = np.random.default_rng(70)
+    candidates = _evolved(rng, 4, 50, 12) * 1e-42
+    index = voting.vote_index(candidates, voting.GroupLayout(4, 50))
+    points = rng.normal(size=(200, 12))
+    points[:5] *= 1e-42  # rows at the candidates' scale take the float32 path
+    _, flagged = voting._fast_block(points, index)
+    assert flagged[5:].all() and not flagged[:5].all()
+    np.testing.assert_array_equal(voting.vote_labels(points, index), _ideal_votes(points, index))
+
+
+def test_rows_beyond_float32_take_the_exact_path_through_an_inverted_file_too() -> None:
+    rng = np.random.default_rng(71)
+    index = voting.vote_index(sphere_packing(3000, 12, 1.0, rng) * 1e-42)
+    assert index.centres is not None and index.probes > 1
+    points = rng.normal(size=(100, 12))
+    np.testing.assert_array_equal(voting.vote_labels(points, index), _ideal_votes(points, index))
