@@ -35,11 +35,13 @@ COPY app ./app
 COPY worker ./worker
 COPY migrations ./migrations
 COPY privclust ./privclust
+# The last step compiles the vote's numba kernels into NUMBA_CACHE_DIR, which the runtime stage
+# copies (owned by the unprivileged user, since numba only uses a cache it can write): workers
+# load the kernels instead of compiling them at start.
+ENV NUMBA_CACHE_DIR=/opt/numba-cache
 RUN pip install --no-deps . \
     && privclust --help > /dev/null \
     && python -c "from app.clustering.kernels import warm_up; warm_up()"
-# (the last step compiles the vote's numba kernels into the venv's on-disk cache, so containers
-# load them instead of compiling them at start)
 
 # ---------------------------------------------------------------------------------------------
 # Stage 2: the runtime image. No compilers, no build tools, no source tree: only the venv.
@@ -50,7 +52,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PATH="/opt/venv/bin:${PATH}" \
     PRIVCLUST_HOST=0.0.0.0 \
     PRIVCLUST_PORT=8000 \
-    PRIVCLUST_DATA_DIR=/data
+    PRIVCLUST_DATA_DIR=/data \
+    NUMBA_CACHE_DIR=/opt/numba-cache
 
 # A fixed, non-root uid/gid so files on the shared data volume have one owner in every container.
 RUN groupadd --system --gid 10001 privclust \
@@ -59,6 +62,7 @@ RUN groupadd --system --gid 10001 privclust \
     && chown privclust:privclust /app /data
 
 COPY --from=builder /opt/venv /opt/venv
+COPY --from=builder --chown=privclust:privclust /opt/numba-cache /opt/numba-cache
 
 WORKDIR /app
 # A fresh named volume mounted at /data starts as a copy of this (empty, privclust-owned)
