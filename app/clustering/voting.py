@@ -474,7 +474,7 @@ def _ordered_sq(rows: np.ndarray, candidates: np.ndarray) -> np.ndarray:
     return acc
 
 
-def _scores(weights: np.ndarray, rows_t: np.ndarray) -> np.ndarray:
+def _scores(weights: np.ndarray, rows_t: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """The float32 gemm of the vote: candidates x rows scores, from the cell's weights and the
     augmented rows stored one per column. Some OpenBLAS kernels leave the FE_INVALID flag set on
     finite inputs (numpy issue 24067, OpenBLAS issue 1924), which numpy reports as "invalid
@@ -483,7 +483,7 @@ def _scores(weights: np.ndarray, rows_t: np.ndarray) -> np.ndarray:
     above _F32_SAFE_NORM or NaN, and `_fast_block` sends those to the exact float64 re-decision
     (`_ideal_votes`) whatever their scores."""
     with np.errstate(invalid="ignore"):
-        return weights @ rows_t
+        return np.matmul(weights, rows_t, out=out)
 
 
 def _best_in(
@@ -496,10 +496,15 @@ def _best_in(
     """Merge the members of `cell` into (best, second, best_index) of the augmented float32 rows
     `rows_t` (one per column): the best and second-best float32 scores seen so far and the
     index of the best (strict improvement only; `kernels.merge_top2`)."""
-    step = max(1, VOTE_SCORE_ELEMENTS // max(len(cell.index), 1))
-    for start in range(0, rows_t.shape[1], step):
-        stop = start + step
-        scores = _scores(cell.weights, rows_t[:, start:stop])
+    n_members, n_rows = len(cell.index), rows_t.shape[1]
+    step = max(1, VOTE_SCORE_ELEMENTS // max(n_members, 1))
+    # One score buffer per call, reused by every tile: a fresh 1 MiB array per tile cost page
+    # faults and mmap/munmap calls with the GIL held.
+    buffer = np.empty(n_members * min(step, n_rows), dtype=VOTE_DTYPE)
+    for start in range(0, n_rows, step):
+        stop = min(start + step, n_rows)
+        out = buffer[: n_members * (stop - start)].reshape(n_members, stop - start)
+        scores = _scores(cell.weights, rows_t[:, start:stop], out)
         merge_top2(scores, cell.index, best[start:stop], second[start:stop], best_index[start:stop])
 
 
