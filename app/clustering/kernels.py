@@ -90,8 +90,67 @@ def merge_top2(
     _compiled_merge_top2()(scores, members, best, second, best_index)
 
 
+def _ordered_best_loops(
+    rows: np.ndarray,
+    members_t: np.ndarray,
+    members: np.ndarray,
+    best: np.ndarray,
+    best_index: np.ndarray,
+) -> None:  # pragma: no cover - compiled (covered through `ordered_best`)
+    m, d = rows.shape
+    n = members_t.shape[1]
+    sq = np.empty(n, dtype=np.float64)
+    for r in range(m):
+        # Coordinate by coordinate, each candidate's sum in the same order as
+        # voting._ordered_sq (a rounded difference, a rounded square, a rounded sum: numba
+        # contracts nothing into an FMA without fastmath), vectorised across candidates.
+        x = rows[r, 0]
+        for j in range(n):
+            diff = x - members_t[0, j]
+            sq[j] = diff * diff
+        for i in range(1, d):
+            x = rows[r, i]
+            for j in range(n):
+                diff = x - members_t[i, j]
+                sq[j] += diff * diff
+        b = best[r]
+        found = best_index[r]
+        for j in range(n):
+            value = sq[j]
+            if value < b or (value == b and members[j] < found):
+                b = value
+                found = members[j]
+        best[r] = b
+        best_index[r] = found
+
+
+@functools.cache
+def _compiled_ordered_best() -> Callable[..., None]:
+    return _jit(_ordered_best_loops)
+
+
+def ordered_best(
+    rows: np.ndarray,
+    members_t: np.ndarray,
+    members: np.ndarray,
+    best: np.ndarray,
+    best_index: np.ndarray,
+) -> None:
+    """Merge candidates into each row's running (best, best_index), in place, exactly: the
+    squared distance of row x to candidate c is summed over the coordinates in order,
+    (x_0 - c_0)^2 + (x_1 - c_1)^2 + ..., each operation rounded on its own in float64 (bit for
+    bit `voting._ordered_sq`); a smaller value wins, an equal one only with a lower index.
+
+    rows: m x d float64; members_t: d x n float64, the candidates one per column; members: their
+    indices (int64). Each row's answer depends on that row and the candidates alone. A NaN
+    distance never wins."""
+    _compiled_ordered_best()(rows, members_t, members, best, best_index)
+
+
 def warm_up() -> None:
     """Compile (or load) every kernel now, for the signatures the vote uses."""
     scores = np.zeros((3, 2), dtype=np.float32)
     best = np.full(2, np.inf, dtype=np.float32)
     merge_top2(scores, np.arange(3, dtype=np.int32), best, best.copy(), np.zeros(2, np.int32))
+    rows = np.zeros((2, 3))
+    ordered_best(rows, np.zeros((3, 4)), np.arange(4), np.full(2, np.inf), np.zeros(2, np.int64))

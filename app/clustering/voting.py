@@ -28,7 +28,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 from threadpoolctl import ThreadpoolController
 
-from app.clustering.kernels import merge_top2
+from app.clustering.kernels import merge_top2, ordered_best
 
 # Backend choice by dimension (measured in bench/RESULTS.md, "nearest-candidate backend"): a
 # KD-tree beats chunked BLAS on an unstructured (sphere-packed) population up to d = 6, the two
@@ -577,18 +577,6 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
     return best_index.astype(np.intp), uncertain
 
 
-def _pair_sq(rows: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-    """`_ordered_sq` for pairs: entry i is the squared distance of rows[i] to candidates[i],
-    by exactly the operations `_ordered_sq` performs for that pair (same order, no fusing), so
-    the two agree bit for bit."""
-    diff = rows[:, 0] - candidates[:, 0]
-    acc = diff * diff
-    for col in range(1, rows.shape[1]):
-        diff = rows[:, col] - candidates[:, col]
-        acc += diff * diff
-    return acc
-
-
 def _ideal_in(
     rows: np.ndarray,
     candidates: np.ndarray,
@@ -597,46 +585,16 @@ def _ideal_in(
     best_index: np.ndarray,
     sub: np.ndarray,
 ) -> None:
-    """Merge `members` (ascending global indices) into (best, best_index) of rows `sub`:
-    smaller `_ordered_sq`, or equal and lower index, wins.
-
-    A float64 gemm first shortlists, per row, the members whose squared distance
-    |x|^2 + |c|^2 - 2 x.c is within 2 b of the row's smallest, b = 4 (d + 4) eps (|x| + max|c|)^2;
-    only they are compared by `_ordered_sq` (`_pair_sq`). Both computations are within
-    1.01 (d + 3) eps (|x| + |c|)^2 of the exact squared distance (a dot product of length d in
-    any summation order, and the d rounded differences and squares summed in order), so they
-    differ by at most b / 2 and every minimiser of `_ordered_sq` is on the shortlist: the result
-    is the same as comparing every member, whatever the gemm's blocking. A row whose smallest
-    gemm value is not finite (overflow) keeps every member; underflow adds 2^-1074 per rounding
-    to b."""
+    """Merge `members` (global indices) into (best, best_index) of rows `sub`: smaller
+    `_ordered_sq`, or equal and lower index, wins. Compiled (`kernels.ordered_best`): each
+    distance is summed coordinate by coordinate with the same rounded operations as
+    `_ordered_sq`, so the answer is the same bit for bit, per row, without the GIL."""
+    members_t = np.ascontiguousarray(candidates[members].T)
+    part = np.ascontiguousarray(rows[sub], dtype=np.float64)
+    part_best, part_index = best[sub], best_index[sub]
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        chosen = candidates[members]
-        chosen_sq = np.einsum("ij,ij->i", chosen, chosen)
-        chosen_norm = float(np.sqrt(chosen_sq.max()))
-        d = rows.shape[1]
-        step = max(1, VOTE_SCORE_ELEMENTS // max(len(members), 1))
-        for start in range(0, len(sub), step):
-            where = sub[start : start + step]
-            part = rows[where]
-            part_sq = np.einsum("ij,ij->i", part, part)
-            approx = part_sq[:, None] + chosen_sq[None, :] - 2.0 * (part @ chosen.T)
-            # Subnormal results add at most an absolute 2^-1074 per rounding.
-            slack = 8.0 * (d + 4) * (_EPS * (np.sqrt(part_sq) + chosen_norm) ** 2 + 2.0**-1074)
-            threshold = approx.min(axis=1) + slack
-            keep = ~(approx > threshold[:, None])  # NaN entries and non-finite rows kept
-            pair_row, pair_col = np.nonzero(keep)  # by row, then ascending member
-            sq = _pair_sq(part[pair_row], chosen[pair_col])
-            starts = np.searchsorted(pair_row, np.arange(len(where)))
-            smallest = np.minimum.reduceat(sq, starts)
-            # The first pair of each row at its smallest value: the lowest-index minimiser.
-            at_min = np.flatnonzero(sq == smallest[pair_row])
-            rows_at_min, first = np.unique(pair_row[at_min], return_index=True)
-            value = smallest
-            found = np.empty(len(where), dtype=np.intp)
-            found[rows_at_min] = members[pair_col[at_min[first]]]
-            better = (value < best[where]) | ((value == best[where]) & (found < best_index[where]))
-            best[where[better]] = value[better]
-            best_index[where[better]] = found[better]
+        ordered_best(part, members_t, np.asarray(members, dtype=np.int64), part_best, part_index)
+    best[sub], best_index[sub] = part_best, part_index
 
 
 def _ideal_votes(rows: np.ndarray, index: VoteIndex) -> np.ndarray:

@@ -317,10 +317,9 @@ def test_coincident_candidates_vote_for_the_lowest_index() -> None:
 
 
 @pytest.mark.parametrize("scale", [1.0, 1e-150, 1e150, 1e200])
-def test_the_exact_re_decision_shortlist_changes_no_answer(scale: float) -> None:
-    # `_ideal_in` shortlists members by a float64 gemm before comparing `_ordered_sq`: it must
-    # give the lowest-index minimiser of `_ordered_sq` over all members, with duplicates, near
-    # ties and magnitudes whose squares underflow or overflow.
+def test_the_exact_re_decision_is_the_lowest_index_minimiser(scale: float) -> None:
+    # `_ideal_in` (compiled) must give the lowest-index minimiser of `_ordered_sq` over all
+    # members, with duplicates, near ties and magnitudes whose squares underflow or overflow.
     rng = np.random.default_rng(11)
     d = 16
     base = rng.normal(size=(300, d))
@@ -387,3 +386,22 @@ def test_rows_beyond_float32_take_the_exact_path_through_an_inverted_file_too() 
     assert index.centres is not None and index.probes > 1
     points = rng.normal(size=(100, 12))
     np.testing.assert_array_equal(voting.vote_labels(points, index), _ideal_votes(points, index))
+
+
+def test_the_compiled_distance_is_ordered_sq_bit_for_bit() -> None:
+    # One candidate at a time, the running best is that candidate's distance itself: every
+    # entry must equal `_ordered_sq`'s (an FMA or a reordered sum would change low bits).
+    from app.clustering.kernels import ordered_best
+
+    rng = np.random.default_rng(12)
+    rows = rng.normal(size=(400, 13)) * 10.0 ** rng.integers(-3, 4, size=(400, 1))
+    candidates = rng.normal(size=(60, 13))
+    expected = voting._ordered_sq(rows, candidates)
+    for j in range(len(candidates)):
+        best = np.full(len(rows), np.inf)
+        index = np.full(len(rows), -1, dtype=np.int64)
+        ordered_best(
+            rows, np.ascontiguousarray(candidates[j : j + 1].T), np.array([j]), best, index
+        )
+        np.testing.assert_array_equal(best, expected[:, j])
+        assert (index == j).all()
