@@ -147,10 +147,103 @@ def ordered_best(
     _compiled_ordered_best()(rows, members_t, members, best, best_index)
 
 
+# The compiled merge, called by the compiled cell search (set before that is compiled; numba
+# resolves globals at compile time). Until then, the plain loops.
+_merge_top2_jit: Callable[..., None] = _merge_top2_loops
+
+
+def _search_cells_loops(
+    rows_t: np.ndarray,
+    order: np.ndarray,
+    bounds: np.ndarray,
+    weights: np.ndarray,
+    offsets: np.ndarray,
+    members: np.ndarray,
+    tile_elements: int,
+    best: np.ndarray,
+    second: np.ndarray,
+    best_index: np.ndarray,
+) -> None:  # pragma: no cover - compiled (covered through `search_cells`)
+    d1 = rows_t.shape[0]
+    for c in range(offsets.shape[0] - 1):
+        lo = bounds[c]
+        hi = bounds[c + 1]
+        if hi <= lo:
+            continue
+        cell_weights = weights[offsets[c] : offsets[c + 1]]
+        cell_members = members[offsets[c] : offsets[c + 1]]
+        step = max(1, tile_elements // cell_weights.shape[0])
+        for start in range(lo, hi, step):
+            stop = min(start + step, hi)
+            m = stop - start
+            tile = np.empty((d1, m), dtype=np.float32)
+            tile_best = np.empty(m, dtype=np.float32)
+            tile_second = np.empty(m, dtype=np.float32)
+            tile_index = np.empty(m, dtype=np.int32)
+            for q in range(m):
+                row = order[start + q]
+                tile_best[q] = best[row]
+                tile_second[q] = second[row]
+                tile_index[q] = best_index[row]
+            for i in range(d1):
+                for q in range(m):
+                    tile[i, q] = rows_t[i, order[start + q]]
+            scores = np.dot(cell_weights, tile)  # BLAS sgemm, without the GIL
+            _merge_top2_jit(scores, cell_members, tile_best, tile_second, tile_index)
+            for q in range(m):
+                row = order[start + q]
+                best[row] = tile_best[q]
+                second[row] = tile_second[q]
+                best_index[row] = tile_index[q]
+
+
+@functools.cache
+def _compiled_search_cells() -> Callable[..., None]:
+    global _merge_top2_jit
+    _merge_top2_jit = _compiled_merge_top2()
+    return _jit(_search_cells_loops)
+
+
+def search_cells(
+    rows_t: np.ndarray,
+    order: np.ndarray,
+    bounds: np.ndarray,
+    weights: np.ndarray,
+    offsets: np.ndarray,
+    members: np.ndarray,
+    tile_elements: int,
+    best: np.ndarray,
+    second: np.ndarray,
+    best_index: np.ndarray,
+) -> None:
+    """`merge_top2` of every row against the members of its cell, for all cells in one call
+    without the GIL: the rows of cell c are order[bounds[c]:bounds[c + 1]] (columns of the
+    augmented float32 rows rows_t); its members are members[offsets[c]:offsets[c + 1]] with
+    weights (one per row of `weights`, float32). Rows are scored in tiles of about
+    `tile_elements` scores (gathered, one BLAS gemm, merged, scattered back)."""
+    _compiled_search_cells()(
+        rows_t, order, bounds, weights, offsets, members, tile_elements, best, second, best_index
+    )
+
+
 def warm_up() -> None:
     """Compile (or load) every kernel now, for the signatures the vote uses."""
     scores = np.zeros((3, 2), dtype=np.float32)
     best = np.full(2, np.inf, dtype=np.float32)
     merge_top2(scores, np.arange(3, dtype=np.int32), best, best.copy(), np.zeros(2, np.int32))
+    rows_t = np.ones((3, 2), dtype=np.float32)
+    order, bounds = np.arange(2), np.array([0, 2])
+    search_cells(
+        rows_t,
+        order,
+        bounds,
+        np.ones((3, 3), np.float32),
+        bounds,
+        np.arange(3, dtype=np.int32),
+        8,
+        best,
+        best.copy(),
+        np.zeros(2, np.int32),
+    )
     rows = np.zeros((2, 3))
     ordered_best(rows, np.zeros((3, 4)), np.arange(4), np.full(2, np.inf), np.zeros(2, np.int64))

@@ -28,7 +28,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 from threadpoolctl import ThreadpoolController
 
-from app.clustering.kernels import merge_top2, ordered_best
+from app.clustering.kernels import merge_top2, ordered_best, search_cells
 
 # Backend choice by dimension (measured in bench/RESULTS.md, "nearest-candidate backend"): a
 # KD-tree beats chunked BLAS on an unstructured (sphere-packed) population up to d = 6, the two
@@ -340,6 +340,24 @@ class VoteIndex:
     scale: float = 1.0  # rows and candidates are scored in units of the largest candidate norm
     # The candidates in float64 (unscaled): uncertain rows are re-decided on direct distances.
     candidates: np.ndarray | None = None
+    # The cells end to end, for the compiled search (`kernels.search_cells`).
+    packed: _PackedCells | None = None
+
+
+@dataclass(frozen=True)
+class _PackedCells:
+    weights: np.ndarray  # every cell's weights, cell after cell (float32, C order)
+    members: np.ndarray  # every cell's candidate indices (int32), in the same order
+    offsets: np.ndarray  # cell c is rows offsets[c]..offsets[c + 1] of both (int64)
+
+
+def _pack(cells: tuple[_Cell, ...]) -> _PackedCells:
+    sizes = [len(cell.index) for cell in cells]
+    return _PackedCells(
+        weights=np.ascontiguousarray(np.concatenate([cell.weights for cell in cells])),
+        members=np.concatenate([cell.index for cell in cells]),
+        offsets=np.concatenate(([0], np.cumsum(sizes))).astype(np.int64),
+    )
 
 
 def _cell(candidates: np.ndarray, index: np.ndarray) -> _Cell:
@@ -397,6 +415,7 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
             probes=min(GROUP_PROBES, k),
             scale=scale,
             candidates=candidates,
+            packed=_pack(cells),
         )
     if n > IVF_MIN_CANDIDATES:
         n_cells = max(n // IVF_CELL_SIZE, 1)
@@ -423,6 +442,7 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
             probes=min(IVF_PROBES, n_cells),
             scale=scale,
             candidates=candidates,
+            packed=_pack(cells),
         )
     return VoteIndex(
         n_candidates=n,
@@ -508,14 +528,18 @@ def _best_in(
         merge_top2(scores, cell.index, best[start:stop], second[start:stop], best_index[start:stop])
 
 
+def _cell_order(cell_of_row: np.ndarray, n_cells: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows sorted by cell (ascending within a cell) and where each cell's rows start:
+    cell c's rows are order[bounds[c]:bounds[c + 1]]."""
+    order = np.argsort(cell_of_row, kind="stable")
+    return order, np.searchsorted(cell_of_row[order], np.arange(n_cells + 1))
+
+
 def _rows_per_cell(nearest: np.ndarray, n_cells: int) -> Iterator[tuple[int, np.ndarray]]:
     """For each probe (column of `nearest`, the cells each row searches) and each cell some row
-    probes there: (the cell, those rows in ascending order). The float32 search and its exact
-    re-decision walk the cells in this same order."""
+    probes there: (the cell, those rows in ascending order)."""
     for probe in range(nearest.shape[1]):
-        cell_of_row = nearest[:, probe]
-        order = np.argsort(cell_of_row, kind="stable")
-        bounds = np.searchsorted(cell_of_row[order], np.arange(n_cells + 1))
+        order, bounds = _cell_order(nearest[:, probe], n_cells)
         for c in range(n_cells):
             if bounds[c + 1] > bounds[c]:
                 yield c, order[bounds[c] : bounds[c + 1]]
@@ -565,12 +589,24 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
             nearest = part[:, :probes]
         else:
             nearest = np.broadcast_to(np.arange(n_centres), (n, n_centres))
-        for c, rows in _rows_per_cell(nearest, len(index.cells)):
-            # Gathered, merged, scattered back: a row probing several cells keeps one running
-            # best across them.
-            sub_best, sub_second, sub_index = best[rows], second[rows], best_index[rows]
-            _best_in(rows_t[:, rows], index.cells[c], sub_best, sub_second, sub_index)
-            best[rows], second[rows], best_index[rows] = sub_best, sub_second, sub_index
+        packed = index.packed
+        assert packed is not None
+        for probe in range(nearest.shape[1]):
+            # One compiled call per probe for every cell; a row probing several cells keeps
+            # one running best across them.
+            order, bounds = _cell_order(nearest[:, probe], len(index.cells))
+            search_cells(
+                rows_t,
+                order,
+                bounds,
+                packed.weights,
+                packed.offsets,
+                packed.members,
+                VOTE_SCORE_ELEMENTS,
+                best,
+                second,
+                best_index,
+            )
     with np.errstate(invalid="ignore"):  # inf - inf: uncertain
         gap = second.astype(np.float64) - best
     uncertain |= ~(gap > 2.0 * window)
