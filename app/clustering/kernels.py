@@ -1,9 +1,9 @@
 """Compiled loops (numba) for the vote's hot path, where numpy would need several passes.
 
-Each kernel is compiled once per process on first use (0.8 s here), or loaded from numba's
-on-disk cache when the package directory (or NUMBA_CACHE_DIR) is writable. `warm_up()` compiles
-them ahead of time: the worker calls it before it forks a process per job, so jobs start with the
-compiled code.
+The kernels are compiled once per process on first use (1.8 s here), or loaded (0.3-0.4 s) from
+numba's on-disk cache when the package directory (or NUMBA_CACHE_DIR) is writable. `warm_up()`
+compiles them ahead of time: the worker calls it before it forks a process per job, so jobs
+start with the compiled code.
 """
 
 from __future__ import annotations
