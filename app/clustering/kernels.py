@@ -172,7 +172,7 @@ def _search_cells_loops(
             continue
         cell_weights = weights[offsets[c] : offsets[c + 1]]
         cell_members = members[offsets[c] : offsets[c + 1]]
-        step = max(1, tile_elements // cell_weights.shape[0])
+        step = max(1, tile_elements // max(cell_weights.shape[0], 1))
         for start in range(lo, hi, step):
             stop = min(start + step, hi)
             m = stop - start
