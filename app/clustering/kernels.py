@@ -8,7 +8,7 @@ start with the compiled code.
 
 from __future__ import annotations
 
-import functools
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -23,6 +23,29 @@ def _jit(function: Callable[..., None]) -> Callable[..., None]:
         return njit(nogil=True)(function)
 
 
+class _Kernel:
+    """Plain loops, compiled (nogil) on the first call; the loops' docstring documents it."""
+
+    def __init__(self, loops: Callable[..., None], calls: dict[str, _Kernel] | None = None) -> None:
+        self._loops = loops
+        self._calls = calls or {}  # global name in the loops -> the kernel it must call
+        self.__doc__ = loops.__doc__
+        self._lock = threading.Lock()
+        self._compiled: Callable[..., None] | None = None
+
+    def compiled(self) -> Callable[..., None]:
+        with self._lock:  # the vote's threads may call a kernel first at the same time
+            if self._compiled is None:
+                # numba resolves globals when it compiles: bind the compiled callees first.
+                for name, kernel in self._calls.items():
+                    self._loops.__globals__[name] = kernel.compiled()
+                self._compiled = _jit(self._loops)
+            return self._compiled
+
+    def __call__(self, *args: object) -> None:
+        self.compiled()(*args)
+
+
 def _merge_top2_loops(
     scores: np.ndarray,
     members: np.ndarray,
@@ -30,6 +53,15 @@ def _merge_top2_loops(
     second: np.ndarray,
     best_index: np.ndarray,
 ) -> None:  # pragma: no cover - compiled (covered through `merge_top2`)
+    """Merge the scores of `members` (candidates x rows, float32, C order) into each row's
+    running (best, second, best_index), in place: best and second are the smallest and
+    second-smallest scores seen so far (a repeated smallest value is also the second), and
+    best_index the member of the first score strictly below the previous best. The same result
+    as one pass of argmin plus one of min over the rest, in one pass and without the GIL.
+
+    A NaN score leaves best and best_index unchanged and may or may not enter second: callers
+    must not rely on it (the vote re-decides in float64 every row whose scores could be NaN or
+    infinite, `voting._F32_SAFE_NORM`)."""
     n, m = scores.shape
     j = 0
     # Two candidates per pass over the rows' running values: half the loads and stores of them.
@@ -66,28 +98,7 @@ def _merge_top2_loops(
                 best_index[r] = member
 
 
-@functools.cache
-def _compiled_merge_top2() -> Callable[..., None]:
-    return _jit(_merge_top2_loops)
-
-
-def merge_top2(
-    scores: np.ndarray,
-    members: np.ndarray,
-    best: np.ndarray,
-    second: np.ndarray,
-    best_index: np.ndarray,
-) -> None:
-    """Merge the scores of `members` (candidates x rows, float32, C order) into each row's
-    running (best, second, best_index), in place: best and second are the smallest and
-    second-smallest scores seen so far (a repeated smallest value is also the second), and
-    best_index the member of the first score strictly below the previous best. The same result
-    as one pass of argmin plus one of min over the rest, in one pass and without the GIL.
-
-    A NaN score leaves best and best_index unchanged and may or may not enter second: callers
-    must not rely on it (the vote re-decides in float64 every row whose scores could be NaN or
-    infinite, `voting._F32_SAFE_NORM`)."""
-    _compiled_merge_top2()(scores, members, best, second, best_index)
+merge_top2 = _Kernel(_merge_top2_loops)
 
 
 def _ordered_best_loops(
@@ -97,6 +108,14 @@ def _ordered_best_loops(
     best: np.ndarray,
     best_index: np.ndarray,
 ) -> None:  # pragma: no cover - compiled (covered through `ordered_best`)
+    """Merge candidates into each row's running (best, best_index), in place, exactly: the
+    squared distance of row x to candidate c is summed over the coordinates in order,
+    (x_0 - c_0)^2 + (x_1 - c_1)^2 + ..., each operation rounded on its own in float64 (bit for
+    bit `voting._ordered_sq`); a smaller value wins, an equal one only with a lower index.
+
+    rows: m x d float64; members_t: d x n float64, the candidates one per column; members: their
+    indices (int64). Each row's answer depends on that row and the candidates alone. A NaN
+    distance never wins."""
     m, d = rows.shape
     n = members_t.shape[1]
     sq = np.empty(n, dtype=np.float64)
@@ -124,31 +143,11 @@ def _ordered_best_loops(
         best_index[r] = found
 
 
-@functools.cache
-def _compiled_ordered_best() -> Callable[..., None]:
-    return _jit(_ordered_best_loops)
+ordered_best = _Kernel(_ordered_best_loops)
 
 
-def ordered_best(
-    rows: np.ndarray,
-    members_t: np.ndarray,
-    members: np.ndarray,
-    best: np.ndarray,
-    best_index: np.ndarray,
-) -> None:
-    """Merge candidates into each row's running (best, best_index), in place, exactly: the
-    squared distance of row x to candidate c is summed over the coordinates in order,
-    (x_0 - c_0)^2 + (x_1 - c_1)^2 + ..., each operation rounded on its own in float64 (bit for
-    bit `voting._ordered_sq`); a smaller value wins, an equal one only with a lower index.
-
-    rows: m x d float64; members_t: d x n float64, the candidates one per column; members: their
-    indices (int64). Each row's answer depends on that row and the candidates alone. A NaN
-    distance never wins."""
-    _compiled_ordered_best()(rows, members_t, members, best, best_index)
-
-
-# The compiled merge, called by the compiled cell search (set before that is compiled; numba
-# resolves globals at compile time). Until then, the plain loops.
+# The compiled merge, called by the compiled cell search (bound by `_Kernel` before that is
+# compiled). Until then, the plain loops.
 _merge_top2_jit: Callable[..., None] = _merge_top2_loops
 
 
@@ -164,6 +163,11 @@ def _search_cells_loops(
     second: np.ndarray,
     best_index: np.ndarray,
 ) -> None:  # pragma: no cover - compiled (covered through `search_cells`)
+    """`merge_top2` of every row against the members of its cell, for all cells in one call
+    without the GIL: the rows of cell c are order[bounds[c]:bounds[c + 1]] (columns of the
+    augmented float32 rows rows_t); its members are members[offsets[c]:offsets[c + 1]] with
+    weights (one per row of `weights`, float32). Rows are scored in tiles of about
+    `tile_elements` scores (gathered, one BLAS gemm, merged, scattered back)."""
     d1 = rows_t.shape[0]
     for c in range(offsets.shape[0] - 1):
         lo = bounds[c]
@@ -197,33 +201,7 @@ def _search_cells_loops(
                 best_index[row] = tile_index[q]
 
 
-@functools.cache
-def _compiled_search_cells() -> Callable[..., None]:
-    global _merge_top2_jit
-    _merge_top2_jit = _compiled_merge_top2()
-    return _jit(_search_cells_loops)
-
-
-def search_cells(
-    rows_t: np.ndarray,
-    order: np.ndarray,
-    bounds: np.ndarray,
-    weights: np.ndarray,
-    offsets: np.ndarray,
-    members: np.ndarray,
-    tile_elements: int,
-    best: np.ndarray,
-    second: np.ndarray,
-    best_index: np.ndarray,
-) -> None:
-    """`merge_top2` of every row against the members of its cell, for all cells in one call
-    without the GIL: the rows of cell c are order[bounds[c]:bounds[c + 1]] (columns of the
-    augmented float32 rows rows_t); its members are members[offsets[c]:offsets[c + 1]] with
-    weights (one per row of `weights`, float32). Rows are scored in tiles of about
-    `tile_elements` scores (gathered, one BLAS gemm, merged, scattered back)."""
-    _compiled_search_cells()(
-        rows_t, order, bounds, weights, offsets, members, tile_elements, best, second, best_index
-    )
+search_cells = _Kernel(_search_cells_loops, calls={"_merge_top2_jit": merge_top2})
 
 
 def warm_up() -> None:
