@@ -19,6 +19,7 @@ a function of its row alone, whatever BLAS does with the shapes.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +29,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 from threadpoolctl import ThreadpoolController
 
-from app.clustering.kernels import merge_top2, ordered_best, search_cells
+from app.clustering.kernels import ordered_best, search_cells
 
 # Backend choice by dimension (measured in bench/RESULTS.md, "nearest-candidate backend"): a
 # KD-tree beats chunked BLAS on an unstructured (sphere-packed) population up to d = 6, the two
@@ -351,13 +352,18 @@ class _PackedCells:
     offsets: np.ndarray  # cell c is rows offsets[c]..offsets[c + 1] of both (int64)
 
 
-def _pack(cells: tuple[_Cell, ...]) -> _PackedCells:
-    sizes = [len(cell.index) for cell in cells]
-    return _PackedCells(
-        weights=np.ascontiguousarray(np.concatenate([cell.weights for cell in cells])),
-        members=np.concatenate([cell.index for cell in cells]),
-        offsets=np.concatenate(([0], np.cumsum(sizes))).astype(np.int64),
+def _packed_cells(
+    candidates: np.ndarray, groups: list[np.ndarray]
+) -> tuple[tuple[_Cell, ...], _PackedCells]:
+    """One cell per group of candidate indices, their weights computed once end to end: each
+    cell is a view of its part of the packed arrays."""
+    whole = _cell(candidates, np.concatenate(groups))
+    offsets = np.concatenate(([0], np.cumsum([len(group) for group in groups]))).astype(np.int64)
+    cells = tuple(
+        _Cell(index=whole.index[a:b], weights=whole.weights[a:b])
+        for a, b in itertools.pairwise(offsets)
     )
+    return cells, _PackedCells(weights=whole.weights, members=whole.index, offsets=offsets)
 
 
 def _cell(candidates: np.ndarray, index: np.ndarray) -> _Cell:
@@ -405,7 +411,9 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
         assert layout is not None
         k = layout.anchors
         cores, far, _ = _group_cores(candidates, layout)
-        cells = tuple(_cell(unit, np.sort(np.concatenate((core, far)))) for core in cores)
+        cells, packed = _packed_cells(
+            unit, [np.sort(np.concatenate((core, far))) for core in cores]
+        )
         return VoteIndex(
             n_candidates=n,
             dim=d,
@@ -415,7 +423,7 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
             probes=min(GROUP_PROBES, k),
             scale=scale,
             candidates=candidates,
-            packed=_pack(cells),
+            packed=packed,
         )
     if n > IVF_MIN_CANDIDATES:
         n_cells = max(n // IVF_CELL_SIZE, 1)
@@ -430,8 +438,8 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
         owner[centre_index] = np.arange(n_cells)  # a centre belongs to its own cell
         order = np.argsort(owner, kind="stable")
         bounds = np.searchsorted(owner[order], np.arange(n_cells + 1))
-        cells = tuple(
-            _cell(unit, np.sort(order[bounds[c] : bounds[c + 1]])) for c in range(n_cells)
+        cells, packed = _packed_cells(
+            unit, [np.sort(order[bounds[c] : bounds[c + 1]]) for c in range(n_cells)]
         )
         return VoteIndex(
             n_candidates=n,
@@ -442,7 +450,7 @@ def vote_index(candidates: np.ndarray, layout: GroupLayout | None = None) -> Vot
             probes=min(IVF_PROBES, n_cells),
             scale=scale,
             candidates=candidates,
-            packed=_pack(cells),
+            packed=packed,
         )
     return VoteIndex(
         n_candidates=n,
@@ -494,7 +502,7 @@ def _ordered_sq(rows: np.ndarray, candidates: np.ndarray) -> np.ndarray:
     return acc
 
 
-def _scores(weights: np.ndarray, rows_t: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def _scores(weights: np.ndarray, rows_t: np.ndarray) -> np.ndarray:
     """The float32 gemm of the vote: candidates x rows scores, from the cell's weights and the
     augmented rows stored one per column. Some OpenBLAS kernels leave the FE_INVALID flag set on
     finite inputs (numpy issue 24067, OpenBLAS issue 1924), which numpy reports as "invalid
@@ -503,7 +511,7 @@ def _scores(weights: np.ndarray, rows_t: np.ndarray, out: np.ndarray | None = No
     above _F32_SAFE_NORM or NaN, and `_fast_block` sends those to the exact float64 re-decision
     (`_ideal_votes`) whatever their scores."""
     with np.errstate(invalid="ignore"):
-        return np.matmul(weights, rows_t, out=out)
+        return weights @ rows_t
 
 
 def _best_in(
@@ -515,17 +523,21 @@ def _best_in(
 ) -> None:
     """Merge the members of `cell` into (best, second, best_index) of the augmented float32 rows
     `rows_t` (one per column): the best and second-best float32 scores seen so far and the
-    index of the best (strict improvement only; `kernels.merge_top2`)."""
-    n_members, n_rows = len(cell.index), rows_t.shape[1]
-    step = max(1, VOTE_SCORE_ELEMENTS // max(n_members, 1))
-    # One score buffer per call, reused by every tile: a fresh 1 MiB array per tile cost page
-    # faults and mmap/munmap calls with the GIL held.
-    buffer = np.empty(n_members * min(step, n_rows), dtype=VOTE_DTYPE)
-    for start in range(0, n_rows, step):
-        stop = min(start + step, n_rows)
-        out = buffer[: n_members * (stop - start)].reshape(n_members, stop - start)
-        scores = _scores(cell.weights, rows_t[:, start:stop], out)
-        merge_top2(scores, cell.index, best[start:stop], second[start:stop], best_index[start:stop])
+    index of the best (strict improvement only). `kernels.search_cells` with every row in the
+    one cell."""
+    n_rows = rows_t.shape[1]
+    search_cells(
+        rows_t,
+        np.arange(n_rows),
+        np.array([0, n_rows]),
+        cell.weights,
+        np.array([0, len(cell.index)]),
+        cell.index,
+        VOTE_SCORE_ELEMENTS,
+        best,
+        second,
+        best_index,
+    )
 
 
 def _cell_order(cell_of_row: np.ndarray, n_cells: int) -> tuple[np.ndarray, np.ndarray]:
