@@ -18,7 +18,12 @@ from app.clustering.params import (
 from app.clustering.result import ClusteringResult
 from app.clustering.selection import select_centres
 from app.clustering.variation import levy_variations
-from app.clustering.voting import VOTE_DTYPE, GroupLayout, nearest_candidate_votes
+from app.clustering.voting import (
+    VOTE_DTYPE,
+    GroupLayout,
+    nearest_candidate_votes,
+    one_blas_thread,
+)
 from app.privacy import noise
 
 Progress = Callable[[int, int], object]
@@ -87,21 +92,22 @@ def evolve(
     # The variations are published post-processing; they take a fast generator keyed from rng
     # (noise.variation_generator), the noise stays on rng.
     variation_rng = noise.variation_generator(rng)
-    for t in range(1, plan.iterations + 1):
-        votes = nearest_candidate_votes(points, population, layout)
-        noisy = noise.integer_release(votes, sensitivity=sensitivity, sigma=plan.sigma, rng=rng)
-        processed = postprocess_votes(noisy, plan.n_rows)
-        selection = select_centres(population, processed, k, selection, rng)
-        current_l = adapt_variations(
-            current_l, processed, sensitivity * plan.sigma, len(population)
-        )
-        if t < plan.iterations:
-            population = np.concatenate(
-                [selection, levy_variations(selection, current_l, radius, variation_rng)]
+    with one_blas_thread():  # see there: idle BLAS threads would slow the next vote
+        for t in range(1, plan.iterations + 1):
+            votes = nearest_candidate_votes(points, population, layout)
+            noisy = noise.integer_release(votes, sensitivity=sensitivity, sigma=plan.sigma, rng=rng)
+            processed = postprocess_votes(noisy, plan.n_rows)
+            selection = select_centres(population, processed, k, selection, rng)
+            current_l = adapt_variations(
+                current_l, processed, sensitivity * plan.sigma, len(population)
             )
-            layout = GroupLayout(anchors=k, per_anchor=current_l)
-        if progress is not None:
-            progress(t, plan.progress_total)
+            if t < plan.iterations:
+                population = np.concatenate(
+                    [selection, levy_variations(selection, current_l, radius, variation_rng)]
+                )
+                layout = GroupLayout(anchors=k, per_anchor=current_l)
+            if progress is not None:
+                progress(t, plan.progress_total)
     assert selection is not None  # iterations >= 1
     return Evolution(centres=selection, final_variations=current_l)
 

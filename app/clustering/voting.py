@@ -18,6 +18,7 @@ a function of its row alone, whatever BLAS does with the shapes.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
@@ -700,6 +701,16 @@ def _thread_controller() -> ThreadpoolController:
     return ThreadpoolController()
 
 
+def one_blas_thread() -> contextlib.AbstractContextManager[object]:
+    """Limit BLAS to one thread for the block: the vote runs its own threads, and every other
+    product of a PE-means iteration is small. Limit whole loops, not single calls: after a
+    multi-threaded call OpenBLAS's idle threads keep spinning for a while (about 2^28 cycles,
+    OPENBLAS_THREAD_TIMEOUT), and on two cores that took one core from the vote's threads
+    (sklearn_4_16: a job 212 ms with BLAS threads between the votes, 175 ms without;
+    bench/RESULTS.md, "Speed: one BLAS thread per job")."""
+    return _thread_controller().limit(limits=1, user_api="blas")
+
+
 def vote_labels(points: np.ndarray, index: VoteIndex) -> np.ndarray:
     """The candidate each row votes for: its ideal vote v*(x) under `index` (module docstring).
 
@@ -721,7 +732,7 @@ def vote_labels(points: np.ndarray, index: VoteIndex) -> np.ndarray:
 
     threads = min(worker_count(), len(starts))
     # Each gemm is small (a cache-sized score block): BLAS threads would only add overhead.
-    with _thread_controller().limit(limits=1, user_api="blas"):
+    with one_blas_thread():
         if threads <= 1:
             for start in starts:
                 search(start)

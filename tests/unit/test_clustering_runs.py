@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from app.clustering import (
     ClusteringInputError,
@@ -272,6 +273,31 @@ def test_an_exception_from_progress_stops_the_run(algorithm: str) -> None:
     with pytest.raises(Cancelled):
         cluster(_blobs(300, 20, 2), 2, algorithm=algorithm, radius=2.0, mu=1.0, progress=progress)
     assert calls == [1, 2]
+
+
+def _blas_threads() -> set[int]:
+    return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+
+@pytest.mark.parametrize("algorithm", ["pe-means", "hdpe-means", "pe-lloyd"])
+def test_the_iterations_run_with_one_blas_thread_and_restore_the_limit(algorithm: str) -> None:
+    # BLAS threads left spinning after a multi-threaded product take a core from the vote's own
+    # threads, so the whole loop (and HDPE's projection) runs on one BLAS thread.
+    seen: list[set[int]] = []
+
+    def progress(iteration: int, total: int) -> None:
+        seen.append(_blas_threads())
+        if iteration == 2:
+            raise Cancelled
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert _blas_threads() == {2}
+        with pytest.raises(Cancelled):
+            cluster(
+                _blobs(300, 20, 2), 2, algorithm=algorithm, radius=2.0, mu=1.0, progress=progress
+            )
+        assert seen == [{1}, {1}]
+        assert _blas_threads() == {2}
 
 
 # ---------------------------------------------------------------------------------------------
