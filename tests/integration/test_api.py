@@ -497,6 +497,32 @@ def test_redis_down_means_503_and_nothing_charged(client, keys, settings) -> Non
     assert client.get("/readyz").status_code == 503
 
 
+def test_the_queue_check_holds_no_database_connection(client, keys, monkeypatch) -> None:
+    # The submit route pings Redis before it charges anything; a ping may wait for its socket
+    # timeout (10 s), and meanwhile no database connection may be held: no PostgreSQL session
+    # idle in a transaction, no SQLite read snapshot keeping the WAL from checkpointing.
+    from redis import Redis
+
+    from app.db import session as db_session
+
+    ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
+    held: list[int] = []
+    real_ping = Redis.ping
+
+    def ping(self, **kwargs):
+        held.append(sum(engine.pool.checkedout() for engine in db_session._engines.values()))
+        return real_ping(self, **kwargs)
+
+    monkeypatch.setattr(Redis, "ping", ping)
+    r = client.post(
+        f"/v1/datasets/{ds['id']}/jobs",
+        headers=auth(keys["analyst"]),
+        json={"k": 2, "epsilon": 0.5},
+    )
+    assert r.status_code == 202
+    assert held == [0]
+
+
 def test_budget_patch_is_audited(client, keys) -> None:
     ds = upload(client, keys["owner"], csv_bytes(blobs()), epsilon=1.0)["body"]
     r = client.patch(

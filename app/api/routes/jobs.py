@@ -79,7 +79,10 @@ def jobs_create(
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
     req = _request_of(body)
     plan = jobs_service.plan_job(dataset, req)  # invalid parameters: 422 before anything else
-    # Refuse cleanly while the queue is down, before anything is charged.
+    # Refuse cleanly while the queue is down, before anything is charged. The ping may wait for
+    # its socket timeout: end the read transaction first, so that no database connection (and
+    # no PostgreSQL transaction or SQLite snapshot) is held meanwhile.
+    session.commit()
     queue.redis_connection(queue.resolve_redis_url(settings)).ping()
     ledger.begin_budget_transaction(session)
     try:
