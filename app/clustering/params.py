@@ -495,6 +495,10 @@ def data_shape(X: object) -> tuple[int, int]:
 
 
 _SHRINK = 1.0 - 4.0 * float(np.finfo(np.float64).eps)
+# A float32 working copy is used only for radii in this range (a public choice): beyond it a
+# clipped row could overflow float32 (max 3.4e38) or lose its digits below float32's normal
+# range (1.2e-38), while the declared domain allows radii from 1e-100 to 1e100.
+FLOAT32_RADII = (1e-30, 1e30)
 
 
 def clip_into_ball(block: np.ndarray, c: np.ndarray, radius: float) -> bool:
@@ -526,7 +530,8 @@ def prepare_rows(
     dtype: type[np.floating[Any]] = np.float64,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(rows centred on c and clipped into the ball of radius R, c): the rows as `dtype`
-    (clipped in float64 first), c as float64.
+    (clipped in float64 first; float64 whatever `dtype` when R is outside FLOAT32_RADII, so
+    that no row in the domain overflows or underflows), c as float64.
 
     X is read in blocks and never written (it may be a read-only memmap); the result is the one
     N x d working copy. Rows farther than R from c are clipped radially onto the sphere
@@ -556,6 +561,8 @@ def prepare_rows(
             raise ClusteringInputError("center", "center must be finite")
     if not (np.isfinite(c - radius).all() and np.isfinite(c + radius).all()):
         raise ClusteringInputError("center", "center +- radius must be finite")
+    if not FLOAT32_RADII[0] <= radius <= FLOAT32_RADII[1]:
+        dtype = np.float64
     out = np.empty((n_rows, n_cols), dtype=dtype)
     block_rows = max(1, (1 << 20) // n_cols)
     for start in range(0, n_rows, block_rows):

@@ -407,6 +407,45 @@ def test_one_extreme_row_never_makes_a_run_fail() -> None:
             assert result.centers.shape == (2, 2) and np.isfinite(result.centers).all()
 
 
+@pytest.mark.parametrize("radius", [1e-100, 1e-60, 1e39, 1e100])
+@pytest.mark.parametrize(
+    "algorithm", ["pe-means", "pe-lloyd", "hdpe-means", "fastlloyd", "lsh-coreset"]
+)
+@pytest.mark.parametrize("d", [2, 8])
+def test_every_declared_radius_keeps_rows_finite_and_distinct(
+    radius: float, algorithm: str, d: int
+) -> None:
+    # The domain allows radii from 1e-100 to 1e100; a float32 working copy of the rows would
+    # overflow beyond 3.4e38 (one row on the sphere made the KD-tree vote raise, and made
+    # pe-lloyd's grid sums unbounded) and flush rows to zero below 1e-38. A run on data scaled
+    # by R does as well, in units of R, as it does at R = 1; warnings are errors here, so no
+    # inf or NaN may appear on the way.
+    rng = np.random.default_rng(5)
+    unit = np.concatenate([rng.normal(0.5, 0.05, (600, d)), rng.normal(-0.5, 0.05, (600, d))])
+    unit /= max(1.0, float(np.linalg.norm(unit, axis=1).max()))
+    unit[0] = 0.0
+    unit[0, 0] = 1.0  # one row on the sphere
+    one_centre_loss = float(np.mean(np.sum((unit - unit.mean(axis=0)) ** 2, axis=1)))
+    losses = []
+    for scale in (1.0, radius):
+        result = cluster(
+            unit * scale,
+            2,
+            algorithm=algorithm,
+            radius=scale,
+            mu=20.0,
+            n_public=1200,
+            rng=np.random.default_rng(1),
+        )
+        assert np.isfinite(result.centers).all()
+        assert (np.linalg.norm(result.centers, axis=1) <= scale * (1 + 1e-9)).all()
+        centres = result.centers / scale
+        sq = np.sum((unit[:, None, :] - centres[None]) ** 2, axis=2).min(axis=1)
+        losses.append(float(sq.mean()))
+    assert losses[1] < 0.2 * one_centre_loss
+    assert losses[1] < 2.0 * losses[0] + 0.01 * one_centre_loss
+
+
 def test_released_centres_sit_on_the_release_grid() -> None:
     # Centred coordinates are whole multiples of R / 2^32: no finer digit is ever released.
     radius, centre = 1.5, np.array([0.25, -3.0, 7.0])
