@@ -22,7 +22,12 @@ from app.clustering.errors import ClusteringInputError
 from app.clustering.histogram import MIN_VARIATIONS
 from app.clustering.result import Algorithm, ClusteringResult
 from app.privacy.gdp import mu_from_epsilon_delta, noise_multiplier, remaining_after
-from app.privacy.noise import COUNT_MU_FRACTION, release_count, secure_generator
+from app.privacy.noise import (
+    COUNT_MU_FRACTION,
+    MAX_NOISE_STD,
+    release_count,
+    secure_generator,
+)
 
 Relation = Literal["add-remove", "replace-one"]
 RELATIONS: tuple[str, ...] = ("add-remove", "replace-one")
@@ -379,7 +384,7 @@ def plan_run(
     sigma = noise_multiplier(releases_mu, releases)
     if not math.sqrt(releases) / sigma <= releases_mu:  # guaranteed by noise_multiplier
         raise ArithmeticError("noise multiplier does not meet the requested mu")
-    return RunPlan(
+    run_plan = RunPlan(
         algorithm=resolved,
         n_rows=n_rows,
         n_cols=n_cols,
@@ -398,6 +403,47 @@ def plan_run(
         count_mu=count_mu,
         summary_mu=summary_mu,
     )
+    largest = largest_noise_std(run_plan, count_share)
+    if not largest <= MAX_NOISE_STD:
+        raise ClusteringInputError(
+            "mu" if mu is not None else "epsilon",
+            f"this privacy budget is too small for {resolved}: one of its releases would need "
+            f"noise of standard deviation {largest:.3g}, above the limit of {MAX_NOISE_STD:g}",
+        )
+    return run_plan
+
+
+def largest_noise_std(plan: RunPlan, count_share: float | None = None) -> float:
+    """An upper bound on the noise std of every release a run of `plan` draws (public inputs
+    only), so that a job the noise could never serve (`noise.MAX_NOISE_STD`) is refused when
+    it is planned, before anything is charged, not when it runs. Each release's std is its
+    sensitivity x sigma; the noisy sums' sensitivities are divided by sqrt(weight) >= 1 in the
+    runs, which this bound leaves out."""
+    # lazy: these modules import this one
+    from app.clustering.fastlloyd import count_multiplier, default_count_share, joint_sensitivity
+    from app.clustering.hdpe import grid_sensitivity
+    from app.clustering.summaries import loss_sensitivity, summary_sigmas
+
+    d = plan.n_cols
+    sensitivity = plan.count_sensitivity  # vote histograms, counts, tree levels
+    if plan.algorithm in ("hdpe-means", "lsh-coreset"):
+        sums = plan.sum_sensitivity_factor * grid_sensitivity(d)
+        sensitivity = max(sensitivity, sums)
+    if plan.algorithm in ("fastlloyd", "pe-lloyd"):
+        share = default_count_share(d) if count_share is None else count_share
+        joint = joint_sensitivity(plan, d, count_multiplier(d, share))
+        sensitivity = max(sensitivity, joint)
+    largest = sensitivity * plan.sigma
+    if plan.count_mu is not None:  # the run's own noisy row count
+        largest = max(largest, 1.0 / plan.count_mu)
+    if plan.summary_mu is not None:
+        sizes_sigma, loss_sigma = summary_sigmas(plan.summary_mu)
+        largest = max(
+            largest,
+            plan.count_sensitivity * sizes_sigma,
+            loss_sensitivity() * loss_sigma,
+        )
+    return largest
 
 
 def plan_for_rows(

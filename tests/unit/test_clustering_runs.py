@@ -446,6 +446,33 @@ def test_every_declared_radius_keeps_rows_finite_and_distinct(
     assert losses[1] < 2.0 * losses[0] + 0.01 * one_centre_loss
 
 
+@pytest.mark.parametrize(
+    "algorithm", ["pe-means", "hdpe-means", "pe-lloyd", "fastlloyd", "lsh-coreset"]
+)
+def test_a_budget_the_noise_cannot_serve_is_refused_when_planned(algorithm: str) -> None:
+    # Every release's noise std is capped (noise.MAX_NOISE_STD); a job over it used to be
+    # admitted and charged, then fail when it ran. The planner now refuses it, naming the field,
+    # and whatever it accepts runs.
+    X = np.random.default_rng(0).uniform(-0.5, 0.5, size=(500, 8))
+    accepted = []
+    for mu in (1e-5, 1e-6, 3e-7, 1e-7, 1e-8, 1e-12, 1e-14):
+        try:
+            plan_run(500, 8, 2, algorithm=algorithm, mu=mu)
+        except ClusteringInputError as exc:
+            assert exc.field == "mu" and "too small" in str(exc)
+            with pytest.raises(ClusteringInputError):
+                plan_run(500, 8, 2, algorithm=algorithm, mu=mu, summaries=True)
+            continue
+        accepted.append(mu)
+        cluster(X, 2, algorithm=algorithm, radius=1.0, mu=mu, n_public=500)
+    assert 1e-6 in accepted and 1e-14 not in accepted
+    if algorithm != "pe-means":  # only counts: noise std sqrt(T) / mu
+        assert 1e-8 not in accepted
+    with pytest.raises(ClusteringInputError) as refused:
+        plan_run(500, 8, 2, algorithm=algorithm, epsilon=1e-14, delta=1e-15)
+    assert refused.value.field == "epsilon"
+
+
 def test_released_centres_sit_on_the_release_grid() -> None:
     # Centred coordinates are whole multiples of R / 2^32: no finer digit is ever released.
     radius, centre = 1.5, np.array([0.25, -3.0, 7.0])
