@@ -35,16 +35,18 @@ from __future__ import annotations
 
 import math
 import secrets
+from fractions import Fraction
 
 import numpy as np
 from randomgen import ChaCha
 
-from app.privacy.gdp import PrivacyParameterError
+from app.privacy.gdp import PrivacyParameterError, noise_multiplier
 
 __all__ = [
     "COUNT_MU_FRACTION",
     "MAX_NOISE_STD",
     "default_count_mu",
+    "noise_std",
     "release_count",
     "rounded_gaussian",
     "secure_generator",
@@ -97,7 +99,16 @@ def integer_release(
     data = np.asarray(values)
     if not np.issubdtype(data.dtype, np.integer):
         raise TypeError(f"an integer release needs integer data, got {data.dtype}")
-    return data.astype(np.int64) + rounded_gaussian(data.shape, sensitivity * sigma, rng)
+    return data.astype(np.int64) + rounded_gaussian(data.shape, noise_std(sensitivity, sigma), rng)
+
+
+def noise_std(sensitivity: float, sigma: float) -> float:
+    """sensitivity x sigma, rounded up: the float product may round below the exact one, and
+    noise a hair short of the calibrated std would overstate the privacy."""
+    std = sensitivity * sigma
+    if math.isfinite(std) and Fraction(std) < Fraction(sensitivity) * Fraction(sigma):
+        std = math.nextafter(std, math.inf)
+    return std
 
 
 def default_count_mu(mu_cap: float) -> float:
@@ -115,4 +126,5 @@ def release_count(n_rows: int, mu: float, rng: np.random.Generator | None = None
         raise PrivacyParameterError(f"count mu must be finite and > 0, got {mu!r}", field="mu")
     generator = rng if rng is not None else secure_generator()
     count = np.array([int(n_rows)], dtype=np.int64)
-    return int(integer_release(count, sensitivity=1.0, sigma=1.0 / mu, rng=generator)[0])
+    sigma = noise_multiplier(mu, 1)  # 1/mu rounded up
+    return int(integer_release(count, sensitivity=1.0, sigma=sigma, rng=generator)[0])

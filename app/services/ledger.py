@@ -20,7 +20,7 @@ from app.db.models import Dataset, Job, LedgerEntry
 from app.db.session import IMMEDIATE
 from app.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
 from app.privacy import budget as bmath
-from app.privacy.gdp import PrivacyParameterError
+from app.privacy.gdp import PrivacyParameterError, noise_multiplier
 
 
 def begin_budget_transaction(session: Session) -> None:
@@ -164,7 +164,7 @@ def open_dataset_budget(session: Session, dataset: Dataset, actor: uuid.UUID | N
                 kind="count",
                 actor_key_id=actor,
                 mu=dataset.count_mu,
-                sigma=1.0 / dataset.count_mu,
+                sigma=noise_multiplier(dataset.count_mu, 1),  # as release_count draws it
                 releases=1,
                 note="noisy row count released at upload",
             ),

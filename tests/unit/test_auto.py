@@ -10,7 +10,7 @@ import pytest
 
 from app.clustering import choose_algorithm, cluster, plan_run
 from app.clustering.params import ALGORITHMS, COUNT_MU_FRACTION, default_pe_iterations
-from app.privacy.gdp import mu_from_epsilon_delta
+from app.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 from tests.unit.test_clustering_runs import ReleaseLog
 
 
@@ -61,7 +61,7 @@ def test_without_a_public_count_auto_pays_for_it_and_spends_exactly_mu(
     assert (result.mu, result.epsilon, result.delta) == (mu, epsilon, delta)
     assert result.count_mu == pytest.approx(COUNT_MU_FRACTION * mu, rel=1e-15)
     # The count first (sensitivity 1, a tenth of mu), then the chosen method's releases.
-    assert log.calls[0] == (1.0, 1.0 / result.count_mu, (1,))
+    assert log.calls[0] == (1.0, noise_multiplier(result.count_mu, 1), (1,))
     assert abs(result.n_public - 800) < 6 / result.count_mu
     assert result.algorithm == choose_algorithm(result.n_public, 4, 3, mu)
     mu_releases = math.sqrt(result.releases) / result.sigma

@@ -4,6 +4,7 @@ progress and cancellation, input checks, and the memmap / randomness contract.""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ from app.clustering import (
 from app.clustering.hdpe import grid_sensitivity, noisy_means
 from app.clustering.params import COUNT_MU_FRACTION
 from app.privacy import noise
-from app.privacy.gdp import PrivacyParameterError, mu_from_epsilon_delta
+from app.privacy.gdp import PrivacyParameterError, mu_from_epsilon_delta, noise_multiplier
 
 
 def _blobs(n: int, d: int, k: int, seed: int = 0) -> np.ndarray:
@@ -93,7 +94,8 @@ def test_without_a_public_count_the_run_pays_for_its_own(monkeypatch: pytest.Mon
     log = ReleaseLog(monkeypatch)
     result = pe_means(_blobs(600, 3, 3), 3, radius=1.5, mu=0.9, rng=np.random.default_rng(1))
     assert result.count_mu == pytest.approx(COUNT_MU_FRACTION * 0.9, rel=1e-15)
-    assert log.calls[0] == (1.0, 1.0 / result.count_mu, (1,))
+    assert log.calls[0] == (1.0, noise_multiplier(result.count_mu, 1), (1,))
+    assert Fraction(log.calls[0][1]) * Fraction(result.count_mu) >= 1  # 1/mu, rounded up
     assert len(log.calls) == result.releases + 1
     assert all(s == 1.0 and sig == result.sigma for s, sig, _ in log.calls[1:])
     assert log.composed_mu() <= 0.9

@@ -21,7 +21,7 @@ from app.clustering.fastlloyd import (
 from app.clustering.hdpe import grid_sensitivity
 from app.clustering.metrics import kmeans_loss
 from app.clustering.params import COUNT_MU_FRACTION
-from app.privacy.gdp import mu_from_epsilon_delta
+from app.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 from tests.unit.test_clustering_runs import ReleaseLog
 
 
@@ -84,7 +84,7 @@ def test_without_a_public_count_the_run_pays_for_its_own(monkeypatch: pytest.Mon
     X, _ = _blobs(600, 4, 3)
     result = fastlloyd(X, 3, radius=1.5, mu=0.9, rng=np.random.default_rng(1))
     assert result.count_mu == pytest.approx(COUNT_MU_FRACTION * 0.9, rel=1e-15)
-    assert log.calls[0] == (1.0, 1.0 / result.count_mu, (1,))
+    assert log.calls[0] == (1.0, noise_multiplier(result.count_mu, 1), (1,))
     assert log.calls[1:] == [(_joint_sensitivity(4), result.sigma, (15,))] * result.releases
     assert log.composed_mu() <= 0.9
     assert log.composed_mu() == pytest.approx(0.9, rel=1e-12)

@@ -13,6 +13,7 @@ from app.clustering.hdpe import grid_sensitivity
 from app.clustering.lsh_coreset import MAX_BRANCHING_NODES, default_min_count
 from app.clustering.metrics import kmeans_loss
 from app.clustering.params import COUNT_MU_FRACTION
+from app.privacy.gdp import noise_multiplier
 from tests.unit.test_clustering_runs import ReleaseLog
 
 
@@ -49,7 +50,7 @@ def test_every_release_is_calibrated_and_they_compose_to_mu(
     if n_public is None:
         # The run's own row count first: a tenth of mu, sensitivity 1, one value.
         assert result.count_mu == pytest.approx(COUNT_MU_FRACTION * 0.8, rel=1e-15)
-        assert calls[0] == (1.0, 1.0 / result.count_mu, (1,))
+        assert calls[0] == (1.0, noise_multiplier(result.count_mu, 1), (1,))
         calls = calls[1:]
     else:
         assert (result.count_mu, result.n_public) == (None, 1190)

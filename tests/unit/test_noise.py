@@ -69,3 +69,34 @@ def test_remaining_after_is_the_largest_rest_that_composes_under_the_total(
     assert Fraction(bigger) ** 2 + Fraction(part) ** 2 > Fraction(total) ** 2
     with pytest.raises(PrivacyParameterError):
         remaining_after(total, total)
+
+
+def test_noise_stds_are_never_below_the_exact_product(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A release's std is sensitivity x sigma, and the row count's sigma is 1/mu: rounded to
+    # nearest, about half of them fell a hair short of the calibrated value.
+    rng = np.random.default_rng(3)
+    raised = 0
+    for _ in range(2000):
+        sensitivity = float(rng.choice([1.0, math.sqrt(2.0), rng.uniform(0.5, 3e6)]))
+        sigma = float(rng.uniform(0.1, 1e4))
+        std = noise.noise_std(sensitivity, sigma)
+        exact = Fraction(sensitivity) * Fraction(sigma)
+        assert Fraction(std) >= exact
+        assert Fraction(math.nextafter(std, 0.0)) < exact  # at most one step above
+        raised += std != sensitivity * sigma
+    assert raised > 100  # the rounding up happened, not only exact products
+
+    seen: list[float] = []
+    original = noise.rounded_gaussian
+
+    def recording(shape: int | tuple[int, ...], std: float, rng: np.random.Generator):
+        seen.append(std)
+        return original(shape, std, rng)
+
+    monkeypatch.setattr(noise, "rounded_gaussian", recording)
+    short = 0
+    for count_mu in rng.uniform(1e-3, 10.0, size=300):
+        noise.release_count(1000, float(count_mu), np.random.default_rng(0))
+        assert Fraction(seen[-1]) * Fraction(float(count_mu)) >= 1
+        short += Fraction(1.0 / float(count_mu)) * Fraction(float(count_mu)) < 1
+    assert short > 10  # 1/mu rounded to nearest would have been short on these

@@ -19,7 +19,7 @@ from app.clustering.hdpe import grid_sensitivity
 from app.clustering.metrics import kmeans_loss
 from app.clustering.params import COUNT_MU_FRACTION, default_pe_iterations
 from app.clustering.pe_lloyd import lloyd_weight, pe_lloyd, plan_lloyd_releases, step_radii
-from app.privacy.gdp import mu_from_epsilon_delta
+from app.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 from tests.unit.test_clustering_runs import ReleaseLog
 
 
@@ -71,7 +71,7 @@ def test_the_releases_compose_to_the_planned_mu(
     calls = log.calls
     if n_public is None:
         assert result.count_mu == pytest.approx(COUNT_MU_FRACTION * mu, rel=1e-15)
-        assert calls[0] == (1.0, 1.0 / result.count_mu, (1,))
+        assert calls[0] == (1.0, noise_multiplier(result.count_mu, 1), (1,))
         calls = calls[1:]
     else:
         assert (result.count_mu, result.n_public) == (None, 1190)
