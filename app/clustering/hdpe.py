@@ -7,6 +7,7 @@ import math
 import numpy as np
 from scipy import sparse
 
+from app.clustering.kernels import ordered_products
 from app.clustering.params import (
     DEFAULT_MAX_POPULATION,
     DEFAULT_PROJECTION_DIM,
@@ -30,13 +31,19 @@ GRID_SLACK = 1e-9
 
 
 def project_rows(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """x_bar = G x / sqrt(p) for every row, in blocks (p = rows of G)."""
+    """x_bar = G x / sqrt(p) for every row (p = rows of G), as float64.
+
+    Each row's projection is a function of that row and G alone (`kernels.ordered_products`:
+    a sum in coordinate order, whatever the other rows), never a BLAS product: its vote must
+    not change when another row is added or removed. Rows are read in blocks, as they are (a
+    float32 or memory-mapped copy is widened one element at a time, never copied)."""
     p = matrix.shape[0]
-    scaled_t = np.ascontiguousarray(matrix.T / math.sqrt(p))
+    scaled_t = np.ascontiguousarray(matrix.T / math.sqrt(p), dtype=np.float64)
     out = np.empty((len(points), p), dtype=np.float64)
     rows = max(1, _BLOCK_ELEMENTS // max(points.shape[1], p))
     for start in range(0, len(points), rows):
-        np.matmul(points[start : start + rows], scaled_t, out=out[start : start + rows])
+        block = np.asarray(points[start : start + rows])  # a view, also of a memmap
+        ordered_products(block, scaled_t, out[start : start + rows])
     return out
 
 

@@ -204,8 +204,76 @@ def _search_cells_loops(
 search_cells = _Kernel(_search_cells_loops, calls={"_merge_top2_jit": merge_top2})
 
 
+def _ordered_products_loops(
+    rows: np.ndarray, weights: np.ndarray, out: np.ndarray
+) -> None:  # pragma: no cover - compiled (covered through `ordered_products`)
+    """out = rows @ weights, every entry a function of its row and the weights alone:
+    out[i, j] = ((rows[i, 0] w[0, j] + rows[i, 1] w[1, j]) + rows[i, 2] w[2, j]) + ..., the
+    coordinates in increasing order, each product and each sum rounded on its own in float64
+    (numba contracts nothing into an FMA and reorders nothing without fastmath: keep it off).
+
+    BLAS chooses its kernel, blocking and summation order by the shape of the product and a
+    row's place in it (micro-kernel edges), so a row's product could change in its low bits with
+    the number of other rows in its block or its position there: with a neighbouring dataset
+    (one row more or less), other rows' projected votes or hash bits could change. Here the
+    result is the same whatever the rows around it.
+
+    rows: m x d, float32 or float64 (each element widened to float64, exactly); weights: d x p
+    float64, C order; out: m x p float64, written. Rows go four at a time, sharing each load of
+    the weights; the loop over the p outputs is contiguous, so LLVM vectorises across outputs,
+    each output's sum still in order (2x faster than one row at a time, about as fast as
+    one-thread BLAS). A row's arithmetic is the same in a group of four or alone."""
+    m, d = rows.shape
+    p = weights.shape[1]
+    if d == 0:
+        out[:, :] = 0.0
+        return
+    acc = np.empty((4, p))
+    i = 0
+    while i + 4 <= m:
+        x0 = np.float64(rows[i, 0])
+        x1 = np.float64(rows[i + 1, 0])
+        x2 = np.float64(rows[i + 2, 0])
+        x3 = np.float64(rows[i + 3, 0])
+        for j in range(p):
+            w = weights[0, j]
+            acc[0, j] = x0 * w
+            acc[1, j] = x1 * w
+            acc[2, j] = x2 * w
+            acc[3, j] = x3 * w
+        for k in range(1, d):
+            x0 = np.float64(rows[i, k])
+            x1 = np.float64(rows[i + 1, k])
+            x2 = np.float64(rows[i + 2, k])
+            x3 = np.float64(rows[i + 3, k])
+            for j in range(p):
+                w = weights[k, j]
+                acc[0, j] += x0 * w
+                acc[1, j] += x1 * w
+                acc[2, j] += x2 * w
+                acc[3, j] += x3 * w
+        for r in range(4):
+            for j in range(p):
+                out[i + r, j] = acc[r, j]
+        i += 4
+    while i < m:  # the last m mod 4 rows, by the same sums
+        x = np.float64(rows[i, 0])
+        for j in range(p):
+            acc[0, j] = x * weights[0, j]
+        for k in range(1, d):
+            x = np.float64(rows[i, k])
+            for j in range(p):
+                acc[0, j] += x * weights[k, j]
+        for j in range(p):
+            out[i, j] = acc[0, j]
+        i += 1
+
+
+ordered_products = _Kernel(_ordered_products_loops)
+
+
 def warm_up() -> None:
-    """Compile (or load) every kernel now, for the signatures the vote uses."""
+    """Compile (or load) every kernel now, for the signatures the jobs use."""
     scores = np.zeros((3, 2), dtype=np.float32)
     best = np.full(2, np.inf, dtype=np.float32)
     merge_top2(scores, np.arange(3, dtype=np.int32), best, best.copy(), np.zeros(2, np.int32))
@@ -225,3 +293,5 @@ def warm_up() -> None:
     )
     rows = np.zeros((2, 3))
     ordered_best(rows, np.zeros((3, 4)), np.arange(4), np.full(2, np.inf), np.zeros(2, np.int64))
+    for dtype in (np.float64, np.float32):  # HDPE's projections, the LSH codes
+        ordered_products(np.zeros((5, 3), dtype=dtype), np.zeros((3, 2)), np.empty((5, 2)))

@@ -49,6 +49,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from app.clustering.errors import ClusteringInputError
 from app.clustering.hdpe import GRID_BITS, cluster_grid_sums, grid_sensitivity
+from app.clustering.kernels import ordered_products
 from app.clustering.params import (
     RunPlan,
     check_integer,
@@ -147,15 +148,22 @@ def default_min_count(plan: RunPlan, sum_weight: int) -> int:
 
 
 def hash_codes(points: np.ndarray, normals: np.ndarray) -> np.ndarray:
-    """Each row's SimHash code as an int64: bit j (from the top) is [<x, normal_j> >= 0]."""
+    """Each row's SimHash code as an int64: bit j (from the top) is [<x, normal_j> >= 0].
+
+    The products come from `kernels.ordered_products` (a sum in coordinate order), not BLAS, so
+    a row's code depends on that row and the normals alone, even for a row within rounding of
+    a hyperplane: adding or removing a row cannot change another row's bits."""
     n_bits = normals.shape[0]
     weights = np.left_shift(np.int64(1), np.arange(n_bits - 1, -1, -1, dtype=np.int64))
     codes = np.empty(len(points), dtype=np.int64)
     rows = max(1, _BLOCK_ELEMENTS // max(points.shape[1], n_bits))
-    normals_t = np.ascontiguousarray(normals.T)
+    normals_t = np.ascontiguousarray(normals.T, dtype=np.float64)
+    products = np.empty((min(rows, len(points)), n_bits), dtype=np.float64)
     for start in range(0, len(points), rows):
-        signs = points[start : start + rows] @ normals_t >= 0.0
-        codes[start : start + rows] = signs @ weights
+        block = np.asarray(points[start : start + rows])  # a view, also of a memmap
+        part = products[: len(block)]
+        ordered_products(block, normals_t, part)
+        codes[start : start + rows] = (part >= 0.0) @ weights
     return codes
 
 
