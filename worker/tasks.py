@@ -114,9 +114,13 @@ def run_clustering_job(job_id: str) -> str:
             raise FileNotFoundError("dataset rows were deleted")
         X = open_matrix(path)  # type: ignore[arg-type]
     except (OSError, ValueError) as exc:
-        # Nothing noisy can have been produced yet: fail and refund.
+        # Nothing noisy can have been produced yet: fail and refund. The error (it names the
+        # server's storage path) goes to the operator's log, not into the job that analysts read.
+        log.warning("job %s: the dataset's rows could not be read: %s", jid, exc)
         with session_scope(db_url) as s:
-            jobs_service.fail_unqueued(s, jid, f"the dataset's rows could not be read: {exc}")
+            jobs_service.fail_unqueued(
+                s, jid, "the dataset's rows could not be read (see the worker's log)"
+            )
         return "failed"
 
     # Re-plan from public inputs and refuse (refunded: no noise yet) if the run would differ

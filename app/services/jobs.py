@@ -298,16 +298,22 @@ def cancel(session: Session, job: Job, actor: uuid.UUID | None) -> Job:
     return job
 
 
-def fail_unqueued(session: Session, job_id: uuid.UUID, reason: str) -> None:
-    """The job was admitted but could not be enqueued: fail it and refund (no noise drawn)."""
+def fail_unqueued(session: Session, job_id: uuid.UUID, reason: str) -> bool:
+    """The job was admitted but could not be enqueued: fail it and refund (no noise drawn).
+
+    Only a job still queued is failed; one a worker has already taken (the enqueue reached
+    Redis after all, and its reply was lost) keeps running and stays charged. Returns whether
+    the job was failed and refunded."""
     job = session.get(Job, job_id)
     if job is None:
-        return
+        return False
     if repo.transition_job(
         session, job_id, from_status="queued", status="failed", error=reason, finished_at=repo.now()
     ):
         ledger.refund(session, job, note=reason)
         ledger.record(session, job, "failed", note=reason)
+        return True
+    return False
 
 
 LOST_WORKER = (

@@ -497,6 +497,32 @@ def test_redis_down_means_503_and_nothing_charged(client, keys, settings) -> Non
     assert client.get("/readyz").status_code == 503
 
 
+def test_a_lost_enqueue_reply_after_a_worker_took_the_job_is_no_refund(
+    client, keys, settings, monkeypatch
+) -> None:
+    # Redis accepted the job and a worker started it, but the enqueue's reply was lost: the job
+    # is not failed or refunded (its noise may be drawn already), and the client is told it was
+    # admitted, not that its budget came back.
+    from app.db import repositories as repo
+    from app.db.session import session_scope
+    from app.services import queue
+
+    ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
+
+    def enqueue_then_lose_the_reply(settings_, job_id) -> None:
+        with session_scope(settings.resolved_database_url) as s:
+            assert repo.transition_job(s, job_id, from_status="queued", status="running")
+        raise ConnectionError("reply lost")
+
+    monkeypatch.setattr(queue, "enqueue_job", enqueue_then_lose_the_reply)
+    r = client.post(
+        f"/v1/datasets/{ds['id']}/jobs", headers=auth(keys["analyst"]), json={"k": 2, "mu": 0.2}
+    )
+    assert r.status_code == 202 and r.json()["status"] == "running"
+    budget = client.get(f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["owner"])).json()
+    assert budget["jobs"] == 1 and budget["mu_reserved"] == pytest.approx(0.2)
+
+
 def test_the_queue_check_holds_no_database_connection(client, keys, monkeypatch) -> None:
     # The submit route pings Redis before it charges anything; a ping may wait for its socket
     # timeout (10 s), and meanwhile no database connection may be held: no PostgreSQL session

@@ -141,3 +141,32 @@ def test_pe_only_parameters_are_refused_for_the_other_methods(
         assert r.status_code == 422 and r.json()["field"] == f"params.{param}", r.json()
     budget = client.get(f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["owner"])).json()
     assert budget["mu_reserved"] == 0.0 and budget["jobs"] == 0
+
+
+def test_unreadable_rows_fail_the_job_refunded_without_naming_the_file(
+    client: TestClient, keys, session, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Nothing noisy exists yet, so the job fails and is refunded; the reason analysts read
+    # does not carry the server's storage path (the operator's log does).
+    import json
+    import uuid
+    from pathlib import Path
+
+    from app.db.models import Dataset
+    from worker.tasks import run_clustering_job
+
+    ds = _upload(client, keys["owner"], _rows(False))
+    stored = session.get(Dataset, uuid.UUID(ds["id"])).storage_path
+    Path(stored).unlink()  # its error message names the path
+    r = client.post(
+        f"/v1/datasets/{ds['id']}/jobs", headers=auth(keys["analyst"]), json={"k": 2, "mu": 0.5}
+    )
+    assert r.status_code == 202, r.json()
+    with caplog.at_level("WARNING", logger="privclust.worker"):
+        assert run_clustering_job(r.json()["id"]) == "failed"
+    job = client.get(f"/v1/jobs/{r.json()['id']}", headers=auth(keys["analyst"])).json()
+    assert job["status"] == "failed" and "could not be read" in job["error"]
+    assert stored not in json.dumps(job) and Path(stored).name not in json.dumps(job)
+    assert stored in caplog.text
+    budget = client.get(f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["owner"])).json()
+    assert budget["mu_reserved"] == 0.0 and budget["mu_spent"] == pytest.approx(ds["count_mu"])

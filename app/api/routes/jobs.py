@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Annotated, Literal
 
@@ -21,6 +22,7 @@ from app.services import labels as labels_service
 from app.services import ledger, queue
 
 router = APIRouter(prefix="/v1", tags=["jobs"], route_class=UnitOfWorkRoute)
+log = logging.getLogger("privclust.api")
 
 IdempotencyKey = Annotated[
     str | None,
@@ -109,14 +111,18 @@ def jobs_create(
         try:
             queue.enqueue_job(settings, job.id)
         except Exception as exc:
-            jobs_service.fail_unqueued(session, job.id, "the job could not be queued")
+            refunded = jobs_service.fail_unqueued(session, job.id, "the job could not be queued")
             session.commit()
-            raise ServiceUnavailable(
-                "the job queue could not be reached; the job was not "
-                "started and its budget was refunded",
-                code="queue-unavailable",
-                job_id=str(job.id),
-            ) from exc
+            if refunded:
+                raise ServiceUnavailable(
+                    "the job queue could not be reached; the job was not "
+                    "started and its budget was refunded",
+                    code="queue-unavailable",
+                    job_id=str(job.id),
+                ) from exc
+            # The enqueue reached Redis and only its reply was lost: a worker has the job.
+            log.warning("job %s: enqueue reported %r, but a worker has taken the job", job.id, exc)
+            session.refresh(job)
     else:
         response.headers["Idempotent-Replayed"] = "true"
         session.refresh(job)

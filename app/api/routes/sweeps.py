@@ -101,12 +101,15 @@ def sweeps_create(
             except Exception as exc:
                 # This job and the ones after it never reached the queue: fail and refund them
                 # (no noise drawn); those already queued run as admitted.
-                for unqueued in jobs[position:]:
+                refunded = sum(
                     jobs_service.fail_unqueued(session, unqueued.id, "the job could not be queued")
+                    for unqueued in jobs[position:]
+                )
                 session.commit()
                 raise ServiceUnavailable(
-                    "the job queue could not be reached; the sweep's jobs not yet queued were "
-                    "not started and their budget was refunded",
+                    f"the job queue could not be reached; {refunded} of the sweep's "
+                    f"{len(jobs)} jobs were not started and their budget was refunded (the "
+                    "others run as admitted)",
                     code="queue-unavailable",
                     sweep_id=str(sweep.id),
                 ) from exc
