@@ -45,7 +45,7 @@ from app.clustering.params import (
 )
 from app.clustering.pe import Progress, evolve
 from app.clustering.result import ClusteringResult
-from app.clustering.voting import VOTE_DTYPE
+from app.clustering.voting import VOTE_DTYPE, nearest_other_distances
 
 STEP_RULES = ("fastlloyd", "centres")
 DEFAULT_STEP_RULE = "centres"
@@ -83,9 +83,8 @@ def step_radii(centres: np.ndarray, radius: float, k: int, rule: str) -> float |
     fixed = step_radius(2, radius, d, k, DEFAULT_STEP_FRACTION)
     if rule == "fastlloyd" or len(centres) < 2:
         return fixed
-    gaps = np.sqrt(((centres[:, None, :] - centres[None, :, :]) ** 2).sum(axis=2))
-    np.fill_diagonal(gaps, np.inf)
-    return np.clip(gaps.min(axis=1) / 2.0, MIN_STEP_FRACTION * radius, fixed)
+    gaps = nearest_other_distances(np.asarray(centres, dtype=np.float64))
+    return np.clip(gaps / 2.0, MIN_STEP_FRACTION * radius, fixed)
 
 
 def plan_lloyd_releases(

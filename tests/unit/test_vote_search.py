@@ -405,3 +405,22 @@ def test_the_compiled_distance_is_ordered_sq_bit_for_bit() -> None:
         )
         np.testing.assert_array_equal(best, expected[:, j])
         assert (index == j).all()
+
+
+@pytest.mark.parametrize("block", [voting.PAIR_BLOCK_ELEMENTS, 64, 1])
+def test_nearest_other_distances_in_blocks_match_the_full_matrix(
+    block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The groups' cores (and pe-lloyd's step radii) come from these gaps: blocking them to keep
+    # memory O(block) for large k must not move a single bit.
+    monkeypatch.setattr(voting, "PAIR_BLOCK_ELEMENTS", block)
+    rng = np.random.default_rng(0)
+    for n, d in [(2, 2), (50, 16), (300, 64)]:
+        points = rng.normal(size=(n, d))
+        points[-1] = points[0]  # a duplicate: its nearest other is at distance 0
+        full = np.sqrt(np.sum((points[:, None, :] - points[None, :, :]) ** 2, axis=2))
+        np.fill_diagonal(full, np.inf)
+        got = voting.nearest_other_distances(points)
+        assert np.array_equal(got, full.min(axis=1))
+        assert got[0] == 0.0 and got[-1] == 0.0
+    assert np.array_equal(voting.nearest_other_distances(np.zeros((1, 3))), [np.inf])
