@@ -260,13 +260,41 @@ def _tie_rows(rng: np.random.Generator, index: voting.VoteIndex, n: int) -> np.n
     return np.array(rows)
 
 
+def _shared_far_index(candidates: np.ndarray, layout: voting.GroupLayout) -> voting.VoteIndex:
+    """The grouped index with its far mutants kept as one global set (as for large k)."""
+    saved = voting.FAR_COPIES_PER_CANDIDATE
+    voting.FAR_COPIES_PER_CANDIDATE = 0
+    try:
+        index = voting.vote_index(candidates, layout)
+    finally:
+        voting.FAR_COPIES_PER_CANDIDATE = saved
+    assert index.everyone is not None and len(index.everyone.index) > 0
+    return index
+
+
 def _index_cases(rng: np.random.Generator, d: int) -> list[voting.VoteIndex]:
     evolved = _evolved(rng, 6, 60, d)
     packing = sphere_packing(3000, d, 1.0, rng)
     return [
         voting.vote_index(evolved, voting.GroupLayout(6, 60)),
+        _shared_far_index(evolved, voting.GroupLayout(6, 60)),
         voting.vote_index(packing),  # inverted file (d > TREE_MAX_DIM)
     ]
+
+
+@pytest.mark.parametrize("d", [8, 16])
+def test_far_mutants_in_every_cell_or_in_one_set_give_the_same_votes(d: int) -> None:
+    # Large k keeps the far mutants as one set instead of k copies; S(x) is the same set.
+    rng = np.random.default_rng(70 + d)
+    evolved = _evolved(rng, 6, 60, d)
+    layout = voting.GroupLayout(6, 60)
+    copied = voting.vote_index(evolved, layout)
+    assert copied.everyone is None
+    shared = _shared_far_index(evolved, layout)
+    points = np.concatenate([rng.normal(size=(3000, d)) * 0.4, _tie_rows(rng, copied, 60)])
+    np.testing.assert_array_equal(
+        voting.vote_labels(points, copied), voting.vote_labels(points, shared)
+    )
 
 
 @pytest.mark.parametrize("d", [8, 16])
