@@ -25,6 +25,7 @@ from app.privacy.gdp import mu_from_epsilon_delta, noise_multiplier, remaining_a
 from app.privacy.noise import (
     COUNT_MU_FRACTION,
     MAX_NOISE_STD,
+    noise_std,
     release_count,
     secure_generator,
 )
@@ -433,15 +434,16 @@ def largest_noise_std(plan: RunPlan, count_share: float | None = None) -> float:
         share = default_count_share(d) if count_share is None else count_share
         joint = joint_sensitivity(plan, d, count_multiplier(d, share))
         sensitivity = max(sensitivity, joint)
-    largest = sensitivity * plan.sigma
+    # As the releases compute them (noise_std rounds each product up).
+    largest = noise_std(sensitivity, plan.sigma)
     if plan.count_mu is not None:  # the run's own noisy row count
-        largest = max(largest, 1.0 / plan.count_mu)
+        largest = max(largest, noise_multiplier(plan.count_mu, 1))
     if plan.summary_mu is not None:
         sizes_sigma, loss_sigma = summary_sigmas(plan.summary_mu)
         largest = max(
             largest,
-            plan.count_sensitivity * sizes_sigma,
-            loss_sensitivity() * loss_sigma,
+            noise_std(plan.count_sensitivity, sizes_sigma),
+            noise_std(loss_sensitivity(), loss_sigma),
         )
     return largest
 
