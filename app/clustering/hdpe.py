@@ -17,7 +17,7 @@ from app.clustering.params import (
 from app.clustering.pe import Progress, evolve
 from app.clustering.result import ClusteringResult
 from app.clustering.variation import project_into_ball
-from app.clustering.voting import nearest_candidates, one_blas_thread
+from app.clustering.voting import nearest_candidates
 from app.privacy import noise
 
 _BLOCK_ELEMENTS = 1 << 20
@@ -166,12 +166,11 @@ def hdpe_means(
     n_cols = points.shape[1]
     assert plan.projection_dim is not None
     matrix = noise_rng.standard_normal(size=(plan.projection_dim, n_cols))
-    with one_blas_thread():  # as in evolve: BLAS threads left spinning would slow the votes
-        projected = project_rows(points, matrix)
-        outcome = evolve(
-            projected, plan, radius=radius, rng=noise_rng, packing_rng=rng, progress=progress
-        )
-        labels = nearest_candidates(projected, outcome.centres)
+    projected = project_rows(points, matrix)  # no BLAS (compiled): no threads left spinning
+    outcome = evolve(
+        projected, plan, radius=radius, rng=noise_rng, packing_rng=rng, progress=progress
+    )
+    labels = nearest_candidates(projected, outcome.centres)
     del projected
     sums, counts = cluster_grid_sums(points, labels, plan.k, radius)
     del points
