@@ -28,8 +28,9 @@ RUN python -c "import tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))
     && pip install -r /tmp/requirements.txt
 
 # The project itself, as a regular (non-editable) install: app/, worker/, migrations/
-# (env.py, versions/, script.py.mako) and the privclust library package end up inside the venv. `privclust migrate` configures
-# Alembic from the installed migrations package, so alembic.ini is not needed at run time.
+# (env.py, versions/, script.py.mako) and the privclust library package end up inside the venv.
+# `privclust migrate` configures Alembic from the installed migrations package, so alembic.ini
+# is not needed at run time.
 COPY README.md ./
 COPY app ./app
 COPY worker ./worker
@@ -41,7 +42,7 @@ COPY privclust ./privclust
 ENV NUMBA_CACHE_DIR=/opt/numba-cache
 RUN pip install --no-deps . \
     && privclust --help > /dev/null \
-    && python -c "from app.clustering.kernels import warm_up; warm_up()"
+    && python -c "from privclust.clustering.kernels import warm_up; warm_up()"
 
 # ---------------------------------------------------------------------------------------------
 # Stage 2: the runtime image. No compilers, no build tools, no source tree: only the venv.

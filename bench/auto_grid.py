@@ -3,7 +3,7 @@
 `run` appends one JSON line per (data set, method, epsilon, seed) to a results file (skipping
 lines already there, so an interrupted run resumes); `report` reads such files and prints, per
 data set, the mean loss of every method at every epsilon, its AUC over the grid and over the
-paper's epsilons, the best method per epsilon, and what `auto` (app.clustering.auto) picks
+paper's epsilons, the best method per epsilon, and what `auto` (privclust.clustering.auto) picks
 there with the loss of its pick.
 
 Protocol as bench/table1.py: data centred and scaled to max row norm 1, R = 1, delta = 1/N^1.1,
@@ -11,7 +11,7 @@ each (data set, epsilon) a dataset whose whole budget is that epsilon (the job f
 N~ with a tenth of its mu and plans with it), generators seeded [seed, epsilon index] so every
 method sees the same seeds. Methods: pe-means, hdpe-means, fastlloyd, lsh-coreset, pe-lloyd
 (defaults), and pe-lloyd:SHARE:STEPS[:RULE] (the Lloyd steps' share of mu^2, their number and
-the step radius rule, app.clustering.pe_lloyd.step_radii).
+the step radius rule, privclust.clustering.pe_lloyd.step_radii).
 
     PYTHONPATH=. .venv/bin/python bench/auto_grid.py run --out grid.jsonl --seeds 3 \\
         --datasets sklearn_4_4 --methods pe-means pe-lloyd:0.3:2
@@ -34,14 +34,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import EPSILONS, TABLE_I_SETS, auc, load
 
-from app.clustering.auto import choose_algorithm
-from app.clustering.fastlloyd import fastlloyd
-from app.clustering.hdpe import hdpe_means
-from app.clustering.lsh_coreset import lsh_coreset
-from app.clustering.metrics import kmeans_loss
-from app.clustering.pe import pe_means
-from app.clustering.pe_lloyd import pe_lloyd
-from app.privacy.gdp import mu_from_epsilon_delta
+from privclust.clustering.auto import choose_algorithm
+from privclust.clustering.fastlloyd import fastlloyd
+from privclust.clustering.hdpe import hdpe_means
+from privclust.clustering.lsh_coreset import lsh_coreset
+from privclust.clustering.metrics import kmeans_loss
+from privclust.clustering.pe import pe_means
+from privclust.clustering.pe_lloyd import pe_lloyd
+from privclust.privacy.gdp import mu_from_epsilon_delta
 
 GRID = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 PRODUCT_METHODS = ("pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd")

@@ -1,7 +1,7 @@
 """Benchmark: where HDPE-means loses utility (bench/RESULTS.md, "HDPE-means: the loss").
 
 For each epsilon and seed it runs HDPE-means step by step (the code of
-app.clustering.hdpe.hdpe_means, with the same generator) and measures, besides the released
+privclust.clustering.hdpe.hdpe_means, with the same generator) and measures, besides the released
 centres' loss:
 - "labels, exact means": the loss of the exact means of the clusters HDPE's projected labelling
   forms (benchmark only, not private): what the final step would give without noise, so the
@@ -29,11 +29,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import load
 
-from app.clustering.hdpe import cluster_grid_sums, noisy_means, project_rows
-from app.clustering.metrics import kmeans_loss
-from app.clustering.params import default_hdpe_iterations, default_pe_iterations, start_run
-from app.clustering.pe import evolve
-from app.clustering.voting import nearest_candidates
+from privclust.clustering.hdpe import cluster_grid_sums, noisy_means, project_rows
+from privclust.clustering.metrics import kmeans_loss
+from privclust.clustering.params import default_hdpe_iterations, default_pe_iterations, start_run
+from privclust.clustering.pe import evolve
+from privclust.clustering.voting import nearest_candidates
 
 
 def exact_means_loss(X: np.ndarray, labels: np.ndarray, k: int) -> float:

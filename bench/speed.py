@@ -10,7 +10,7 @@ Sections (`table` by default; pick with --sections):
   scale    d = 16, k = 16, epsilon 1 at N = 20k, 100k and 1M: time, peak RSS, loss vs KMeans
   cap      the population cap (max_population) at N = 100k and 1M: time and loss per cap
   backend  nearest-candidate search: the exact backends (KD-tree, chunked BLAS, grouped) and
-           the vote's search (app.clustering.voting.vote_index / vote_labels), by d
+           the vote's search (privclust.clustering.voting.vote_index / vote_labels), by d
 
 Each measurement runs in a fresh subprocess so its peak RSS (VmHWM) is its own; "base" is that
 process after loading the data, before the job. Large sets are generated once into a temporary
@@ -93,8 +93,8 @@ def child_pair(spec: dict[str, Any]) -> dict[str, Any]:
     own, then KMeans once (which reads the whole file into memory)."""
     from sklearn.cluster import KMeans
 
-    from app.clustering import cluster
-    from app.clustering.metrics import kmeans_loss
+    from privclust.clustering import cluster
+    from privclust.clustering.metrics import kmeans_loss
 
     if "path" in spec:
         X, k = np.load(spec["path"], mmap_mode="r"), spec["k"]
@@ -149,8 +149,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One measurement, in this (fresh) process."""
     from sklearn.cluster import KMeans
 
-    from app.clustering import cluster
-    from app.clustering.metrics import kmeans_loss
+    from privclust.clustering import cluster
+    from privclust.clustering.metrics import kmeans_loss
 
     if spec.get("pair"):
         return child_pair(spec)
@@ -382,9 +382,9 @@ def _median_ms(fn: Any, repeats: int) -> str:
 
 
 def section_backend(repeats: int, dims: list[int]) -> None:
-    from app.clustering import voting
-    from app.clustering.packing import sphere_packing
-    from app.clustering.variation import levy_variations
+    from privclust.clustering import voting
+    from privclust.clustering.packing import sphere_packing
+    from privclust.clustering.variation import levy_variations
 
     print("## Nearest-candidate search, N = 20,000 blob rows (ms, median)")
     print()

@@ -29,8 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import EPSILONS, auc, load
 
-from app.clustering import cluster, summaries
-from app.clustering.metrics import kmeans_loss
+from privclust.clustering import cluster, summaries
+from privclust.clustering.metrics import kmeans_loss
 
 DEFAULT_SETS = [
     ("iris", "pe-means"),

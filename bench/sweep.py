@@ -1,4 +1,4 @@
-"""Benchmark: choosing k privately with a sweep (app.clustering.sweep).
+"""Benchmark: choosing k privately with a sweep (privclust.clustering.sweep).
 
 On a Table I set with a known k (default sklearn_16_16, k = 16), each run sweeps k over
 {4, 8, 16, 32} with one epsilon for the whole sweep (default 1, delta = 1/N^1.1; the sweep
@@ -26,8 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import load
 
-from app.clustering import suggest_k, summaries, sweep
-from app.clustering.metrics import kmeans_loss
+from privclust.clustering import suggest_k, summaries, sweep
+from privclust.clustering.metrics import kmeans_loss
 
 
 def main() -> None:

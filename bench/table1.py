@@ -1,8 +1,8 @@
 """Benchmark: the paper's Table I protocol for PE-means / HDPE-means / FastLloyd (docs section 7).
 
 `--algorithms lsh-coreset` runs the LSH-tree coreset and compares it with the paper's "Google"
-column (Chang and Kamath's method); `pe-lloyd` and `auto` (app.clustering.auto's pick, which is
-printed per epsilon) run beside them, e.g. every method in one run:
+column (Chang and Kamath's method); `pe-lloyd` and `auto` (privclust.clustering.auto's pick,
+which is printed per epsilon) run beside them, e.g. every method in one run:
 
     .venv/bin/python bench/table1.py --datasets iris sklearn_4_4 ... \
         --algorithms pe-means hdpe-means fastlloyd lsh-coreset pe-lloyd auto
@@ -46,7 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import EPSILONS, PAPER, PAPER_FASTLLOYD, PAPER_GOOGLE, auc, load
 
-from app.clustering import (
+from privclust.clustering import (
     DEFAULT_MAX_POPULATION,
     cluster,
     hdpe_means,
@@ -55,9 +55,9 @@ from app.clustering import (
     pe_means,
     selection,
 )
-from app.clustering.fastlloyd import DEFAULT_RESEED_RATIO, fastlloyd
-from app.clustering.lsh_coreset import lsh_coreset
-from app.clustering.metrics import kmeans_loss
+from privclust.clustering.fastlloyd import DEFAULT_RESEED_RATIO, fastlloyd
+from privclust.clustering.lsh_coreset import lsh_coreset
+from privclust.clustering.metrics import kmeans_loss
 
 # Half a unit in the last published digit.
 PAPER_ROUNDING = 0.00005

@@ -1,8 +1,8 @@
 """`PrivateKMeans`: scikit-learn's estimator interface over privclust's private k-means.
 
-Every fit is one call to `app.clustering.cluster`, the function a worker calls for a job, so the
-centres come from the same code (PE-means, HDPE-means, FastLloyd or the LSH-tree coreset, with
-the same calibration). The differences from a job are only where the inputs come from: the rows
+Every fit is one call to `privclust.clustering.cluster`, the function a worker calls for a job,
+so the centres come from the same code (PE-means, HDPE-means, FastLloyd or the LSH-tree coreset,
+with the same calibration). The differences from a job are only where the inputs come from: the rows
 are the caller's array, and the budget is this fit's alone (there is no ledger).
 """
 
@@ -16,7 +16,7 @@ from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 from sklearn.metrics import euclidean_distances, pairwise_distances_argmin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from app.clustering import ClusteringResult, cluster
+from privclust.clustering import ClusteringResult, cluster
 
 DEFAULT_DELTA = 1e-6
 
@@ -41,7 +41,7 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     center : array of shape (n_features,) or None
         Centre of the domain; None is the origin.
     algorithm : {"auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd"}
-        "auto" chooses from public facts (app.clustering.auto: today HDPE-means when there are
+        "auto" chooses from public facts (privclust.clustering.auto: today HDPE-means when there are
         more than 32 columns, pe-lloyd otherwise); `algorithm_` names the method that ran.
     count_public : bool
         Declare the row count public. By default it is private: neighbouring datasets differ by

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from app.clustering import cluster, plan_run
 from app.config import get_settings
 from app.db import repositories as repo
 from app.db.models import Dataset, Job
@@ -26,6 +25,7 @@ from app.db.session import session_scope
 from app.services import datasets as datasets_service
 from app.services import jobs as jobs_service
 from app.services import ledger
+from privclust.clustering import cluster, plan_run
 
 log = logging.getLogger("privclust.worker")
 

@@ -124,8 +124,8 @@ def _read_matrix(path: Path) -> tuple[Any, list[str]]:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from app.clustering import ClusteringInputError, cluster
-    from app.privacy.gdp import PrivacyParameterError
+    from privclust.clustering import ClusteringInputError, cluster
+    from privclust.privacy.gdp import PrivacyParameterError
 
     if args.mu is not None and args.delta is not None:
         print("privclust cluster: error: --delta goes with --epsilon, not --mu", file=sys.stderr)
@@ -217,8 +217,8 @@ def _run_sweep(args: argparse.Namespace, X: Any, delta: float | None) -> int:
     suggested k."""
     import numpy as np
 
-    from app.clustering import ClusteringInputError, sweep
-    from app.privacy.gdp import PrivacyParameterError
+    from privclust.clustering import ClusteringInputError, sweep
+    from privclust.privacy.gdp import PrivacyParameterError
 
     try:
         result = sweep(

@@ -35,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
     from rq.serializers import JSONSerializer
 
     import worker.tasks  # noqa: F401  (see below)
-    from app.clustering.kernels import warm_up
     from app.services import queue
+    from privclust.clustering.kernels import warm_up
 
     # RQ forks a process per job: loading the job code and compiling the vote's kernels here,
     # once, lets every job start with both.

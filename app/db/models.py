@@ -124,7 +124,7 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
     heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
-    # Private summaries (app.clustering.summaries): asked for, their part of `mu`, and the
+    # Private summaries (privclust.clustering.summaries): asked for, their part of `mu`, and the
     # released noisy sizes, loss and the loss's standard error once the job succeeded.
     summaries: Mapped[bool] = mapped_column(Boolean, default=False)
     summary_mu: Mapped[float | None] = mapped_column(Float, default=None)

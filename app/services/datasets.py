@@ -18,9 +18,9 @@ from app.db import repositories as repo
 from app.db.base import utcnow
 from app.db.models import Dataset
 from app.errors import InvalidParameter, NotFound
-from app.privacy import budget as bmath
-from app.privacy import gdp, noise
 from app.services import ledger
+from privclust.privacy import budget as bmath
+from privclust.privacy import gdp, noise
 
 Relation = Literal["add-remove", "replace-one"]
 
@@ -169,7 +169,7 @@ def clip_into_domain(path: Path, center: Sequence[float], radius: float) -> None
     rows were clipped is never recorded. (The clustering code clips again in centred
     coordinates; that clip is the one its sensitivities rely on.)
     """
-    from app.clustering.params import clip_into_ball  # heavy (scikit-learn); uploads only
+    from privclust.clustering.params import clip_into_ball  # heavy (scikit-learn); uploads only
 
     c = np.asarray(center, dtype=np.float64)
     changed_any = False

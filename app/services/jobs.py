@@ -14,10 +14,10 @@ from sqlalchemy.orm import Session
 from app.db import repositories as repo
 from app.db.models import Dataset, Job
 from app.errors import Conflict, InvalidParameter
-from app.privacy import budget as bmath
-from app.privacy import gdp
 from app.services import datasets as datasets_service
 from app.services import ledger
+from privclust.privacy import budget as bmath
+from privclust.privacy import gdp
 
 MAX_K = 10_000
 
@@ -85,7 +85,7 @@ def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
     never the exact N of a dataset under add/remove neighbours.
     Raises InvalidParameter (422 `invalid-parameter`) naming the field; charges nothing.
     """
-    from app.clustering import ClusteringInputError, plan_run
+    from privclust.clustering import ClusteringInputError, plan_run
 
     if req.k > MAX_K:
         raise InvalidParameter(f"k must be at most {MAX_K}", field="k")

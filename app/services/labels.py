@@ -56,7 +56,7 @@ def open_labels(session: Session, job: Job) -> LabelSource:
 
 
 def _blocks(source: LabelSource) -> Iterator[np.ndarray]:
-    from app.clustering.summaries import nearest_centre_blocks
+    from privclust.clustering.summaries import nearest_centre_blocks
 
     return nearest_centre_blocks(
         source.matrix, source.centers, radius=source.radius, center=source.center

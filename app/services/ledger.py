@@ -19,8 +19,8 @@ from app.db import repositories as repo
 from app.db.models import Dataset, Job, LedgerEntry
 from app.db.session import IMMEDIATE
 from app.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
-from app.privacy import budget as bmath
-from app.privacy.gdp import PrivacyParameterError, noise_multiplier
+from privclust.privacy import budget as bmath
+from privclust.privacy.gdp import PrivacyParameterError, noise_multiplier
 
 
 def begin_budget_transaction(session: Session) -> None:

@@ -1,5 +1,5 @@
 """Sweeps over k: one admission of several summarised jobs sharing a total mu, their combined
-state, and the suggested k (app.clustering.summaries.suggest_k on the noisy losses)."""
+state, and the suggested k (privclust.clustering.summaries.suggest_k on the noisy losses)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from sqlalchemy.orm import Session
 from app.db import repositories as repo
 from app.db.models import Dataset, Job, Sweep
 from app.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
-from app.privacy import budget as bmath
-from app.privacy import gdp
 from app.services import jobs as jobs_service
 from app.services import ledger
+from privclust.privacy import budget as bmath
+from privclust.privacy import gdp
 
 MAX_KS = 32
 
@@ -53,7 +53,7 @@ def plan_sweep(dataset: Dataset, req: SweepRequest) -> SweepPlan:
     """Validate a sweep and plan its jobs; 422 `invalid-parameter` naming the field, nothing
     charged. Each job is planned exactly as a job asked for mu = job_mu with summaries, at the
     sweeps' summary share (SWEEP_SUMMARY_FRACTION: the losses are what a sweep is for)."""
-    from app.clustering.summaries import SWEEP_SUMMARY_FRACTION
+    from privclust.clustering.summaries import SWEEP_SUMMARY_FRACTION
 
     if not 2 <= len(req.ks) <= MAX_KS:
         raise InvalidParameter(f"give 2 to {MAX_KS} values of k", field="ks")
@@ -208,7 +208,7 @@ def status_of(jobs: list[Job]) -> str:
 
 def suggested_k(jobs: list[Job]) -> int | None:
     """The elbow of the released losses once every job succeeded (post-processing)."""
-    from app.clustering.summaries import suggest_k
+    from privclust.clustering.summaries import suggest_k
 
     if not jobs or any(j.status != "succeeded" or j.loss is None for j in jobs):
         return None

@@ -195,7 +195,7 @@ def test_main_job_through_the_generated_client(stack: Stack, generated: Loader) 
         assert centers.shape == (3, 2)
         # epsilon=1 on 3000 rows: mu ~ 0.24, noise sigma ~ 9.4 per vote bin against ~1000 votes
         # per blob, so the noise barely moves the selection. 1200 offline runs of the same data
-        # through app.clustering.cluster gave a worst gap of 0.35 (median 0.17); the bound 1.0
+        # through privclust.clustering.cluster gave a worst gap of 0.35 (median 0.17); the bound 1.0
         # was never reached (false-failure rate < 0.25% at 95% confidence by the rule of three)
         # while a centre in the wrong blob or two in one blob is off by >= 6.
         gaps = np.linalg.norm(TRUE_CENTERS[:, None, :] - centers[None], axis=2).min(axis=1)

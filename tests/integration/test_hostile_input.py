@@ -141,7 +141,7 @@ def test_a_k_whose_population_cannot_fit_is_422_and_charges_nothing(
 
 
 def test_a_huge_epsilon_plans_at_most_256_iterations(settings, client, keys) -> None:
-    from app.privacy.budget import cap_from_epsilon_delta
+    from privclust.privacy.budget import cap_from_epsilon_delta
 
     ds = make_dataset(
         settings.resolved_database_url,

@@ -14,10 +14,10 @@ from app.db import repositories as repo
 from app.db.models import Job
 from app.db.session import get_engine, session_factory, session_scope
 from app.errors import BudgetExceeded, Conflict
-from app.privacy import budget as bmath
-from app.privacy import gdp
 from app.services import jobs as jobs_service
 from app.services import ledger
+from privclust.privacy import budget as bmath
+from privclust.privacy import gdp
 from tests.integration.helpers import admit, make_dataset
 
 pytestmark = pytest.mark.integration

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.clustering import summaries as sm
 from app.config import Settings
+from privclust.clustering import summaries as sm
 from tests.conftest import auth
 
 pytestmark = pytest.mark.integration

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.clustering import choose_algorithm
 from app.config import Settings
-from app.privacy.gdp import noise_multiplier
+from privclust.clustering import choose_algorithm
+from privclust.privacy.gdp import noise_multiplier
 from tests.conftest import auth
 
 pytestmark = pytest.mark.integration

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from app.clustering import choose_algorithm, cluster, plan_run
-from app.clustering.params import ALGORITHMS, COUNT_MU_FRACTION, default_pe_iterations
-from app.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
+from privclust.clustering import choose_algorithm, cluster, plan_run
+from privclust.clustering.params import ALGORITHMS, COUNT_MU_FRACTION, default_pe_iterations
+from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 from tests.unit.test_clustering_runs import ReleaseLog
 
 
@@ -90,7 +90,7 @@ def test_auto_refuses_bad_arguments_before_any_noise(monkeypatch: pytest.MonkeyP
 
 
 def test_above_32_columns_a_small_budget_runs_pe_lloyd_and_a_larger_one_hdpe() -> None:
-    from app.clustering import AUTO_PE_LLOYD_MAX_MU_HIGH_DIM as threshold
+    from privclust.clustering import AUTO_PE_LLOYD_MAX_MU_HIGH_DIM as threshold
 
     for n, k in ((150, 3), (20_000, 16), (1_000_000, 64)):
         assert choose_algorithm(n, 64, k, threshold) == "pe-lloyd"
@@ -101,7 +101,7 @@ def test_above_32_columns_a_small_budget_runs_pe_lloyd_and_a_larger_one_hdpe() -
 def test_with_summaries_the_run_uses_the_method_planned_on_the_whole_mu() -> None:
     # Just above the threshold, the centres' part of mu is below it: the planner and the run
     # must still agree on the method (the service's worker refuses a run that differs).
-    from app.clustering import AUTO_PE_LLOYD_MAX_MU_HIGH_DIM as threshold
+    from privclust.clustering import AUTO_PE_LLOYD_MAX_MU_HIGH_DIM as threshold
 
     mu = threshold * 1.01
     X = _blobs(600, 40, 3)

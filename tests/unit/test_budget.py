@@ -18,7 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.privacy.budget import (
+from privclust.privacy.budget import (
     ADMIT_RTOL,
     CAP_MARGIN,
     DUST,
@@ -30,7 +30,11 @@ from app.privacy.budget import (
     remaining_mu,
     used_mu_squared,
 )
-from app.privacy.gdp import PrivacyParameterError, delta_from_mu_epsilon, mu_from_epsilon_delta
+from privclust.privacy.gdp import (
+    PrivacyParameterError,
+    delta_from_mu_epsilon,
+    mu_from_epsilon_delta,
+)
 
 OWNER_BUDGETS = [(1.0, 1e-5), (0.3, 1e-9), (8.0, 1e-6), (0.05, 1e-12), (2.0, 1e-300), (50.0, 0.01)]
 PLAIN_CAPS = [1.0, 0.1, 3.7, 1e-5, 123.456, 2.0 / 3.0]

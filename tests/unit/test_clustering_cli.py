@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from app.commands import cluster as cluster_command
-from app.privacy.gdp import mu_from_epsilon_delta
+from privclust.privacy.gdp import mu_from_epsilon_delta
 
 
 def _run(argv: list[str]) -> int:

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import gamma
 
-from app.clustering import histogram, packing, selection, voting
-from app.clustering.params import prepare_rows
-from app.clustering.variation import (
+from privclust.clustering import histogram, packing, selection, voting
+from privclust.clustering.params import prepare_rows
+from privclust.clustering.variation import (
     LEVY_BETA,
     levy_steps,
     levy_variations,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from app.clustering import (
+from privclust.clustering import (
     ClusteringInputError,
     ClusteringResult,
     cluster,
@@ -19,10 +19,10 @@ from app.clustering import (
     pe_means,
     plan_run,
 )
-from app.clustering.hdpe import grid_sensitivity, noisy_means
-from app.clustering.params import COUNT_MU_FRACTION
-from app.privacy import noise
-from app.privacy.gdp import PrivacyParameterError, mu_from_epsilon_delta, noise_multiplier
+from privclust.clustering.hdpe import grid_sensitivity, noisy_means
+from privclust.clustering.params import COUNT_MU_FRACTION
+from privclust.privacy import noise
+from privclust.privacy.gdp import PrivacyParameterError, mu_from_epsilon_delta, noise_multiplier
 
 
 def _blobs(n: int, d: int, k: int, seed: int = 0) -> np.ndarray:

@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 
-from app.clustering import pe_means
-from app.clustering.metrics import kmeans_loss
+from privclust.clustering import pe_means
+from privclust.clustering.metrics import kmeans_loss
 
 
 def _paper_set(k: int, d: int) -> np.ndarray:

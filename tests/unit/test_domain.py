@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.clustering.params import prepare_rows
 from app.errors import InvalidParameter
 from app.services import datasets
 from app.services.datasets import DomainSpec, check_domain_shape, clip_into_domain, resolve_domain
+from privclust.clustering.params import prepare_rows
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,8 @@ from sklearn.utils.estimator_checks import (
     check_methods_subset_invariance,
 )
 
-from app.clustering import plan_run, resolve_algorithm
 from privclust import PrivateKMeans
+from privclust.clustering import plan_run, resolve_algorithm
 
 # The checks that cannot hold for a randomised private estimator, and why.
 EXPECTED_FAILED_CHECKS = {
@@ -77,7 +77,7 @@ def test_fits_iris_inside_a_pipeline_with_a_declared_domain() -> None:
 
     # The same code path as a worker's job: the function the worker calls, the algorithm that
     # "auto" resolves to there, and the plan (noise multiplier, releases, iterations) that
-    # app.clustering prices from the public inputs and the released count.
+    # privclust.clustering prices from the public inputs and the released count.
     import worker.tasks
     from privclust import estimator
 

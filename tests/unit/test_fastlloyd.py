@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from app.clustering import ClusteringInputError, cluster, plan_run
-from app.clustering.fastlloyd import (
+from privclust.clustering import ClusteringInputError, cluster, plan_run
+from privclust.clustering.fastlloyd import (
     count_multiplier,
     default_count_share,
     default_iterations,
@@ -18,10 +18,10 @@ from app.clustering.fastlloyd import (
     reseed_starving,
     step_radius,
 )
-from app.clustering.hdpe import grid_sensitivity
-from app.clustering.metrics import kmeans_loss
-from app.clustering.params import COUNT_MU_FRACTION
-from app.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
+from privclust.clustering.hdpe import grid_sensitivity
+from privclust.clustering.metrics import kmeans_loss
+from privclust.clustering.params import COUNT_MU_FRACTION
+from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 from tests.unit.test_clustering_runs import ReleaseLog
 
 

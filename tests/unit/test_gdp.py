@@ -24,7 +24,7 @@ from dp_accounting.pld.privacy_loss_mechanism import GaussianPrivacyLoss
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.privacy.gdp import (
+from privclust.privacy.gdp import (
     PrivacyParameterError,
     compose,
     delta_from_mu_epsilon,

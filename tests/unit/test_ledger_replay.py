@@ -8,9 +8,9 @@ import uuid
 import pytest
 
 from app.db.models import Dataset, LedgerEntry
-from app.privacy import budget as bmath
 from app.services import ledger
 from app.services.datasets import dataset_warnings, planning_count
+from privclust.privacy import budget as bmath
 
 
 def _entry(kind: str, mu: float | None = None, job: uuid.UUID | None = None) -> LedgerEntry:

@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from app.clustering import ClusteringInputError, cluster, lsh_coreset, plan_run
-from app.clustering.hdpe import grid_sensitivity
-from app.clustering.lsh_coreset import MAX_BRANCHING_NODES, default_min_count
-from app.clustering.metrics import kmeans_loss
-from app.clustering.params import COUNT_MU_FRACTION
-from app.privacy.gdp import noise_multiplier
+from privclust.clustering import ClusteringInputError, cluster, lsh_coreset, plan_run
+from privclust.clustering.hdpe import grid_sensitivity
+from privclust.clustering.lsh_coreset import MAX_BRANCHING_NODES, default_min_count
+from privclust.clustering.metrics import kmeans_loss
+from privclust.clustering.params import COUNT_MU_FRACTION
+from privclust.privacy.gdp import noise_multiplier
 from tests.unit.test_clustering_runs import ReleaseLog
 
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from randomgen import ChaCha
 
-from app.privacy import noise
-from app.privacy.gdp import PrivacyParameterError, remaining_after
+from privclust.privacy import noise
+from privclust.privacy.gdp import PrivacyParameterError, remaining_after
 
 
 def test_the_service_generator_is_chacha20_from_os_entropy() -> None:

@@ -8,18 +8,18 @@ import math
 import numpy as np
 import pytest
 
-from app.clustering import ClusteringInputError, cluster, plan_run
-from app.clustering.fastlloyd import (
+from privclust.clustering import ClusteringInputError, cluster, plan_run
+from privclust.clustering.fastlloyd import (
     count_multiplier,
     default_count_share,
     moved_centres,
     relative_grid_sums,
 )
-from app.clustering.hdpe import grid_sensitivity
-from app.clustering.metrics import kmeans_loss
-from app.clustering.params import COUNT_MU_FRACTION, default_pe_iterations
-from app.clustering.pe_lloyd import lloyd_weight, pe_lloyd, plan_lloyd_releases, step_radii
-from app.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
+from privclust.clustering.hdpe import grid_sensitivity
+from privclust.clustering.metrics import kmeans_loss
+from privclust.clustering.params import COUNT_MU_FRACTION, default_pe_iterations
+from privclust.clustering.pe_lloyd import lloyd_weight, pe_lloyd, plan_lloyd_releases, step_radii
+from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 from tests.unit.test_clustering_runs import ReleaseLog
 
 

@@ -13,7 +13,7 @@ p0_upper >= p0. Both are one-sided Clopper-Pearson bounds, each at level ALPHA /
 m events of an audit (Bonferroni over the events and the two bounds), so for a release that
 keeps its promise every eps_lb of an audit is at most its epsilon with probability at least
 1 - ALPHA. A test fails when the largest eps_lb of its audit exceeds the epsilon the library
-claims for the release at DELTA (app.privacy.gdp.epsilon_from_mu_delta of the release's mu):
+claims for the release at DELTA (privclust.privacy.gdp.epsilon_from_mu_delta of the release's mu):
 a release that is as private as claimed fails its test with probability at most ALPHA = 1% over
 the choice of seed (99% family-wise confidence, stricter than 95%). The seeds are fixed, so a
 given tree passes or fails every time.
@@ -57,7 +57,12 @@ import numpy as np
 import pytest
 from scipy.stats import beta
 
-from app.privacy.gdp import compose, epsilon_from_mu_delta, mu_from_epsilon_delta, noise_multiplier
+from privclust.privacy.gdp import (
+    compose,
+    epsilon_from_mu_delta,
+    mu_from_epsilon_delta,
+    noise_multiplier,
+)
 
 AUDIT_TARGET_ENV = "PRIVCLUST_AUDIT_TARGET"
 
@@ -119,10 +124,10 @@ class Target:
 
 def current_code_target() -> Target:
     """The current library: integer releases, post-processing with max(N~, 1)."""
-    from app.clustering.hdpe import cluster_grid_sums, noisy_means
-    from app.clustering.histogram import postprocess_votes
-    from app.clustering.params import plan_run
-    from app.privacy import noise
+    from privclust.clustering.hdpe import cluster_grid_sums, noisy_means
+    from privclust.clustering.histogram import postprocess_votes
+    from privclust.clustering.params import plan_run
+    from privclust.privacy import noise
 
     def release_votes(votes: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
         return noise.integer_release(votes, sensitivity=1.0, sigma=sigma, rng=rng)
@@ -172,11 +177,11 @@ def old_code_target() -> Target:
     with the exact row count instead of N~, and its float `noisy_means(sums, counts, *, radius,
     sigma, rng)` on float sums. That code released no noisy count; the adapter draws N~ the way
     the fix does, so both outputs have the same form (the old post-processing ignores it)."""
-    from app.clustering.hdpe import cluster_sums, noisy_means
-    from app.clustering.histogram import postprocess_votes
+    from privclust.clustering.hdpe import cluster_sums, noisy_means
+    from privclust.clustering.histogram import postprocess_votes
 
-    # A module of the old tree only (the current one has app.privacy.noise).
-    gaussian_release = importlib.import_module("app.clustering.noise").gaussian_release
+    # A module of the old tree only (the current one has privclust.privacy.noise).
+    gaussian_release = importlib.import_module("privclust.clustering.noise").gaussian_release
 
     def release_votes(votes: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
         return gaussian_release(votes, sensitivity=1.0, sigma=sigma, rng=rng)
@@ -589,7 +594,7 @@ def test_batch_postprocessing_matches_the_library_on_edge_cases(target: Target) 
 def test_the_batch_count_release_is_release_count(target: Target) -> None:
     if target.name != "new":
         pytest.skip("the old code has no noisy row count")
-    from app.privacy.noise import release_count
+    from privclust.privacy.noise import release_count
 
     for seed in range(5):
         mu = 0.02 + 0.3 * seed

@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-from app.clustering.hdpe import project_rows
-from app.clustering.kernels import ordered_products
-from app.clustering.lsh_coreset import hash_codes
+from privclust.clustering.hdpe import project_rows
+from privclust.clustering.kernels import ordered_products
+from privclust.clustering.lsh_coreset import hash_codes
 
 # The modules (the package exports functions of the same names).
-hdpe = importlib.import_module("app.clustering.hdpe")
-lsh_coreset = importlib.import_module("app.clustering.lsh_coreset")
+hdpe = importlib.import_module("privclust.clustering.hdpe")
+lsh_coreset = importlib.import_module("privclust.clustering.lsh_coreset")
 
 BLOCK_SIZES = (2, 3, 17)
 
@@ -159,7 +159,7 @@ def test_codes_do_not_depend_on_hash_codes_own_blocks(
 def test_warm_up_compiles_every_kernel() -> None:
     # The worker calls warm_up() before it forks a process per job: a kernel it missed would
     # be compiled (or loaded) again in every job.
-    from app.clustering import kernels
+    from privclust.clustering import kernels
 
     found = [value for value in vars(kernels).values() if isinstance(value, kernels._Kernel)]
     assert len(found) >= 4

@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from app.clustering import ClusteringInputError, cluster, plan_run, suggest_k, sweep
-from app.clustering import summaries as sm
-from app.clustering.metrics import kmeans_loss
-from app.privacy.gdp import equal_share, mu_from_epsilon_delta
+from privclust.clustering import ClusteringInputError, cluster, plan_run, suggest_k, sweep
+from privclust.clustering import summaries as sm
+from privclust.clustering.metrics import kmeans_loss
+from privclust.privacy.gdp import equal_share, mu_from_epsilon_delta
 from tests.unit.test_clustering_runs import ReleaseLog
 
 

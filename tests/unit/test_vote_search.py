@@ -1,4 +1,5 @@
-"""The vote's search (app.clustering.voting.vote_index / vote_labels) and the selection step."""
+"""The vote's search (privclust.clustering.voting.vote_index / vote_labels) and the selection
+step."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import pytest
 from scipy.spatial.distance import cdist
 from sklearn.cluster import KMeans
 
-from app.clustering import selection, voting
-from app.clustering.packing import sphere_packing
-from app.clustering.params import prepare_rows
-from app.clustering.pe import initial_population
-from app.clustering.variation import levy_variations
+from privclust.clustering import selection, voting
+from privclust.clustering.packing import sphere_packing
+from privclust.clustering.params import prepare_rows
+from privclust.clustering.pe import initial_population
+from privclust.clustering.variation import levy_variations
 
 
 def _exact_sq(points: np.ndarray, candidates: np.ndarray) -> np.ndarray:
@@ -369,7 +370,7 @@ def test_the_exact_re_decision_is_the_lowest_index_minimiser(scale: float) -> No
 
 @pytest.mark.parametrize("n_members", [1, 2, 3, 16, 257])
 def test_merge_top2_equals_argmin_and_min_of_the_rest(n_members: int) -> None:
-    from app.clustering.kernels import merge_top2
+    from privclust.clustering.kernels import merge_top2
 
     rng = np.random.default_rng(n_members)
     m = 300
@@ -419,7 +420,7 @@ def test_rows_beyond_float32_take_the_exact_path_through_an_inverted_file_too() 
 def test_the_compiled_distance_is_ordered_sq_bit_for_bit() -> None:
     # One candidate at a time, the running best is that candidate's distance itself: every
     # entry must equal `_ordered_sq`'s (an FMA or a reordered sum would change low bits).
-    from app.clustering.kernels import ordered_best
+    from privclust.clustering.kernels import ordered_best
 
     rng = np.random.default_rng(12)
     rows = rng.normal(size=(400, 13)) * 10.0 ** rng.integers(-3, 4, size=(400, 1))

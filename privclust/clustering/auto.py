@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.clustering.result import Algorithm
+from privclust.clustering.result import Algorithm
 
 # Above this many columns "auto" runs HDPE-means unless the budget is small (bench/RESULTS.md,
 # "auto: the rule and the benchmark behind it", and "every method in one run").

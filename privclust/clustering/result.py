@@ -25,10 +25,10 @@ class ClusteringResult:
     noisy releases are counted in `releases`, not here). `epsilon`/`delta` are set when the
     budget was given as (epsilon, delta).
 
-    With summaries (app.clustering.summaries), `sizes` (noisy per-centre row counts, floored
+    With summaries (privclust.clustering.summaries), `sizes` (noisy per-centre row counts, floored
     at 0) and `loss` (the noisy clipped k-means loss over N~, with the standard deviation of
     its noise `loss_se`) are released with `summary_mu` of the job's mu (two releases, see
-    app.clustering.summaries.summary_sigmas); `releases` and `sigma` are then those of the
+    privclust.clustering.summaries.summary_sigmas); `releases` and `sigma` are then those of the
     centres, and sqrt(releases / sigma^2 + summary_mu^2 (+ count_mu^2)) <= mu.
     """
 

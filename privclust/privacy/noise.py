@@ -40,7 +40,7 @@ from fractions import Fraction
 import numpy as np
 from randomgen import ChaCha
 
-from app.privacy.gdp import PrivacyParameterError, noise_multiplier
+from privclust.privacy.gdp import PrivacyParameterError, noise_multiplier
 
 __all__ = [
     "COUNT_MU_FRACTION",

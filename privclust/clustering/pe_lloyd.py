@@ -8,7 +8,7 @@ mu on PE-means and a share of it on `lloyd_steps` noisy Lloyd steps:
 
 - PE-means exactly as `pe_means` (same T, L, population), its T vote histograms released with
   noise multiplier sigma.
-- Then each Lloyd step (app.clustering.fastlloyd.lloyd_step): every row labelled with its
+- Then each Lloyd step (privclust.clustering.fastlloyd.lloyd_step): every row labelled with its
   nearest current centre, its offset from it clipped to its cluster's step radius r_j (by
   default half the distance from that centre to the nearest other one, within
   [R/1000, min(R, 2R / k^(1/d))]: see `step_radii`; public, since the centres are released
@@ -29,23 +29,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.clustering.errors import ClusteringInputError
-from app.clustering.fastlloyd import (
+from privclust.clustering.errors import ClusteringInputError
+from privclust.clustering.fastlloyd import (
     DEFAULT_STEP_FRACTION,
     count_multiplier,
     default_count_share,
     lloyd_step,
     step_radius,
 )
-from app.clustering.params import (
+from privclust.clustering.params import (
     DEFAULT_MAX_POPULATION,
     check_integer,
     check_positive,
     start_run,
 )
-from app.clustering.pe import Progress, evolve
-from app.clustering.result import ClusteringResult
-from app.clustering.voting import VOTE_DTYPE, nearest_other_distances
+from privclust.clustering.pe import Progress, evolve
+from privclust.clustering.result import ClusteringResult
+from privclust.clustering.voting import VOTE_DTYPE, nearest_other_distances
 
 STEP_RULES = ("fastlloyd", "centres")
 DEFAULT_STEP_RULE = "centres"

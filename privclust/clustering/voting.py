@@ -30,7 +30,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 from threadpoolctl import ThreadpoolController
 
-from app.clustering.kernels import ordered_best, search_cells
+from privclust.clustering.kernels import ordered_best, search_cells
 
 # Backend choice by dimension (measured in bench/RESULTS.md, "nearest-candidate backend"): a
 # KD-tree beats chunked BLAS on an unstructured (sphere-packed) population up to d = 6, the two

@@ -7,18 +7,18 @@ import math
 import numpy as np
 from scipy import sparse
 
-from app.clustering.kernels import ordered_products
-from app.clustering.params import (
+from privclust.clustering.kernels import ordered_products
+from privclust.clustering.params import (
     DEFAULT_MAX_POPULATION,
     DEFAULT_PROJECTION_DIM,
     RunPlan,
     start_run,
 )
-from app.clustering.pe import Progress, evolve
-from app.clustering.result import ClusteringResult
-from app.clustering.variation import project_into_ball
-from app.clustering.voting import nearest_candidates
-from app.privacy import noise
+from privclust.clustering.pe import Progress, evolve
+from privclust.clustering.result import ClusteringResult
+from privclust.clustering.variation import project_into_ball
+from privclust.clustering.voting import nearest_candidates
+from privclust.privacy import noise
 
 _BLOCK_ELEMENTS = 1 << 20
 # Rows are summed on a fixed grid of R / 2^GRID_BITS: each clipped row becomes an integer vector
@@ -84,7 +84,7 @@ def noisy_means(
 ) -> np.ndarray:
     """The two final Gaussian releases and the centres they give (centred coordinates).
 
-    Both are integer releases (app.privacy.noise): the grid sums get isotropic noise of std
+    Both are integer releases (privclust.privacy.noise): the grid sums get isotropic noise of std
     Delta * sigma per coordinate, one independent draw each, with Delta = grid_sensitivity (2x
     under replace-one: R or 2R in grid units); the counts get std
     sensitivity * sigma (1, or sqrt(2) under replace-one). Every cluster is released and

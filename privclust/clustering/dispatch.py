@@ -1,4 +1,5 @@
-"""`cluster`: one entry point that resolves "auto" (app.clustering.auto) and runs the method."""
+"""`cluster`: one entry point that resolves "auto" (privclust.clustering.auto) and runs the
+method."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from app.clustering import params
-from app.clustering.errors import ClusteringInputError
-from app.clustering.fastlloyd import fastlloyd
-from app.clustering.hdpe import hdpe_means
-from app.clustering.lsh_coreset import lsh_coreset
-from app.clustering.params import (
+from privclust.clustering import params
+from privclust.clustering.errors import ClusteringInputError
+from privclust.clustering.fastlloyd import fastlloyd
+from privclust.clustering.hdpe import hdpe_means
+from privclust.clustering.lsh_coreset import lsh_coreset
+from privclust.clustering.params import (
     DEFAULT_MAX_POPULATION,
     DEFAULT_PROJECTION_DIM,
     check_integer,
@@ -23,11 +24,11 @@ from app.clustering.params import (
     resolve_algorithm,
     resolve_privacy,
 )
-from app.clustering.pe import Progress, pe_means
-from app.clustering.pe_lloyd import pe_lloyd
-from app.clustering.result import ClusteringResult
-from app.privacy.gdp import remaining_after
-from app.privacy.noise import release_count
+from privclust.clustering.pe import Progress, pe_means
+from privclust.clustering.pe_lloyd import pe_lloyd
+from privclust.clustering.result import ClusteringResult
+from privclust.privacy.gdp import remaining_after
+from privclust.privacy.noise import release_count
 
 
 def cluster(
@@ -52,7 +53,7 @@ def cluster(
     summary_fraction: float | None = None,
 ) -> ClusteringResult:
     """Run the chosen algorithm; "auto" picks one from d, the public row count, k and the
-    job's mu (app.clustering.auto.choose_algorithm) and the result names the one that ran.
+    job's mu (privclust.clustering.auto.choose_algorithm) and the result names the one that ran.
 
     `projection_dim` only matters for HDPE-means; "lsh-coreset" runs with its default tree
     parameters (`iterations` = tree levels). `n_public` is the dataset's public row count
@@ -60,12 +61,12 @@ def cluster(
     count (a library call under add/remove neighbours) first releases N~ from a tenth of the
     job's mu, exactly as every method does on its own, and runs the chosen method with that
     N~ and the rest of the mu. See pe_means and hdpe_means for the rest. `summaries=True` also
-    releases the centres' private sizes and loss (app.clustering.summaries), paid out of the
+    releases the centres' private sizes and loss (privclust.clustering.summaries), paid out of the
     same mu: `summary_fraction` of it (default SUMMARY_MU_FRACTION); without summaries it must
     be None.
     """
     if summaries:
-        from app.clustering.summaries import cluster_with_summaries
+        from privclust.clustering.summaries import cluster_with_summaries
 
         return cluster_with_summaries(
             cluster,

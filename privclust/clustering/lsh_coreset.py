@@ -47,18 +47,18 @@ import numpy as np
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 
-from app.clustering.errors import ClusteringInputError
-from app.clustering.hdpe import GRID_BITS, cluster_grid_sums, grid_sensitivity
-from app.clustering.kernels import ordered_products
-from app.clustering.params import (
+from privclust.clustering.errors import ClusteringInputError
+from privclust.clustering.hdpe import GRID_BITS, cluster_grid_sums, grid_sensitivity
+from privclust.clustering.kernels import ordered_products
+from privclust.clustering.params import (
     RunPlan,
     check_integer,
     start_run,
 )
-from app.clustering.pe import Progress, initial_population
-from app.clustering.result import ClusteringResult
-from app.clustering.variation import project_into_ball
-from app.privacy import noise
+from privclust.clustering.pe import Progress, initial_population
+from privclust.clustering.result import ClusteringResult
+from privclust.clustering.variation import project_into_ball
+from privclust.privacy import noise
 
 # Google's library grows its tree to depth 20, one SimHash bit per level.
 DEFAULT_HASH_BITS = 20

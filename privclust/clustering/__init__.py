@@ -11,23 +11,27 @@ owner declared it public, which makes neighbouring datasets replace one row inst
 removing one).
 """
 
-from app.clustering.auto import AUTO_HDPE_ABOVE_DIM, AUTO_PE_LLOYD_MAX_MU_HIGH_DIM, choose_algorithm
-from app.clustering.dispatch import cluster
-from app.clustering.errors import ClusteringInputError
-from app.clustering.fastlloyd import fastlloyd
-from app.clustering.hdpe import hdpe_means
-from app.clustering.lsh_coreset import lsh_coreset
-from app.clustering.params import (
+from privclust.clustering.auto import (
+    AUTO_HDPE_ABOVE_DIM,
+    AUTO_PE_LLOYD_MAX_MU_HIGH_DIM,
+    choose_algorithm,
+)
+from privclust.clustering.dispatch import cluster
+from privclust.clustering.errors import ClusteringInputError
+from privclust.clustering.fastlloyd import fastlloyd
+from privclust.clustering.hdpe import hdpe_means
+from privclust.clustering.lsh_coreset import lsh_coreset
+from privclust.clustering.params import (
     DEFAULT_MAX_POPULATION,
     DEFAULT_PROJECTION_DIM,
     RunPlan,
     plan_run,
     resolve_algorithm,
 )
-from app.clustering.pe import pe_means
-from app.clustering.pe_lloyd import pe_lloyd
-from app.clustering.result import ClusteringResult
-from app.clustering.summaries import SweepResult, suggest_k, sweep
+from privclust.clustering.pe import pe_means
+from privclust.clustering.pe_lloyd import pe_lloyd
+from privclust.clustering.result import ClusteringResult
+from privclust.clustering.summaries import SweepResult, suggest_k, sweep
 
 __all__ = [
     "AUTO_HDPE_ABOVE_DIM",

@@ -45,18 +45,18 @@ import math
 import numpy as np
 from scipy import sparse
 
-from app.clustering.errors import ClusteringInputError
-from app.clustering.hdpe import GRID_BITS, grid_sensitivity
-from app.clustering.params import (
+from privclust.clustering.errors import ClusteringInputError
+from privclust.clustering.hdpe import GRID_BITS, grid_sensitivity
+from privclust.clustering.params import (
     RunPlan,
     check_positive,
     start_run,
 )
-from app.clustering.pe import Progress, initial_population
-from app.clustering.result import ClusteringResult
-from app.clustering.variation import project_into_ball
-from app.clustering.voting import nearest_candidates
-from app.privacy import noise
+from privclust.clustering.pe import Progress, initial_population
+from privclust.clustering.result import ClusteringResult
+from privclust.clustering.variation import project_into_ball
+from privclust.clustering.voting import nearest_candidates
+from privclust.privacy import noise
 
 DEFAULT_STEP_FRACTION = 2.0
 # A centre whose noisy count is this many times smaller than another's is moved to split that

@@ -8,23 +8,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.clustering.histogram import adapt_variations, postprocess_votes
-from app.clustering.packing import sphere_packing
-from app.clustering.params import (
+from privclust.clustering.histogram import adapt_variations, postprocess_votes
+from privclust.clustering.packing import sphere_packing
+from privclust.clustering.params import (
     DEFAULT_MAX_POPULATION,
     RunPlan,
     start_run,
 )
-from app.clustering.result import ClusteringResult
-from app.clustering.selection import select_centres
-from app.clustering.variation import levy_variations
-from app.clustering.voting import (
+from privclust.clustering.result import ClusteringResult
+from privclust.clustering.selection import select_centres
+from privclust.clustering.variation import levy_variations
+from privclust.clustering.voting import (
     VOTE_DTYPE,
     GroupLayout,
     nearest_candidate_votes,
     one_blas_thread,
 )
-from app.privacy import noise
+from privclust.privacy import noise
 
 Progress = Callable[[int, int], object]
 # Packings up to this many coordinates (16 MiB) are cached per shape; bigger ones are rare

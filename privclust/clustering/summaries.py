@@ -3,7 +3,7 @@ private sweep over k with its elbow rule (docs/algorithms.md section 12).
 
 Everything here reads the rows only through blocks of at most BLOCK_ROWS rows: a dataset may be
 a memory-mapped matrix of millions of rows. The two summary releases are integer releases
-(app.privacy.noise.integer_release):
+(privclust.privacy.noise.integer_release):
 
 - the sizes: how many rows have each released centre as their nearest, a k-vector of counts
   (l2 sensitivity 1 under add/remove, sqrt(2) under replace-one);
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from app.clustering.errors import ClusteringInputError
-from app.clustering.params import (
+from privclust.clustering.errors import ClusteringInputError
+from privclust.clustering.params import (
     check_integer,
     data_shape,
     job_generator,
@@ -36,10 +36,10 @@ from app.clustering.params import (
     resolve_algorithm,
     resolve_privacy,
 )
-from app.clustering.result import ClusteringResult
-from app.clustering.voting import nearest_candidates
-from app.privacy import noise
-from app.privacy.gdp import equal_share, noise_multiplier, remaining_after
+from privclust.clustering.result import ClusteringResult
+from privclust.clustering.voting import nearest_candidates
+from privclust.privacy import noise
+from privclust.privacy.gdp import equal_share, noise_multiplier, remaining_after
 
 # The summaries' default share of a job's mu: summary_mu = SUMMARY_MU_FRACTION * mu (4% of the
 # job in GDP terms, mu^2); the centres keep sqrt(1 - 0.2^2) = 98.0% of mu. Measured in
@@ -303,14 +303,14 @@ def cluster_with_summaries(
     summary_fraction: float | None = None,
     **options: Any,
 ) -> ClusteringResult:
-    """`run` (app.clustering.cluster) with summaries: the centres are computed with
+    """`run` (privclust.clustering.cluster) with summaries: the centres are computed with
     remaining_after(mu, summary_mu) and then the summaries are released with summary_mu, so the
     whole is mu-GDP (the planner, plan_run(summaries=True), prices exactly this).
 
     PE-means' default T scales with epsilon: it is fixed here from the job's epsilon before the
     centres run on a mu, so the run is the one planned.
     """
-    from app.clustering.params import default_pe_iterations
+    from privclust.clustering.params import default_pe_iterations
 
     job_mu, job_epsilon, job_delta = resolve_privacy(epsilon, delta, mu)
     mu_summary = summary_mu(job_mu, summary_fraction)
@@ -429,14 +429,14 @@ def sweep(
 
     Without a public count under add/remove neighbours the sweep first releases one noisy count
     with COUNT_MU_FRACTION of mu (shared by every run) and splits the rest. `run` is
-    app.clustering.cluster unless given; `options` are its other keyword arguments. Each run
+    privclust.clustering.cluster unless given; `options` are its other keyword arguments. Each run
     spends SWEEP_SUMMARY_FRACTION of its mu on its summaries unless `options` name another
     `summary_fraction`.
     """
-    from app.clustering.params import plan_run
+    from privclust.clustering.params import plan_run
 
     if run is None:
-        from app.clustering.dispatch import cluster
+        from privclust.clustering.dispatch import cluster
 
         run = cluster
 

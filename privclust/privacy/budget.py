@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
-from app.privacy.gdp import (
+from privclust.privacy.gdp import (
     PrivacyParameterError,
     compose,
     epsilon_from_mu_delta,

@@ -17,12 +17,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from app.clustering.auto import choose_algorithm
-from app.clustering.errors import ClusteringInputError
-from app.clustering.histogram import MIN_VARIATIONS
-from app.clustering.result import Algorithm, ClusteringResult
-from app.privacy.gdp import mu_from_epsilon_delta, noise_multiplier, remaining_after
-from app.privacy.noise import (
+from privclust.clustering.auto import choose_algorithm
+from privclust.clustering.errors import ClusteringInputError
+from privclust.clustering.histogram import MIN_VARIATIONS
+from privclust.clustering.result import Algorithm, ClusteringResult
+from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier, remaining_after
+from privclust.privacy.noise import (
     COUNT_MU_FRACTION,
     MAX_NOISE_STD,
     noise_std,
@@ -86,7 +86,7 @@ def resolve_privacy(
     """(mu, epsilon, delta) of a job from exactly one of (epsilon, delta) or mu.
 
     mu for (epsilon, delta) is the largest mu-GDP guarantee implying (epsilon, delta)-DP, rounded
-    down by app.privacy.gdp; invalid epsilon/delta raise its PrivacyParameterError.
+    down by privclust.privacy.gdp; invalid epsilon/delta raise its PrivacyParameterError.
     """
     if mu is not None:
         if epsilon is not None or delta is not None:
@@ -103,7 +103,7 @@ def resolve_privacy(
 
 def resolve_algorithm(algorithm: str, n_cols: int, *, n_rows: int, k: int, mu: float) -> Algorithm:
     """The concrete algorithm for a choice: "auto" is `choose_algorithm(n_rows, n_cols, k, mu)`
-    (app.clustering.auto) with the public row count and the job's mu; any other choice is
+    (privclust.clustering.auto) with the public row count and the job's mu; any other choice is
     itself."""
     if algorithm not in ALGORITHMS:
         raise ClusteringInputError(
@@ -175,7 +175,7 @@ class RunPlan:
     progress_total: int
     relation: Relation = "add-remove"
     count_mu: float | None = None
-    # With summaries: the part of mu their two releases spend (app.clustering.summaries);
+    # With summaries: the part of mu their two releases spend (privclust.clustering.summaries);
     # `sigma` is then the centres' and sqrt(releases)/sigma is at most
     # remaining_after(mu, summary_mu) (less count_mu).
     summary_mu: float | None = None
@@ -255,12 +255,12 @@ def plan_run(
     used by HDPE-means only (1 <= p <= max(d, 16)); for HDPE-means `sum_weight` prices its
     final noisy sums as that many releases (default: its PE iterations). For "lsh-coreset",
     `iterations` is the number of tree levels and `bits_per_level`/`sum_weight` are its own
-    parameters (see app.clustering.lsh_coreset); `step_fraction` and `count_share` are FastLloyd's
-    (app.clustering.fastlloyd). Neither has variations or a population. "pe-lloyd" plans
-    PE-means's T and L as "pe-means" does, plus `lloyd_steps` Lloyd steps with `lloyd_share`
-    of mu^2 (app.clustering.pe_lloyd).
+    parameters (see privclust.clustering.lsh_coreset); `step_fraction` and `count_share` are
+    FastLloyd's (privclust.clustering.fastlloyd). Neither has variations or a population.
+    "pe-lloyd" plans PE-means's T and L as "pe-means" does, plus `lloyd_steps` Lloyd steps with
+    `lloyd_share` of mu^2 (privclust.clustering.pe_lloyd).
     `summaries` sets `summary_fraction` of mu (default SUMMARY_MU_FRACTION) aside for the
-    private sizes and loss of app.clustering.summaries; the centres share the rest.
+    private sizes and loss of privclust.clustering.summaries; the centres share the rest.
     """
     n_rows = check_integer("X", n_rows, 1)
     n_cols = check_integer("X", n_cols, 1)
@@ -278,7 +278,7 @@ def plan_run(
     summary_mu: float | None = None
     centres_budget = job_mu  # what the centres' releases (and a count of their own) may use
     if summaries:
-        from app.clustering import summaries as summary_math  # lazy: it imports this module
+        from privclust.clustering import summaries as summary_math  # lazy: it imports this module
 
         summary_mu = summary_math.summary_mu(job_mu, summary_fraction)
         centres_budget = summary_math.centres_mu(job_mu, summary_mu)
@@ -286,7 +286,7 @@ def plan_run(
 
     p: int | None = None
     if resolved == "fastlloyd":
-        from app.clustering.fastlloyd import (  # lazy: that module imports this one
+        from privclust.clustering.fastlloyd import (  # lazy: that module imports this one
             DEFAULT_STEP_FRACTION,
             check_count_share,
             check_step_fraction,
@@ -333,13 +333,13 @@ def plan_run(
         releases = pe_iterations + 1 + weight
         progress_total = pe_iterations + 1
     elif resolved == "lsh-coreset":
-        from app.clustering.lsh_coreset import plan_lsh_releases  # it imports this module
+        from privclust.clustering.lsh_coreset import plan_lsh_releases  # it imports this module
 
         pe_iterations, releases, progress_total = plan_lsh_releases(
             iterations, bits_per_level, sum_weight
         )
     elif resolved == "pe-lloyd":
-        from app.clustering.pe_lloyd import plan_lloyd_releases  # it imports this module
+        from privclust.clustering.pe_lloyd import plan_lloyd_releases  # it imports this module
 
         pe_iterations = (
             default_pe_iterations(n_cols, job_epsilon)
@@ -421,9 +421,13 @@ def largest_noise_std(plan: RunPlan, count_share: float | None = None) -> float:
     sensitivity x sigma; the noisy sums' sensitivities are divided by sqrt(weight) >= 1 in the
     runs, which this bound leaves out."""
     # lazy: these modules import this one
-    from app.clustering.fastlloyd import count_multiplier, default_count_share, joint_sensitivity
-    from app.clustering.hdpe import grid_sensitivity
-    from app.clustering.summaries import loss_sensitivity, summary_sigmas
+    from privclust.clustering.fastlloyd import (
+        count_multiplier,
+        default_count_share,
+        joint_sensitivity,
+    )
+    from privclust.clustering.hdpe import grid_sensitivity
+    from privclust.clustering.summaries import loss_sensitivity, summary_sigmas
 
     d = plan.n_cols
     sensitivity = plan.count_sensitivity  # vote histograms, counts, tree levels
