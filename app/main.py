@@ -24,18 +24,24 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import __version__, console
-from app.api import problems
-from app.api.deps import configure_threads, require
-from app.api.routes import datasets, health, jobs, keys, metrics, sweeps
-from app.config import Settings, get_settings
-from app.db.models import ApiKey
-from app.db.session import read_session_factory, session_factory, unit_of_work
-from app.errors import BudgetExceeded, PrivclustError
-from app.metrics import HttpMetrics, Metrics
-from app.services import datasets as datasets_service
-from app.services import jobs as jobs_service
-from app.services import keys as keys_service
-from app.services import partial_uploads, queue, reconcile
+from app.datasets import endpoints as datasets
+from app.datasets import service as datasets_service
+from app.datasets import storage as partial_uploads
+from app.jobs import endpoints as jobs
+from app.jobs import queue, reconcile
+from app.jobs import service as jobs_service
+from app.keys import endpoints as keys
+from app.keys import service as keys_service
+from app.kit import problems
+from app.kit.config import Settings, get_settings
+from app.kit.db.session import read_session_factory, session_factory, unit_of_work
+from app.kit.deps import configure_threads, require
+from app.kit.errors import BudgetExceeded, PrivclustError
+from app.models import ApiKey
+from app.ops import endpoints as metrics
+from app.ops import health
+from app.ops.metrics import HttpMetrics, Metrics
+from app.sweeps import endpoints as sweeps
 
 log = logging.getLogger("privclust.api")
 
@@ -98,7 +104,7 @@ class _Sweeper(threading.Thread):
     """Keeps job states honest while the API runs.
 
     - Fails running jobs whose worker died (no heartbeat); their budget stays charged.
-    - Re-enqueues queued jobs whose queue entry was lost (app.services.reconcile).
+    - Re-enqueues queued jobs whose queue entry was lost (app.jobs.reconcile).
     - Deletes partial uploads left by a killed API process (also done at start-up).
     """
 
@@ -251,7 +257,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Endpoints run on these threads; each holds at most one pooled connection at a time,
-        # and the pool has a connection for every thread (app.db.session.get_engine).
+        # and the pool has a connection for every thread (app.kit.db.session.get_engine).
         configure_threads(settings)
         remove_partial_uploads(settings, app.state.sessionmaker)
         sweeper = _Sweeper(settings, app.state.sessionmaker)
@@ -313,7 +319,7 @@ def _polish_openapi(app: FastAPI) -> None:
     """Two fixes to the generated document that make generated clients pleasant.
 
     - The Problem schema is registered once; routes reference it under
-      `application/problem+json` (see app.api.problems.responses).
+      `application/problem+json` (see app.kit.problems.responses).
     - File parts are tagged `format: binary`: OpenAPI 3.1 output describes an UploadFile only by
       `contentMediaType`, which generators such as openapi-python-client send as plain text.
     """

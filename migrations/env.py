@@ -5,10 +5,10 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection
 
-from app.config import get_settings
-from app.db import models  # noqa: F401  (registers the tables on Base.metadata)
-from app.db.base import Base
-from app.db.session import make_engine
+from app import models  # noqa: F401  (registers the tables on Base.metadata)
+from app.kit.config import get_settings
+from app.kit.db.base import Base
+from app.kit.db.session import make_engine
 
 config = context.config
 url = config.get_main_option("sqlalchemy.url") or get_settings().resolved_database_url

@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from app.config import Settings, get_settings
+from app.kit.config import Settings, get_settings
 
 TEST_DB_URL = os.environ.get("PRIVCLUST_TEST_DATABASE_URL") or None
 TEST_REDIS_URL = os.environ.get("PRIVCLUST_TEST_REDIS_URL") or None
@@ -26,7 +26,7 @@ TEST_REDIS_URL = os.environ.get("PRIVCLUST_TEST_REDIS_URL") or None
 @pytest.fixture(scope="session")
 def _migrated_template(tmp_path_factory: pytest.TempPathFactory) -> str:
     """Run the real migrations once: on the test database, or on a template SQLite file."""
-    from app.db.migrate import upgrade_to_head
+    from app.kit.db.migrate import upgrade_to_head
 
     if TEST_DB_URL:
         upgrade_to_head(TEST_DB_URL)
@@ -34,7 +34,7 @@ def _migrated_template(tmp_path_factory: pytest.TempPathFactory) -> str:
     path = tmp_path_factory.mktemp("db") / "template.db"
     url = f"sqlite:///{path}"
     upgrade_to_head(url)
-    from app.db.session import get_engine
+    from app.kit.db.session import get_engine
 
     get_engine(url).dispose()
     return str(path)
@@ -44,8 +44,8 @@ def _migrated_template(tmp_path_factory: pytest.TempPathFactory) -> str:
 def db_url(_migrated_template: str, tmp_path: Path) -> Iterator[str]:
     """An empty, migrated database for this test."""
     if TEST_DB_URL:
-        from app.db.base import Base
-        from app.db.session import get_engine
+        from app.kit.db.base import Base
+        from app.kit.db.session import get_engine
 
         engine = get_engine(TEST_DB_URL)
         tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
@@ -63,7 +63,7 @@ def _redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if TEST_REDIS_URL:
         yield TEST_REDIS_URL
         return
-    from app.embedded_redis import EmbeddedRedis
+    from app.kit.embedded_redis import EmbeddedRedis
 
     server = EmbeddedRedis(tmp_path_factory.mktemp("redis"), persist=False)
     try:
@@ -108,7 +108,7 @@ def settings(
 
 @pytest.fixture
 def session(settings: Settings) -> Iterator[Session]:
-    from app.db.session import session_factory
+    from app.kit.db.session import session_factory
 
     s = session_factory(settings.resolved_database_url)()
     try:
@@ -119,8 +119,8 @@ def session(settings: Settings) -> Iterator[Session]:
 
 
 def make_key(db_url: str, tenant: str, role: str) -> str:
-    from app.db.session import session_scope
-    from app.services.keys import create_key
+    from app.keys.service import create_key
+    from app.kit.db.session import session_scope
 
     with session_scope(db_url) as s:
         return create_key(s, tenant=tenant, role=role).secret

@@ -18,13 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from app.config import get_settings
-from app.db import repositories as repo
-from app.db.models import Dataset, Job
-from app.db.session import session_scope
-from app.services import datasets as datasets_service
-from app.services import jobs as jobs_service
-from app.services import ledger
+from app.datasets import service as datasets_service
+from app.jobs import service as jobs_service
+from app.kit import repositories as repo
+from app.kit.config import get_settings
+from app.kit.db.session import session_scope
+from app.ledger import service as ledger
+from app.models import Dataset, Job
 from privclust.clustering import cluster, plan_run
 
 log = logging.getLogger("privclust.worker")
@@ -108,7 +108,7 @@ def run_clustering_job(job_id: str) -> str:
         count = datasets_service.planning_count(dataset)
 
     try:
-        from app.services.ingest import open_matrix
+        from app.datasets.ingest import open_matrix
 
         if path is None:
             raise FileNotFoundError("dataset rows were deleted")

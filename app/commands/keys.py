@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _db_url() -> str:
     from app.commands.migrate import migrate_and_bootstrap
-    from app.config import get_settings
+    from app.kit.config import get_settings
 
     settings = get_settings()
     migrate_and_bootstrap(settings)
@@ -31,8 +31,8 @@ def _db_url() -> str:
 
 
 def run_create(args: argparse.Namespace) -> int:
-    from app.db.session import session_scope
-    from app.services.keys import create_key
+    from app.keys.service import create_key
+    from app.kit.db.session import session_scope
 
     with session_scope(_db_url()) as session:
         created = create_key(session, tenant=args.tenant, role=args.role)
@@ -45,8 +45,8 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from app.db import repositories as repo
-    from app.db.session import session_scope
+    from app.kit import repositories as repo
+    from app.kit.db.session import session_scope
 
     with session_scope(_db_url()) as session:
         cursor: str | None = None
@@ -60,8 +60,8 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_revoke(args: argparse.Namespace) -> int:
-    from app.db.session import session_scope
-    from app.services.keys import revoke_key
+    from app.keys.service import revoke_key
+    from app.kit.db.session import session_scope
 
     with session_scope(_db_url()) as session:
         revoke_key(session, args.key_id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from app.config import Settings, get_settings
+from app.kit.config import Settings, get_settings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -14,9 +14,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def migrate_and_bootstrap(settings: Settings) -> str | None:
     """Upgrade the schema to head; returns a newly generated admin token, if one was made."""
-    from app.db.migrate import upgrade_to_head
-    from app.db.session import session_scope
-    from app.services.keys import bootstrap_admin
+    from app.keys.service import bootstrap_admin
+    from app.kit.db.migrate import upgrade_to_head
+    from app.kit.db.session import session_scope
 
     settings.resolved_data_dir.mkdir(parents=True, exist_ok=True)
     upgrade_to_head(settings.resolved_database_url)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from app.config import Settings, get_settings
+from app.kit.config import Settings, get_settings
 
 BACKOFF_FIRST = 1.0
 BACKOFF_MAX = 30.0
@@ -86,7 +86,7 @@ def say(message: str) -> None:
 
 
 def _spawn(command: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    from app.embedded_redis import die_with_parent
+    from app.kit.embedded_redis import die_with_parent
 
     # Own process group: Ctrl-C reaches only `serve`, which then stops children in order.
     # SIGKILL if `serve` dies: a worker asked to stop with SIGTERM would first finish its job,
@@ -226,8 +226,8 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _on_signal)
 
     from app.commands.migrate import migrate_and_bootstrap
-    from app.embedded_redis import EmbeddedRedis
-    from app.services.queue import redis_url_file
+    from app.jobs.queue import redis_url_file
+    from app.kit.embedded_redis import EmbeddedRedis
 
     token = migrate_and_bootstrap(settings)
     env = dict(os.environ)

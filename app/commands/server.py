@@ -20,7 +20,7 @@ def worker_app() -> FastAPI:
     """The app of one of several uvicorn worker processes, which must not outlive their parent."""
     import signal
 
-    from app.embedded_redis import exit_with_parent
+    from app.kit.embedded_redis import exit_with_parent
     from app.main import create_app
 
     exit_with_parent(signal.SIGKILL)
@@ -29,7 +29,7 @@ def worker_app() -> FastAPI:
 
 def _metrics_dir() -> str | None:
     """A fresh directory for prometheus-client's multiprocess mode, shared by this process's
-    uvicorn workers (app.metrics), or None when the operator set PROMETHEUS_MULTIPROC_DIR.
+    uvicorn workers (app.ops.metrics), or None when the operator set PROMETHEUS_MULTIPROC_DIR.
 
     Set before anything imports prometheus_client: it picks its storage at import time.
     """
@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from app.config import get_settings
+    from app.kit.config import get_settings
     from app.main import create_app
 
     settings = get_settings()

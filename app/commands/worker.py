@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from app.config import get_settings
+    from app.kit.config import get_settings
 
     settings = get_settings()
     # Thread limits must be in the environment before numpy (and its BLAS) is first imported.
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from rq.serializers import JSONSerializer
 
     import worker.tasks  # noqa: F401  (see below)
-    from app.services import queue
+    from app.jobs import queue
     from privclust.clustering.kernels import warm_up
 
     # RQ forks a process per job: loading the job code and compiling the vote's kernels here,

@@ -16,7 +16,7 @@ from typing import IO
 import httpx
 import pytest
 
-from app.config import Settings
+from app.kit.config import Settings
 from tests.conftest import make_key
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,12 +15,12 @@ from pathlib import Path
 import httpx
 from sqlalchemy.orm import Session
 
-from app.db import repositories as repo
-from app.db.models import Dataset
-from app.db.session import session_scope
-from app.errors import BudgetExceeded
-from app.services import jobs as jobs_service
-from app.services import ledger
+from app.jobs import service as jobs_service
+from app.kit import repositories as repo
+from app.kit.db.session import session_scope
+from app.kit.errors import BudgetExceeded
+from app.ledger import service as ledger
+from app.models import Dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,8 +14,8 @@ import pytest
 from fastapi import APIRouter
 from fastapi.testclient import TestClient
 
-from app.api.deps import CurrentKey, TenantKey, UnitOfWorkRoute
-from app.config import Settings
+from app.kit.config import Settings
+from app.kit.deps import CurrentKey, TenantKey, UnitOfWorkRoute
 from tests.conftest import auth
 
 pytestmark = pytest.mark.integration
@@ -466,7 +466,7 @@ def test_submit_estimate_budget_exceeded_idempotency_and_cancel(client, keys, se
     assert problem["code"] == "budget-exceeded"
     assert set(problem) >= {"mu_requested", "mu_remaining", "epsilon_remaining", "mu_cap"}
     # The job sits in the real queue under its own id.
-    from app.services import queue
+    from app.jobs import queue
 
     rq_job = queue.get_queue(settings).fetch_job(job["id"])
     assert rq_job is not None
@@ -503,9 +503,9 @@ def test_a_lost_enqueue_reply_after_a_worker_took_the_job_is_no_refund(
     # Redis accepted the job and a worker started it, but the enqueue's reply was lost: the job
     # is not failed or refunded (its noise may be drawn already), and the client is told it was
     # admitted, not that its budget came back.
-    from app.db import repositories as repo
-    from app.db.session import session_scope
-    from app.services import queue
+    from app.jobs import queue
+    from app.kit import repositories as repo
+    from app.kit.db.session import session_scope
 
     ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
 
@@ -529,7 +529,7 @@ def test_the_queue_check_holds_no_database_connection(client, keys, monkeypatch)
     # idle in a transaction, no SQLite read snapshot keeping the WAL from checkpointing.
     from redis import Redis
 
-    from app.db import session as db_session
+    from app.kit.db import session as db_session
 
     ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
     held: list[int] = []

@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.config import Settings
-from app.db.session import session_scope
-from app.services import jobs as jobs_service
+from app.jobs import service as jobs_service
+from app.kit.config import Settings
+from app.kit.db.session import session_scope
 from tests.conftest import make_key
 from tests.integration.helpers import admit, make_dataset, running_api
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.config import Settings
 from app.console import STATIC_DIR
+from app.kit.config import Settings
 from tests.conftest import auth
 
 pytestmark = pytest.mark.integration

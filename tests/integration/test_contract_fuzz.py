@@ -26,7 +26,7 @@ from schemathesis.checks import CheckFunction
 from schemathesis.core.parameters import ParameterLocation
 from schemathesis.specs.openapi import checks as oas_checks
 
-from app.config import Settings
+from app.kit.config import Settings
 from tests.conftest import auth
 from tests.integration.test_api import blobs, csv_bytes
 

@@ -14,7 +14,7 @@ from datetime import datetime
 import pytest
 from fastapi.testclient import TestClient
 
-from app.config import Settings
+from app.kit.config import Settings
 from tests.conftest import auth
 from tests.integration.helpers import make_dataset
 from tests.integration.test_api import blobs, csv_bytes, stored_files, upload

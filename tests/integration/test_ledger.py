@@ -10,12 +10,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from app.db import repositories as repo
-from app.db.models import Job
-from app.db.session import get_engine, session_factory, session_scope
-from app.errors import BudgetExceeded, Conflict
-from app.services import jobs as jobs_service
-from app.services import ledger
+from app.jobs import service as jobs_service
+from app.kit import repositories as repo
+from app.kit.db.session import get_engine, session_factory, session_scope
+from app.kit.errors import BudgetExceeded, Conflict
+from app.ledger import service as ledger
+from app.models import Job
 from privclust.privacy import budget as bmath
 from privclust.privacy import gdp
 from tests.integration.helpers import admit, make_dataset
@@ -176,7 +176,7 @@ def test_cap_can_be_raised_but_never_below_what_is_spent(session, db_url) -> Non
     dataset_id = make_dataset(db_url, mu_cap=cap, epsilon=1.0, delta=1e-6)
     assert admit(session, dataset_id, jobs_service.JobRequest(k=2, mu=cap * 0.9))
     ledger.begin_budget_transaction(session)
-    from app.errors import InvalidParameter
+    from app.kit.errors import InvalidParameter
 
     with pytest.raises(InvalidParameter):
         ledger.change_cap(session, dataset_id, 0.1, 1e-6, None)
@@ -205,7 +205,7 @@ def test_the_row_count_is_spent_first_and_the_cap_cannot_go_below_it(session, db
     assert admit(session, dataset_id, jobs_service.JobRequest(k=2, mu=0.81 * cap)) is None
     assert admit(session, dataset_id, jobs_service.JobRequest(k=2, mu=0.79 * cap))
     ledger.begin_budget_transaction(session)
-    from app.errors import InvalidParameter
+    from app.kit.errors import InvalidParameter
 
     with pytest.raises(InvalidParameter) as err:
         ledger.change_cap(session, dataset_id, 0.1, 1e-6, None)

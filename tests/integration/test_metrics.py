@@ -13,9 +13,9 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.config import Settings
-from app.db.models import Job
-from app.db.session import session_scope
+from app.kit.config import Settings
+from app.kit.db.session import session_scope
+from app.models import Job
 from tests.conftest import auth
 
 pytestmark = pytest.mark.integration
@@ -142,11 +142,11 @@ def test_every_metric_moves_when_its_event_happens(client: TestClient, keys, set
     with session_scope(settings.resolved_database_url) as session:
         job = session.get(Job, silent)
         assert job is not None
-        from app.db import repositories as repo
+        from app.kit import repositories as repo
 
         long_ago = repo.now() - timedelta(seconds=3600)
         job.status, job.started_at, job.heartbeat_at = "running", long_ago, long_ago
-    from app.services import jobs as jobs_service
+    from app.jobs import service as jobs_service
 
     with session_scope(settings.resolved_database_url) as session:
         assert jobs_service.sweep_stale_jobs(session, settings.stale_job_seconds) == [silent]

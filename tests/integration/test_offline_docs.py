@@ -10,7 +10,7 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 from fastapi.testclient import TestClient
 
-from app.config import Settings
+from app.kit.config import Settings
 
 pytestmark = [pytest.mark.integration]
 

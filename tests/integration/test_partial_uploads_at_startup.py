@@ -10,8 +10,8 @@ import uuid
 import pytest
 from fastapi.testclient import TestClient
 
-from app.config import Settings
-from app.services.partial_uploads import STALE_AFTER_SECONDS
+from app.datasets.storage import STALE_AFTER_SECONDS
+from app.kit.config import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.pool import NullPool
 
-from app.db import session as db_session
+from app.kit.db import session as db_session
 from tests.conftest import TEST_DB_URL
 
 pytestmark = [

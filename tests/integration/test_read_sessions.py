@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from app.db import session as db_session
-from app.db.models import ApiKey
+from app.kit.db import session as db_session
+from app.models import ApiKey
 
 pytestmark = pytest.mark.integration
 

@@ -8,12 +8,13 @@ import uuid
 import pytest
 from redis import Redis
 
-from app.config import Settings
-from app.db import repositories as repo
-from app.db.models import Dataset, Job
-from app.db.session import session_factory, session_scope
-from app.services import jobs as jobs_service
-from app.services import ledger, queue, reconcile
+from app.jobs import queue, reconcile
+from app.jobs import service as jobs_service
+from app.kit import repositories as repo
+from app.kit.config import Settings
+from app.kit.db.session import session_factory, session_scope
+from app.ledger import service as ledger
+from app.models import Dataset, Job
 from tests.integration.helpers import admit, make_dataset
 
 pytestmark = pytest.mark.integration

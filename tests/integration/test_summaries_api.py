@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.config import Settings
+from app.kit.config import Settings
 from privclust.clustering import summaries as sm
 from tests.conftest import auth
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config import Settings
+from app.kit.config import Settings
 from tests.conftest import make_key
 from tests.integration.helpers import running_api
 

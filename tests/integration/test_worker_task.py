@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.config import Settings
+from app.kit.config import Settings
 from privclust.clustering import choose_algorithm
 from privclust.privacy.gdp import noise_multiplier
 from tests.conftest import auth
@@ -152,7 +152,7 @@ def test_unreadable_rows_fail_the_job_refunded_without_naming_the_file(
     import uuid
     from pathlib import Path
 
-    from app.db.models import Dataset
+    from app.models import Dataset
     from worker.tasks import run_clustering_job
 
     ds = _upload(client, keys["owner"], _rows(False))

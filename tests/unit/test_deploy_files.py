@@ -29,7 +29,7 @@ import pytest
 import yaml
 from sqlalchemy.engine import make_url
 
-from app.config import Settings
+from app.kit.config import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"

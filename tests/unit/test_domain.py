@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.errors import InvalidParameter
-from app.services import datasets
-from app.services.datasets import DomainSpec, check_domain_shape, clip_into_domain, resolve_domain
+from app.datasets import service as datasets
+from app.datasets.service import DomainSpec, check_domain_shape, clip_into_domain, resolve_domain
+from app.kit.errors import InvalidParameter
 from privclust.clustering.params import prepare_rows
 
 

@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from app.errors import UploadError
-from app.services.ingest import IngestedMatrix, ingest_file, open_matrix
+from app.datasets.ingest import IngestedMatrix, ingest_file, open_matrix
+from app.kit.errors import UploadError
 
 
 def ingest(data: bytes, dest: Path, **kwargs: Any) -> IngestedMatrix:

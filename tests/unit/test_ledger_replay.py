@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from app.db.models import Dataset, LedgerEntry
-from app.services import ledger
-from app.services.datasets import dataset_warnings, planning_count
+from app.datasets.service import dataset_warnings, planning_count
+from app.ledger import service as ledger
+from app.models import Dataset, LedgerEntry
 from privclust.privacy import budget as bmath
 
 
@@ -104,7 +104,7 @@ def test_delta_above_one_over_the_released_count_is_warned_about() -> None:
 
 
 def test_a_budget_that_cannot_be_represented_is_refused_before_it_is_written() -> None:
-    from app.errors import InvalidParameter
+    from app.kit.errors import InvalidParameter
 
     state = ledger.LedgerState(mu_cap=1.0, dataset_releases=[math.inf])
     with pytest.raises(InvalidParameter) as info:

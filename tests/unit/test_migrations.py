@@ -9,10 +9,10 @@ from pathlib import Path
 from alembic import command
 from sqlalchemy import text
 
-from app.db.migrate import alembic_config
-from app.db.models import Dataset
-from app.db.session import make_engine, session_factory
-from app.services.datasets import planning_count
+from app.datasets.service import planning_count
+from app.kit.db.migrate import alembic_config
+from app.kit.db.session import make_engine, session_factory
+from app.models import Dataset
 
 
 def _insert_0001_rows(url: str) -> uuid.UUID:

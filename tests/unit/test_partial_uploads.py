@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from app.services.partial_uploads import (
+from app.datasets.storage import (
     STALE_AFTER_SECONDS,
     remove_orphaned_dataset_files,
     remove_stale_partial_uploads,

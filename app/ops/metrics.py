@@ -39,9 +39,9 @@ from prometheus_client.registry import Collector
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.config import Settings
-from app.db import repositories as repo
-from app.services import queue
+from app.jobs import queue
+from app.kit import repositories as repo
+from app.kit.config import Settings
 
 log = logging.getLogger("privclust.metrics")
 
@@ -85,7 +85,7 @@ class StateCollector(Collector):
         yield queue_up
 
     def _from_database(self) -> Iterator[Metric]:
-        from app.services.jobs import LOST_WORKER
+        from app.jobs.service import LOST_WORKER
 
         with self.sessions() as session:
             counts = repo.job_counts(session)

@@ -14,8 +14,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.api.deps import check_claim_before_validation
-from app.errors import PrivclustError
+from app.kit.deps import check_claim_before_validation
+from app.kit.errors import PrivclustError
 
 log = logging.getLogger("privclust.api")
 PROBLEM_JSON = "application/problem+json"

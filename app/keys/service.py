@@ -11,10 +11,10 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
-from app.db import repositories as repo
-from app.db.base import utcnow
-from app.db.models import ApiKey
-from app.errors import InvalidParameter, NotFound, Unauthorized
+from app.kit import repositories as repo
+from app.kit.db.base import utcnow
+from app.kit.errors import InvalidParameter, NotFound, Unauthorized
+from app.models import ApiKey
 
 ROLES = ("admin", "owner", "analyst")
 ADMIN_TENANT = "admin"

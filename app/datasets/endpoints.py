@@ -8,7 +8,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, UploadFile
 
-from app.api.deps import (
+from app.datasets import service as datasets_service
+from app.kit import repositories as repo
+from app.kit.deps import (
     PageCursor,
     PageLimit,
     SessionDep,
@@ -17,8 +19,8 @@ from app.api.deps import (
     UnitOfWorkRoute,
     require,
 )
-from app.api.problems import responses
-from app.api.schemas import (
+from app.kit.problems import responses
+from app.kit.schemas import (
     Budget,
     BudgetPatch,
     DatasetOut,
@@ -26,9 +28,7 @@ from app.api.schemas import (
     LedgerOut,
     Page,
 )
-from app.db import repositories as repo
-from app.services import datasets as datasets_service
-from app.services import ledger
+from app.ledger import service as ledger
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=UnitOfWorkRoute)
 budget_router = APIRouter(prefix="/v1/datasets", tags=["budget"], route_class=UnitOfWorkRoute)

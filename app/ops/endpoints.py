@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from app.api.deps import CurrentKey, UnitOfWorkRoute, require
-from app.api.problems import problem_response
-from app.errors import BudgetExceeded
-from app.metrics import CONTENT_TYPE, Metrics
+from app.kit.deps import CurrentKey, UnitOfWorkRoute, require
+from app.kit.errors import BudgetExceeded
+from app.kit.problems import problem_response
+from app.ops.metrics import CONTENT_TYPE, Metrics
 
 router = APIRouter(tags=["metrics"], route_class=UnitOfWorkRoute)
 

@@ -10,16 +10,17 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from sqlalchemy.exc import IntegrityError
 
-from app.api.deps import PageCursor, PageLimit, SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute
-from app.api.problems import responses
-from app.api.schemas import Budget, Estimate, JobCreate, JobOut, Page, Privacy
-from app.db import repositories as repo
-from app.db.models import Dataset, Job
-from app.errors import NotFound, ServiceUnavailable
-from app.services import datasets as datasets_service
-from app.services import jobs as jobs_service
-from app.services import labels as labels_service
-from app.services import ledger, queue
+from app.datasets import service as datasets_service
+from app.jobs import labels as labels_service
+from app.jobs import queue
+from app.jobs import service as jobs_service
+from app.kit import repositories as repo
+from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute
+from app.kit.errors import NotFound, ServiceUnavailable
+from app.kit.problems import responses
+from app.kit.schemas import Budget, Estimate, JobCreate, JobOut, Page, Privacy
+from app.ledger import service as ledger
+from app.models import Dataset, Job
 
 router = APIRouter(prefix="/v1", tags=["jobs"], route_class=UnitOfWorkRoute)
 log = logging.getLogger("privclust.api")

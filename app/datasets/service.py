@@ -14,11 +14,11 @@ from typing import BinaryIO, Literal
 import numpy as np
 from sqlalchemy.orm import Session
 
-from app.db import repositories as repo
-from app.db.base import utcnow
-from app.db.models import Dataset
-from app.errors import InvalidParameter, NotFound
-from app.services import ledger
+from app.kit import repositories as repo
+from app.kit.db.base import utcnow
+from app.kit.errors import InvalidParameter, NotFound
+from app.ledger import service as ledger
+from app.models import Dataset
 from privclust.privacy import budget as bmath
 from privclust.privacy import gdp, noise
 
@@ -307,7 +307,7 @@ def create_dataset(
     declares N public (`count_public`). On any error nothing is left behind: no file, no row,
     no ledger entry.
     """
-    from app.services.ingest import ingest_file  # heavy (pyarrow); only uploads need it
+    from app.datasets.ingest import ingest_file  # heavy (pyarrow); only uploads need it
 
     name = name.strip()
     if not name or len(name) > 200:

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
-from app.db import repositories as repo
-from app.db.models import Dataset, Job, LedgerEntry
-from app.db.session import IMMEDIATE
-from app.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
+from app.kit import repositories as repo
+from app.kit.db.session import IMMEDIATE
+from app.kit.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
+from app.models import Dataset, Job, LedgerEntry
 from privclust.privacy import budget as bmath
 from privclust.privacy.gdp import PrivacyParameterError, noise_multiplier
 

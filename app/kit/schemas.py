@@ -8,9 +8,9 @@ from typing import Annotated, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from app.db.models import ApiKey, Dataset, Job, LedgerEntry, Sweep
-from app.services import datasets as datasets_service
-from app.services.ledger import BudgetView
+from app.datasets import service as datasets_service
+from app.ledger.service import BudgetView
+from app.models import ApiKey, Dataset, Job, LedgerEntry, Sweep
 
 T = TypeVar("T")
 

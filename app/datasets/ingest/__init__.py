@@ -5,7 +5,7 @@ little-endian float64 `.npy` that the worker memory-maps with `open_matrix`. The
 written to a hidden temporary file in `dest_dir` and renamed to its final name only once every
 value has been validated, so a rejected upload leaves nothing behind.
 
-Values are stored exactly as uploaded; `app.services.datasets` then clips the stored rows into
+Values are stored exactly as uploaded; `app.datasets.service` then clips the stored rows into
 the declared domain before the dataset exists.
 """
 
@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from app.errors import UploadError
+from app.kit.errors import UploadError
 
 __all__ = ["IngestedMatrix", "ingest_file", "open_matrix"]
 

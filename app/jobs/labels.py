@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
-from app.db.models import Dataset, Job
-from app.errors import Conflict, Gone
+from app.kit.errors import Conflict, Gone
+from app.models import Dataset, Job
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class LabelSource:
 def open_labels(session: Session, job: Job) -> LabelSource:
     """The rows and released centres of a succeeded job; 409 if it has not succeeded, 410 if
     the dataset's rows were deleted."""
-    from app.services.ingest import open_matrix
+    from app.datasets.ingest import open_matrix
 
     if job.status != "succeeded" or job.centers is None:
         raise Conflict(

@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 from sqlalchemy import Select, and_, case, exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from app.db.base import utcnow
-from app.db.models import ApiKey, Dataset, Job, LedgerEntry, Sweep
-from app.errors import InvalidParameter
+from app.kit.db.base import utcnow
+from app.kit.errors import InvalidParameter
+from app.models import ApiKey, Dataset, Job, LedgerEntry, Sweep
 
 T = TypeVar("T")
 M = TypeVar("M", ApiKey, Dataset, Job, Sweep)
@@ -91,7 +91,7 @@ def lock_dataset(session: Session, dataset_id: uuid.UUID) -> Dataset | None:
     """Take the dataset's budget lock for this transaction.
 
     Postgres: SELECT ... FOR UPDATE. SQLite has no row locks: callers open the transaction with
-    BEGIN IMMEDIATE (app.db.session.IMMEDIATE), which holds the database write lock instead.
+    BEGIN IMMEDIATE (app.kit.db.session.IMMEDIATE), which holds the database write lock instead.
     """
     stmt = select(Dataset).where(Dataset.id == dataset_id).execution_options(populate_existing=True)
     if session.get_bind().dialect.name != "sqlite":
@@ -254,7 +254,7 @@ def now() -> datetime:
     return utcnow()
 
 
-# Aggregates read by the /metrics scrape (app.metrics): counts only, never a row's content.
+# Aggregates read by the /metrics scrape (app.ops.metrics): counts only, never a row's content.
 
 
 def job_counts(session: Session) -> Sequence[tuple[str, str, int]]:

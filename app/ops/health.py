@@ -7,8 +7,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from sqlalchemy import text
 
-from app.api.problems import problem_response, responses
-from app.services import queue
+from app.jobs import queue
+from app.kit.problems import problem_response, responses
 
 router = APIRouter(tags=["health"])
 

@@ -26,11 +26,11 @@ from redis.exceptions import LockError
 from rq import Queue
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.config import Settings
-from app.db import repositories as repo
-from app.db.session import unit_of_work
-from app.services import jobs as jobs_service
-from app.services import queue as queue_service
+from app.jobs import queue as queue_service
+from app.jobs import service as jobs_service
+from app.kit import repositories as repo
+from app.kit.config import Settings
+from app.kit.db.session import unit_of_work
 
 log = logging.getLogger("privclust.reconcile")
 

@@ -9,7 +9,7 @@ from redis import Redis
 from rq import Queue
 from rq.serializers import JSONSerializer
 
-from app.config import Settings
+from app.kit.config import Settings
 
 TASK = "worker.tasks.run_clustering_job"
 

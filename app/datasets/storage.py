@@ -1,7 +1,7 @@
 """Upload files left in the datasets directory by an API process that stopped mid-upload.
 
 An upload is ingested into a hidden `.ingest-*.npy.part` file that is renamed to its final name
-only once every row has been checked (app.services.ingest). A process killed during the ingest
+only once every row has been checked (app.datasets.ingest). A process killed during the ingest
 leaves the partial file behind; one killed after the rename but before the dataset's row was
 committed leaves a complete `<dataset id>.npy` that no dataset refers to (an orphan). Both hold
 rows that no dataset will ever use, so both are removed.
@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-PARTIAL_UPLOAD_GLOB = ".ingest-*.npy.part"  # as written by app.services.ingest._MatrixWriter
-DATASET_FILE = re.compile(r"[0-9a-f]{32}\.npy")  # a dataset id's hex: app.services.datasets
+PARTIAL_UPLOAD_GLOB = ".ingest-*.npy.part"  # as written by app.datasets.ingest._MatrixWriter
+DATASET_FILE = re.compile(r"[0-9a-f]{32}\.npy")  # a dataset id's hex: app.datasets.service
 STALE_AFTER_SECONDS = 3600.0
 
 

@@ -11,11 +11,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.db import repositories as repo
-from app.db.models import Dataset, Job
-from app.errors import Conflict, InvalidParameter
-from app.services import datasets as datasets_service
-from app.services import ledger
+from app.datasets import service as datasets_service
+from app.kit import repositories as repo
+from app.kit.errors import Conflict, InvalidParameter
+from app.ledger import service as ledger
+from app.models import Dataset, Job
 from privclust.privacy import budget as bmath
 from privclust.privacy import gdp
 

@@ -7,11 +7,11 @@ import uuid
 
 from fastapi import APIRouter
 
-from app.api.deps import CurrentKey, PageCursor, PageLimit, SessionDep, UnitOfWorkRoute, require
-from app.api.problems import responses
-from app.api.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyOut, Page
-from app.db import repositories as repo
-from app.services import keys as keys_service
+from app.keys import service as keys_service
+from app.kit import repositories as repo
+from app.kit.deps import CurrentKey, PageCursor, PageLimit, SessionDep, UnitOfWorkRoute, require
+from app.kit.problems import responses
+from app.kit.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyOut, Page
 
 router = APIRouter(prefix="/v1/api-keys", tags=["keys"], route_class=UnitOfWorkRoute)
 me_router = APIRouter(prefix="/v1", tags=["keys"], route_class=UnitOfWorkRoute)

@@ -1,7 +1,7 @@
 """Domain exceptions (no HTTP types in them) and the one RFC 9457 problem+json handler.
 
-Services and pure code raise `PrivclustError` subclasses; `app.api` turns each into an
-`application/problem+json` response with a stable machine-readable `code`.
+Services and pure code raise `PrivclustError` subclasses; the HTTP layer (app.kit.problems)
+turns each into an `application/problem+json` response with a stable machine-readable `code`.
 """
 
 from __future__ import annotations

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
-from app.db import repositories as repo
-from app.db.models import Dataset, Job, Sweep
-from app.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
-from app.services import jobs as jobs_service
-from app.services import ledger
+from app.jobs import service as jobs_service
+from app.kit import repositories as repo
+from app.kit.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
+from app.ledger import service as ledger
+from app.models import Dataset, Job, Sweep
 from privclust.privacy import budget as bmath
 from privclust.privacy import gdp
 

@@ -24,11 +24,11 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.config import Settings
-from app.db.models import ApiKey
-from app.db.session import finish
-from app.errors import Forbidden
-from app.services import keys as keys_service
+from app.keys import service as keys_service
+from app.kit.config import Settings
+from app.kit.db.session import finish
+from app.kit.errors import Forbidden
+from app.models import ApiKey
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`")
 
@@ -85,7 +85,7 @@ def _loop_limiters() -> _Limiters:
 async def get_session(request: Request) -> AsyncIterator[Session]:
     """One session per request. It connects lazily, inside the endpoint's thread.
 
-    GET and HEAD requests get a read-only session (`app.db.session.read_session_factory`).
+    GET and HEAD requests get a read-only session (`app.kit.db.session.read_session_factory`).
     """
     reads_only = request.method in ("GET", "HEAD")
     factory: sessionmaker[Session] = (

@@ -7,10 +7,15 @@ import uuid
 from fastapi import APIRouter, Response
 from sqlalchemy.exc import IntegrityError
 
-from app.api.deps import PageCursor, PageLimit, SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute
-from app.api.problems import responses
-from app.api.routes.jobs import IdempotencyKey, privacy_of
-from app.api.schemas import (
+from app.datasets import service as datasets_service
+from app.jobs import queue
+from app.jobs import service as jobs_service
+from app.jobs.endpoints import IdempotencyKey, privacy_of
+from app.kit import repositories as repo
+from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute
+from app.kit.errors import ServiceUnavailable
+from app.kit.problems import responses
+from app.kit.schemas import (
     Budget,
     Page,
     SweepCreate,
@@ -19,13 +24,9 @@ from app.api.schemas import (
     SweepOut,
     SweepPrivacy,
 )
-from app.db import repositories as repo
-from app.db.models import Job, Sweep
-from app.errors import ServiceUnavailable
-from app.services import datasets as datasets_service
-from app.services import jobs as jobs_service
-from app.services import ledger, queue
-from app.services import sweeps as sweeps_service
+from app.ledger import service as ledger
+from app.models import Job, Sweep
+from app.sweeps import service as sweeps_service
 
 router = APIRouter(prefix="/v1", tags=["sweeps"], route_class=UnitOfWorkRoute)
 
