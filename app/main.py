@@ -37,6 +37,7 @@ from app.kit.config import Settings, get_settings
 from app.kit.db.session import read_session_factory, session_factory, unit_of_work
 from app.kit.deps import configure_threads, require
 from app.kit.errors import BudgetExceeded, PrivclustError
+from app.ledger import endpoints as ledger_endpoints
 from app.models import ApiKey
 from app.ops import endpoints as metrics
 from app.ops import health
@@ -305,7 +306,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         keys.router,
         keys.me_router,
         datasets.router,
-        datasets.budget_router,
+        ledger_endpoints.router,
         jobs.router,
         sweeps.router,
     ):

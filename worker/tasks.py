@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from app.datasets import service as datasets_service
+from app.jobs import repository as jobs_repo
 from app.jobs import service as jobs_service
-from app.kit import repositories as repo
+from app.kit import repository as kit_repo
 from app.kit.config import get_settings
 from app.kit.db.session import session_scope
 from app.ledger import service as ledger
@@ -59,7 +60,9 @@ class _Heartbeat(threading.Thread):
         while not self.finished.wait(self.every):
             try:
                 with session_scope(self.db_url) as s:
-                    alive = repo.update_running_job(s, self.job_id, heartbeat_at=repo.now())
+                    alive = jobs_repo.update_running_job(
+                        s, self.job_id, heartbeat_at=kit_repo.now()
+                    )
                     job = s.get(Job, self.job_id)
                     if not alive or (job is not None and job.cancel_requested):
                         self.stop_requested.set()
@@ -78,12 +81,12 @@ def _progress_writer(db_url: str, job_id: uuid.UUID, heartbeat: _Heartbeat) -> A
         if now - last >= 1.0 or iteration >= total:
             last = now
             with session_scope(db_url) as s:
-                repo.update_running_job(
+                jobs_repo.update_running_job(
                     s,
                     job_id,
                     progress_iteration=iteration,
                     progress_total=total,
-                    heartbeat_at=repo.now(),
+                    heartbeat_at=kit_repo.now(),
                 )
 
     return progress
@@ -163,13 +166,13 @@ def run_clustering_job(job_id: str) -> str:
             return "failed"
 
     with session_scope(db_url) as s:
-        if not repo.transition_job(
+        if not jobs_repo.transition_job(
             s,
             jid,
             from_status="queued",
             status="running",
-            started_at=repo.now(),
-            heartbeat_at=repo.now(),
+            started_at=kit_repo.now(),
+            heartbeat_at=kit_repo.now(),
         ):
             return "skipped"
         job = s.get(Job, jid)
@@ -216,7 +219,7 @@ def run_clustering_job(job_id: str) -> str:
             )
     except JobStopped:
         with session_scope(db_url) as s:
-            if repo.update_running_job(s, jid, status="cancelled", finished_at=repo.now()):
+            if jobs_repo.update_running_job(s, jid, status="cancelled", finished_at=kit_repo.now()):
                 job = s.get(Job, jid)
                 assert job is not None
                 ledger.record(s, job, "cancelled", note="stopped while running; stays charged")
@@ -230,8 +233,8 @@ def run_clustering_job(job_id: str) -> str:
             f"charged. The worker log has the details (job {jid})."
         )
         with session_scope(db_url) as s:
-            if repo.update_running_job(
-                s, jid, status="failed", error=message, finished_at=repo.now()
+            if jobs_repo.update_running_job(
+                s, jid, status="failed", error=message, finished_at=kit_repo.now()
             ):
                 job = s.get(Job, jid)
                 assert job is not None
@@ -249,7 +252,7 @@ def run_clustering_job(job_id: str) -> str:
             "loss_se": result.loss_se,
         }
     with session_scope(db_url) as s:
-        if not repo.update_running_job(
+        if not jobs_repo.update_running_job(
             s,
             jid,
             status="succeeded",
@@ -257,7 +260,7 @@ def run_clustering_job(job_id: str) -> str:
             **released,
             progress_iteration=progress_total,
             progress_total=progress_total,
-            finished_at=repo.now(),
+            finished_at=kit_repo.now(),
         ):
             # Swept or stopped meanwhile: the result is discarded, never released.
             return "discarded"

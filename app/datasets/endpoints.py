@@ -1,4 +1,4 @@
-"""Datasets and their budgets: upload, read, delete rows, budget, ledger, cap changes."""
+"""Datasets: upload, list, read, delete rows."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, UploadFile
 
+from app.datasets import repository as repo
 from app.datasets import service as datasets_service
-from app.kit import repositories as repo
+from app.datasets.schemas import DatasetOut
 from app.kit.deps import (
     PageCursor,
     PageLimit,
@@ -20,18 +21,10 @@ from app.kit.deps import (
     require,
 )
 from app.kit.problems import responses
-from app.kit.schemas import (
-    Budget,
-    BudgetPatch,
-    DatasetOut,
-    LedgerEntryOut,
-    LedgerOut,
-    Page,
-)
+from app.kit.schemas import Page
 from app.ledger import service as ledger
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=UnitOfWorkRoute)
-budget_router = APIRouter(prefix="/v1/datasets", tags=["budget"], route_class=UnitOfWorkRoute)
 
 JSON_ARRAY = "A JSON array, e.g. [0, 0, 0]."
 # The form fields that carry JSON are plain strings to multipart; these patterns say which
@@ -211,51 +204,3 @@ def datasets_delete(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) 
     session.commit()
     datasets_service.remove_stored_rows(stored)
     return out
-
-
-@budget_router.get(
-    "/{dataset_id}/budget",
-    response_model=Budget,
-    responses=responses(401, 403, 404),
-)
-def budget_get(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) -> Budget:
-    """The dataset's privacy budget: cap, spent, reserved and remaining (as mu and epsilon)."""
-    dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
-    return Budget.of(ledger.budget(session, dataset))
-
-
-@budget_router.patch(
-    "/{dataset_id}/budget",
-    response_model=Budget,
-    responses=responses(401, 403, 404, 422),
-)
-def budget_update(
-    dataset_id: uuid.UUID, body: BudgetPatch, session: SessionDep, key: TenantKey
-) -> Budget:
-    """Change the cap (audited in the ledger); it can never go below what is spent, including
-    the noisy row count released at upload."""
-    require(key, "owner")
-    dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
-    delta = dataset.delta if body.delta is None else body.delta
-    datasets_service.check_budget(body.epsilon, delta)
-    ledger.begin_budget_transaction(session)
-    dataset = ledger.change_cap(session, dataset_id, body.epsilon, delta, key.id)
-    out = Budget.of(ledger.budget(session, dataset))
-    session.commit()
-    return out
-
-
-@budget_router.get(
-    "/{dataset_id}/ledger",
-    response_model=LedgerOut,
-    responses=responses(401, 403, 404),
-)
-def ledger_get(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) -> LedgerOut:
-    """The append-only ledger entries behind the budget, oldest first."""
-    dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
-    entries = repo.ledger_entries(session, dataset.id)
-    return LedgerOut(
-        dataset_id=dataset.id,
-        entries=[LedgerEntryOut.of(e) for e in entries],
-        budget=Budget.of(ledger.view(dataset, ledger.replay(entries))),
-    )

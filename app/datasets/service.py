@@ -14,7 +14,8 @@ from typing import BinaryIO, Literal
 import numpy as np
 from sqlalchemy.orm import Session
 
-from app.kit import repositories as repo
+from app.datasets import repository as repo
+from app.kit import repository as kit_repo
 from app.kit.db.base import utcnow
 from app.kit.errors import InvalidParameter, NotFound
 from app.ledger import service as ledger
@@ -361,7 +362,7 @@ def create_dataset(
             storage_path=str(matrix.path),
             created_by=actor,
         )
-        repo.add(session, dataset)
+        kit_repo.add(session, dataset)
         ledger.open_dataset_budget(session, dataset, actor)
     except BaseException:
         matrix.path.unlink(missing_ok=True)

@@ -13,13 +13,15 @@ from sqlalchemy.exc import IntegrityError
 from app.datasets import service as datasets_service
 from app.jobs import labels as labels_service
 from app.jobs import queue
+from app.jobs import repository as repo
 from app.jobs import service as jobs_service
-from app.kit import repositories as repo
+from app.jobs.schemas import Estimate, JobCreate, JobOut, Privacy
 from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute
 from app.kit.errors import NotFound, ServiceUnavailable
 from app.kit.problems import responses
-from app.kit.schemas import Budget, Estimate, JobCreate, JobOut, Page, Privacy
+from app.kit.schemas import Page
 from app.ledger import service as ledger
+from app.ledger.schemas import Budget
 from app.models import Dataset, Job
 
 router = APIRouter(prefix="/v1", tags=["jobs"], route_class=UnitOfWorkRoute)

@@ -27,8 +27,9 @@ from rq import Queue
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.jobs import queue as queue_service
+from app.jobs import repository as repo
 from app.jobs import service as jobs_service
-from app.kit import repositories as repo
+from app.kit import repository as kit_repo
 from app.kit.config import Settings
 from app.kit.db.session import unit_of_work
 
@@ -92,7 +93,7 @@ def reconcile_queue(
     if not lock.acquire():
         return done
     try:
-        cutoff = repo.now() - timedelta(seconds=grace_seconds)
+        cutoff = kit_repo.now() - timedelta(seconds=grace_seconds)
         with unit_of_work(sessions) as session:
             candidates = [job.id for job in repo.queued_jobs_created_before(session, cutoff)]
         if not candidates:

@@ -12,7 +12,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.datasets import service as datasets_service
-from app.kit import repositories as repo
+from app.jobs import repository as repo
+from app.kit import repository as kit_repo
 from app.kit.errors import Conflict, InvalidParameter
 from app.ledger import service as ledger
 from app.models import Dataset, Job
@@ -286,7 +287,7 @@ def _same_request(existing: Job, fingerprint: str) -> Job:
 def cancel(session: Session, job: Job, actor: uuid.UUID | None) -> Job:
     """Queued: cancelled and refunded. Running: asked to stop; stays charged."""
     if repo.transition_job(
-        session, job.id, from_status="queued", status="cancelled", finished_at=repo.now()
+        session, job.id, from_status="queued", status="cancelled", finished_at=kit_repo.now()
     ):
         ledger.refund(session, job, note="cancelled before it started", actor=actor)
         ledger.record(session, job, "cancelled", actor=actor)
@@ -308,7 +309,12 @@ def fail_unqueued(session: Session, job_id: uuid.UUID, reason: str) -> bool:
     if job is None:
         return False
     if repo.transition_job(
-        session, job_id, from_status="queued", status="failed", error=reason, finished_at=repo.now()
+        session,
+        job_id,
+        from_status="queued",
+        status="failed",
+        error=reason,
+        finished_at=kit_repo.now(),
     ):
         ledger.refund(session, job, note=reason)
         ledger.record(session, job, "failed", note=reason)
@@ -326,7 +332,7 @@ def sweep_stale_jobs(session: Session, stale_seconds: float) -> list[uuid.UUID]:
     """Fail running jobs whose worker stopped sending heartbeats. Their budget stays spent."""
     from datetime import timedelta
 
-    cutoff = repo.now() - timedelta(seconds=stale_seconds)
+    cutoff = kit_repo.now() - timedelta(seconds=stale_seconds)
     failed = []
     for job in repo.stale_running_jobs(session, cutoff):
         if repo.transition_job(
@@ -335,7 +341,7 @@ def sweep_stale_jobs(session: Session, stale_seconds: float) -> list[uuid.UUID]:
             from_status="running",
             status="failed",
             error=LOST_WORKER,
-            finished_at=repo.now(),
+            finished_at=kit_repo.now(),
         ):
             ledger.record(session, job, "failed", note=LOST_WORKER)
             failed.append(job.id)

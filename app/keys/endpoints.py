@@ -7,11 +7,12 @@ import uuid
 
 from fastapi import APIRouter
 
+from app.keys import repository as repo
 from app.keys import service as keys_service
-from app.kit import repositories as repo
+from app.keys.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyOut
 from app.kit.deps import CurrentKey, PageCursor, PageLimit, SessionDep, UnitOfWorkRoute, require
 from app.kit.problems import responses
-from app.kit.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyOut, Page
+from app.kit.schemas import Page
 
 router = APIRouter(prefix="/v1/api-keys", tags=["keys"], route_class=UnitOfWorkRoute)
 me_router = APIRouter(prefix="/v1", tags=["keys"], route_class=UnitOfWorkRoute)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
-from app.kit import repositories as repo
+from app.keys import repository as repo
+from app.kit import repository as kit_repo
 from app.kit.db.base import utcnow
 from app.kit.errors import InvalidParameter, NotFound, Unauthorized
 from app.models import ApiKey
@@ -43,7 +44,7 @@ def create_key(session: Session, *, tenant: str, role: str) -> CreatedKey:
         raise InvalidParameter("tenant must be 1 to 100 characters", field="tenant")
     secret = new_secret()
     key = ApiKey(tenant=tenant, role=role, key_hash=hash_key(secret), prefix=secret[:12])
-    repo.add(session, key)
+    kit_repo.add(session, key)
     return CreatedKey(key=key, secret=secret)
 
 
@@ -72,7 +73,7 @@ def ensure_admin_token(session: Session, token: str) -> None:
     """Make a configured PRIVCLUST_ADMIN_TOKEN a valid admin key (idempotent)."""
     digest = hash_key(token)
     if repo.api_key_by_hash(session, digest) is None:
-        repo.add(
+        kit_repo.add(
             session, ApiKey(tenant=ADMIN_TENANT, role="admin", key_hash=digest, prefix=token[:12])
         )
 

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
-from app.kit import repositories as repo
+from app.kit import repository as kit_repo
 from app.kit.db.session import IMMEDIATE
 from app.kit.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
+from app.ledger import repository as repo
 from app.models import Dataset, Job, LedgerEntry
 from privclust.privacy import budget as bmath
 from privclust.privacy.gdp import PrivacyParameterError, noise_multiplier
@@ -144,7 +145,7 @@ def budget(session: Session, dataset: Dataset) -> BudgetView:
 def open_dataset_budget(session: Session, dataset: Dataset, actor: uuid.UUID | None) -> None:
     """First entries of a new dataset's ledger: its cap, then (unless the owner declared the
     row count public) the cost of the noisy row count released at upload."""
-    repo.add(
+    kit_repo.add(
         session,
         LedgerEntry(
             dataset_id=dataset.id,
@@ -157,7 +158,7 @@ def open_dataset_budget(session: Session, dataset: Dataset, actor: uuid.UUID | N
         ),
     )
     if dataset.count_mu is not None:
-        repo.add(
+        kit_repo.add(
             session,
             LedgerEntry(
                 dataset_id=dataset.id,
@@ -206,8 +207,8 @@ def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID 
             epsilon_remaining=bmath.epsilon_remaining(remaining, dataset.delta),
             mu_cap=state.mu_cap,
         )
-    repo.add(session, job)
-    repo.add(
+    kit_repo.add(session, job)
+    kit_repo.add(
         session,
         LedgerEntry(
             dataset_id=dataset_id,
@@ -238,7 +239,7 @@ def _charge_note(job: Job) -> str | None:
 
 def commit(session: Session, job: Job) -> None:
     """The worker is about to draw the first noise: from here on the spend is final."""
-    repo.add(
+    kit_repo.add(
         session,
         LedgerEntry(
             dataset_id=job.dataset_id,
@@ -260,7 +261,7 @@ def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None
         raise RuntimeError("refusing to refund a job whose noise may have been drawn")
     if "refund" in kinds or "reserve" not in kinds:
         return
-    repo.add(
+    kit_repo.add(
         session,
         LedgerEntry(
             dataset_id=job.dataset_id,
@@ -278,7 +279,7 @@ def record(
     session: Session, job: Job, kind: str, note: str | None = None, actor: uuid.UUID | None = None
 ) -> None:
     """An audit-only entry (succeeded, failed, cancelled): it never changes the budget."""
-    repo.add(
+    kit_repo.add(
         session,
         LedgerEntry(
             dataset_id=job.dataset_id,
@@ -320,7 +321,7 @@ def change_cap(
             mu_used=used,
         )
     dataset.epsilon, dataset.delta, dataset.mu_cap = epsilon, delta, mu_cap
-    repo.add(
+    kit_repo.add(
         session,
         LedgerEntry(
             dataset_id=dataset_id,

@@ -40,8 +40,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.jobs import queue
-from app.kit import repositories as repo
 from app.kit.config import Settings
+from app.ops import repository as repo
 
 log = logging.getLogger("privclust.metrics")
 

@@ -11,22 +11,16 @@ from app.datasets import service as datasets_service
 from app.jobs import queue
 from app.jobs import service as jobs_service
 from app.jobs.endpoints import IdempotencyKey, privacy_of
-from app.kit import repositories as repo
 from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute
 from app.kit.errors import ServiceUnavailable
 from app.kit.problems import responses
-from app.kit.schemas import (
-    Budget,
-    Page,
-    SweepCreate,
-    SweepEstimate,
-    SweepJobEstimate,
-    SweepOut,
-    SweepPrivacy,
-)
+from app.kit.schemas import Page
 from app.ledger import service as ledger
+from app.ledger.schemas import Budget
 from app.models import Job, Sweep
+from app.sweeps import repository as repo
 from app.sweeps import service as sweeps_service
+from app.sweeps.schemas import SweepCreate, SweepEstimate, SweepJobEstimate, SweepOut, SweepPrivacy
 
 router = APIRouter(prefix="/v1", tags=["sweeps"], route_class=UnitOfWorkRoute)
 

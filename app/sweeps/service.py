@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from app.jobs import service as jobs_service
-from app.kit import repositories as repo
+from app.kit import repository as kit_repo
 from app.kit.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
 from app.ledger import service as ledger
 from app.models import Dataset, Job, Sweep
+from app.sweeps import repository as repo
 from privclust.privacy import budget as bmath
 from privclust.privacy import gdp
 
@@ -149,7 +150,7 @@ def submit(
             epsilon_remaining=bmath.epsilon_remaining(remaining, locked.delta),
             mu_cap=state.mu_cap,
         )
-    sweep = repo.add(
+    sweep = kit_repo.add(
         session,
         Sweep(
             id=uuid.uuid4(),

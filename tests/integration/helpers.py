@@ -16,7 +16,7 @@ import httpx
 from sqlalchemy.orm import Session
 
 from app.jobs import service as jobs_service
-from app.kit import repositories as repo
+from app.kit import repository as kit_repo
 from app.kit.db.session import session_scope
 from app.kit.errors import BudgetExceeded
 from app.ledger import service as ledger
@@ -59,7 +59,7 @@ def make_dataset(
             mu_cap=mu_cap,
             storage_path=None,
         )
-        repo.add(s, ds)
+        kit_repo.add(s, ds)
         ledger.open_dataset_budget(s, ds, None)
         return ds.id
 

@@ -504,14 +504,14 @@ def test_a_lost_enqueue_reply_after_a_worker_took_the_job_is_no_refund(
     # is not failed or refunded (its noise may be drawn already), and the client is told it was
     # admitted, not that its budget came back.
     from app.jobs import queue
-    from app.kit import repositories as repo
+    from app.jobs import repository as jobs_repo
     from app.kit.db.session import session_scope
 
     ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
 
     def enqueue_then_lose_the_reply(settings_, job_id) -> None:
         with session_scope(settings.resolved_database_url) as s:
-            assert repo.transition_job(s, job_id, from_status="queued", status="running")
+            assert jobs_repo.transition_job(s, job_id, from_status="queued", status="running")
         raise ConnectionError("reply lost")
 
     monkeypatch.setattr(queue, "enqueue_job", enqueue_then_lose_the_reply)

@@ -142,9 +142,9 @@ def test_every_metric_moves_when_its_event_happens(client: TestClient, keys, set
     with session_scope(settings.resolved_database_url) as session:
         job = session.get(Job, silent)
         assert job is not None
-        from app.kit import repositories as repo
+        from app.kit import repository as kit_repo
 
-        long_ago = repo.now() - timedelta(seconds=3600)
+        long_ago = kit_repo.now() - timedelta(seconds=3600)
         job.status, job.started_at, job.heartbeat_at = "running", long_ago, long_ago
     from app.jobs import service as jobs_service
 

@@ -10,9 +10,9 @@ from redis import Redis
 
 from app.jobs import queue, reconcile
 from app.jobs import service as jobs_service
-from app.kit import repositories as repo
 from app.kit.config import Settings
 from app.kit.db.session import session_factory, session_scope
+from app.ledger import repository as ledger_repo
 from app.ledger import service as ledger
 from app.models import Dataset, Job
 from tests.integration.helpers import admit, make_dataset
@@ -40,7 +40,7 @@ def _reconcile(settings: Settings, grace: float = 0.0) -> reconcile.Reconciled:
 
 def _ledger_kinds(settings: Settings, job_id: uuid.UUID) -> list[str]:
     with session_scope(settings.resolved_database_url) as s:
-        return [e.kind for e in repo.all_ledger_entries_for_job(s, job_id)]
+        return [e.kind for e in ledger_repo.all_ledger_entries_for_job(s, job_id)]
 
 
 def test_a_queued_job_missing_from_the_queue_is_enqueued_again(settings: Settings) -> None:

@@ -1,0 +1,96 @@
+"""Jobs' queries, and the compare-and-set that moves a job from one status to the next."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
+
+from app.kit.repository import paginate
+from app.models import Dataset, Job
+
+
+def job_for_tenant(session: Session, job_id: uuid.UUID, tenant: str) -> Job | None:
+    return session.scalar(select(Job).where(Job.id == job_id, Job.tenant == tenant))
+
+
+def job_and_columns_for_tenant(
+    session: Session, job_id: uuid.UUID, tenant: str
+) -> tuple[Job, list[str]] | None:
+    """A job with its dataset's column names, in one query (what a poll needs)."""
+    row = session.execute(
+        select(Job, Dataset.columns)
+        .join(Dataset, Dataset.id == Job.dataset_id)
+        .where(Job.id == job_id, Job.tenant == tenant)
+    ).first()
+    return None if row is None else (row[0], list(row[1]))
+
+
+def job_by_idempotency_key(session: Session, tenant: str, key: str) -> Job | None:
+    return session.scalar(select(Job).where(Job.tenant == tenant, Job.idempotency_key == key))
+
+
+def list_jobs(
+    session: Session,
+    tenant: str,
+    limit: int,
+    cursor: str | None,
+    dataset_id: uuid.UUID | None = None,
+    status: str | None = None,
+) -> tuple[list[Job], str | None]:
+    stmt = select(Job).where(Job.tenant == tenant)
+    if dataset_id is not None:
+        stmt = stmt.where(Job.dataset_id == dataset_id)
+    if status is not None:
+        stmt = stmt.where(Job.status == status)
+    return paginate(session, stmt, Job, limit, cursor)
+
+
+def transition_job(
+    session: Session, job_id: uuid.UUID, *, from_status: str | tuple[str, ...], **values: Any
+) -> bool:
+    """Conditional state change: True only if the job was in `from_status` and now is updated.
+
+    This compare-and-set is what guarantees a job runs (and draws noise) at most once.
+    """
+    statuses = (from_status,) if isinstance(from_status, str) else from_status
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status.in_(statuses))
+        .values(**values)
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def update_running_job(session: Session, job_id: uuid.UUID, **values: Any) -> bool:
+    return transition_job(session, job_id, from_status="running", **values)
+
+
+def stale_running_jobs(session: Session, cutoff: datetime) -> Sequence[Job]:
+    return session.scalars(
+        select(Job).where(
+            Job.status == "running", or_(Job.heartbeat_at < cutoff, Job.heartbeat_at.is_(None))
+        )
+    ).all()
+
+
+def queued_jobs_created_before(
+    session: Session, cutoff: datetime, limit: int = 500
+) -> Sequence[Job]:
+    """Jobs still queued that were admitted before `cutoff`, oldest first."""
+    return session.scalars(
+        select(Job)
+        .where(Job.status == "queued", Job.created_at < cutoff)
+        .order_by(Job.created_at)
+        .limit(limit)
+    ).all()
+
+
+def job_status(session: Session, job_id: uuid.UUID) -> str | None:
+    """The job's status as the database has it now (not as this session last loaded it)."""
+    return session.scalar(select(Job.status).where(Job.id == job_id))

@@ -1,0 +1,164 @@
+"""Jobs' request and response models: the request, its privacy cost, progress and result."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.kit.schemas import JsonInt, ParamInt, RequestBody
+from app.ledger.schemas import Budget
+from app.models import Job
+
+AlgorithmName = Literal["pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd"]
+
+
+AlgorithmChoice = Literal["auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd"]
+
+
+class JobParams(RequestBody):
+    iterations: ParamInt | None = Field(
+        default=None,
+        description="PE-means iterations (HDPE-means: those in the projection; pe-lloyd: its "
+        "PE-means part), FastLloyd's Lloyd steps, or lsh-coreset's tree levels (defaults in "
+        "docs/algorithms.md).",
+    )
+    variations: ParamInt | None = Field(
+        default=None,
+        description="PE-means, HDPE-means, pe-lloyd: initial variations per centroid L.",
+    )
+    projection_dim: ParamInt | None = Field(
+        default=None, description="HDPE-means projection dimension p."
+    )
+
+
+class JobCreate(RequestBody):
+    model_config = ConfigDict(
+        json_schema_extra={"example": {"algorithm": "auto", "k": 4, "epsilon": 1.0}}
+    )
+    algorithm: AlgorithmChoice = Field(
+        default="auto",
+        description="PE-means, HDPE-means (high dimensions), FastLloyd (noisy Lloyd steps), "
+        "lsh-coreset (a private LSH-tree coreset), pe-lloyd (PE-means, then a noisy Lloyd "
+        "step), or auto (chosen from d, the released row count, k and the job's mu: see "
+        "docs/algorithms.md). The job's `algorithm` says which ran.",
+    )
+    k: JsonInt = Field(ge=1, le=10_000, description="Number of cluster centres.")
+    epsilon: float | None = Field(default=None, gt=0, description="This job's epsilon.")
+    delta: float | None = Field(
+        default=None, gt=0, lt=1, description="Default: the dataset's delta."
+    )
+    mu: float | None = Field(default=None, gt=0, description="Or: this job's cost as mu-GDP.")
+    params: JobParams | None = None
+    summaries: bool = Field(
+        default=False,
+        description="Also release private cluster `sizes` and a private `loss` (with its "
+        "standard error) of the centres, paid out of this job's epsilon/mu "
+        "(`privacy.summary_mu`; the centres get the rest).",
+    )
+
+
+class Progress(BaseModel):
+    iteration: int
+    iterations: int
+
+
+class Privacy(BaseModel):
+    mu: float
+    epsilon: float
+    delta: float
+    sigma: float = Field(description="Std of the Gaussian noise per release (sensitivity 1).")
+    iterations: int = Field(description="Number of Gaussian releases.")
+    summary_mu: float | None = Field(
+        default=None,
+        description="With summaries: the part of `mu` spent on them (two more releases); "
+        "`sigma` and `iterations` are then the centres'.",
+    )
+
+
+class JobResult(BaseModel):
+    centers: list[list[float]] = Field(description="k centres in the original coordinates.")
+    columns: list[str]
+    sizes: list[int] | None = Field(
+        default=None,
+        description="With summaries: a noisy count of the rows nearest to each centre "
+        "(floored at 0; differentially private, not the exact counts).",
+    )
+    loss: float | None = Field(
+        default=None,
+        description="With summaries: the noisy k-means loss of the centres, "
+        "the sum over the rows of the squared distance to the nearest centre, divided by "
+        "n_rows_dp.",
+    )
+    loss_se: float | None = Field(
+        default=None,
+        description="The standard deviation of the loss's noise: B * sigma_loss / n_rows_dp, "
+        "where B (between R^2 and (2R)^2) bounds the squared distance from any point of the "
+        "declared domain to its nearest centre (docs/algorithms.md).",
+    )
+
+
+class JobOut(BaseModel):
+    id: uuid.UUID
+    dataset_id: uuid.UUID
+    algorithm: AlgorithmName
+    k: int
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    progress: Progress
+    privacy: Privacy
+    result: JobResult | None = None
+    error: str | None = None
+    cancel_requested: bool = False
+    summaries: bool = False
+    sweep_id: uuid.UUID | None = None
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @classmethod
+    def of(cls, job: Job, columns: list[str]) -> JobOut:
+        result = None
+        if job.status == "succeeded" and job.centers is not None:
+            result = JobResult(
+                centers=job.centers,
+                columns=columns,
+                sizes=job.sizes,
+                loss=job.loss,
+                loss_se=job.loss_se,
+            )
+        return cls(
+            id=job.id,
+            dataset_id=job.dataset_id,
+            algorithm=job.algorithm,
+            k=job.k,
+            status=job.status,
+            progress=Progress(
+                iteration=job.progress_iteration, iterations=job.progress_total or job.iterations
+            ),
+            privacy=Privacy(
+                mu=job.mu,
+                epsilon=job.epsilon,
+                delta=job.delta,
+                sigma=job.sigma,
+                iterations=job.releases,
+                summary_mu=job.summary_mu,
+            ),
+            result=result,
+            error=job.error,
+            cancel_requested=job.cancel_requested,
+            summaries=job.summaries,
+            sweep_id=job.sweep_id,
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+        )
+
+
+class Estimate(BaseModel):
+    algorithm: AlgorithmName
+    privacy: Privacy
+    admissible: bool = Field(description="Whether the job would be admitted now.")
+    budget: Budget = Field(description="The budget now.")
+    budget_after: Budget = Field(description="The budget if the job were admitted now.")

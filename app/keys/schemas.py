@@ -1,0 +1,45 @@
+"""API keys' request and response models."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.kit.schemas import RequestBody
+from app.models import ApiKey
+
+
+class ApiKeyCreate(RequestBody):
+    model_config = ConfigDict(json_schema_extra={"example": {"tenant": "acme", "role": "owner"}})
+    tenant: str = Field(min_length=1, max_length=100)
+    role: Literal["admin", "owner", "analyst"]
+
+
+Role = Literal["admin", "owner", "analyst"]
+
+
+class ApiKeyOut(BaseModel):
+    id: uuid.UUID
+    tenant: str
+    role: Role
+    prefix: str = Field(description="The first characters of the key, to tell keys apart.")
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @classmethod
+    def of(cls, key: ApiKey) -> ApiKeyOut:
+        return cls(
+            id=key.id,
+            tenant=key.tenant,
+            role=key.role,
+            prefix=key.prefix,
+            created_at=key.created_at,
+            revoked_at=key.revoked_at,
+        )
+
+
+class ApiKeyCreated(ApiKeyOut):
+    key: str = Field(description="The secret. Shown only in this response; store it now.")

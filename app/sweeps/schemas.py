@@ -1,0 +1,110 @@
+"""Sweeps' request and response models: the ks, the split cost, each k's private loss."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from app.jobs.schemas import AlgorithmChoice, AlgorithmName, JobParams, Privacy, Progress
+from app.kit.schemas import RequestBody, integral
+from app.ledger.schemas import Budget
+from app.models import Job, Sweep
+
+
+class SweepCreate(RequestBody):
+    model_config = ConfigDict(json_schema_extra={"example": {"ks": [2, 4, 8, 16], "epsilon": 1.0}})
+    ks: list[Annotated[int, Field(ge=1, le=10_000), BeforeValidator(integral)]] = Field(
+        min_length=2,
+        max_length=32,
+        description="The values of k to try (distinct); one job each, with summaries.",
+    )
+    algorithm: AlgorithmChoice = Field(default="auto", description="As for a job.")
+    epsilon: float | None = Field(
+        default=None, gt=0, description="The whole sweep's epsilon (all its jobs together)."
+    )
+    delta: float | None = Field(
+        default=None, gt=0, lt=1, description="Default: the dataset's delta."
+    )
+    mu: float | None = Field(default=None, gt=0, description="Or: the whole sweep's mu-GDP.")
+    params: JobParams | None = None
+
+
+class SweepPrivacy(BaseModel):
+    mu: float = Field(description="The whole sweep's cost (mu-GDP).")
+    epsilon: float
+    delta: float
+    job_mu: float = Field(description="Each job's cost: mu / sqrt(number of ks), rounded down.")
+
+
+class SweepJobEstimate(BaseModel):
+    k: int
+    algorithm: AlgorithmName = Field(description="The method the job would run.")
+    privacy: Privacy
+
+
+class SweepEstimate(BaseModel):
+    privacy: SweepPrivacy
+    jobs: list[SweepJobEstimate] = Field(description="Each job's plan, in increasing k.")
+    admissible: bool = Field(description="Whether the whole sweep would be admitted now.")
+    budget: Budget = Field(description="The budget now.")
+    budget_after: Budget = Field(description="The budget if the sweep were admitted now.")
+
+
+class SweepPoint(BaseModel):
+    k: int
+    job_id: uuid.UUID
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    loss: float | None = Field(description="The job's private loss, once it succeeded.")
+    loss_se: float | None = Field(description="The standard deviation of the loss's noise.")
+
+
+class SweepOut(BaseModel):
+    id: uuid.UUID
+    dataset_id: uuid.UUID
+    algorithm: AlgorithmChoice = Field(description="As requested; each job says which ran.")
+    ks: list[int]
+    status: Literal["queued", "running", "succeeded", "failed", "cancelled"] = Field(
+        description="`succeeded` when every job has; `queued` while none has started; "
+        "`running` while any job is queued or running; else `failed` if any job failed, "
+        "otherwise `cancelled`."
+    )
+    progress: Progress = Field(description="Iterations done and planned, over all its jobs.")
+    privacy: SweepPrivacy
+    jobs: list[SweepPoint]
+    suggested_k: int | None = Field(
+        description="The elbow of the noisy losses (docs/algorithms.md), once every job "
+        "succeeded; null before."
+    )
+    created_at: datetime
+
+    @classmethod
+    def of(cls, sweep: Sweep, jobs: list[Job], suggested_k: int | None, status: str) -> SweepOut:
+        return cls(
+            id=sweep.id,
+            dataset_id=sweep.dataset_id,
+            algorithm=sweep.algorithm,
+            ks=[int(k) for k in sweep.ks],
+            status=status,
+            progress=Progress(
+                iteration=sum(j.progress_iteration for j in jobs),
+                iterations=sum(j.progress_total or j.iterations for j in jobs),
+            ),
+            privacy=SweepPrivacy(
+                mu=sweep.mu, epsilon=sweep.epsilon, delta=sweep.delta, job_mu=sweep.job_mu
+            ),
+            jobs=[
+                SweepPoint(
+                    k=j.k,
+                    job_id=j.id,
+                    status=j.status,
+                    loss=j.loss if j.status == "succeeded" else None,
+                    loss_se=j.loss_se if j.status == "succeeded" else None,
+                )
+                for j in jobs
+            ],
+            suggested_k=suggested_k,
+            created_at=sweep.created_at,
+        )
