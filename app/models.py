@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -21,6 +22,41 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.kit.db.base import Base, utcnow
+
+
+class Role(StrEnum):
+    """What an API key may do (docs/api.md, "Auth and isolation")."""
+
+    ADMIN = "admin"
+    OWNER = "owner"
+    ANALYST = "analyst"
+
+
+class JobStatus(StrEnum):
+    """A job's states; the jobs service alone moves a job between them (compare-and-set)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+# A job in one of these states has finished: nothing moves it again.
+FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class LedgerKind(StrEnum):
+    """The kinds of ledger entries (LedgerEntry.kind)."""
+
+    CAP = "cap"
+    COUNT = "count"
+    RESERVE = "reserve"
+    COMMIT = "commit"
+    REFUND = "refund"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
 
 
 class ApiKey(Base):
@@ -111,7 +147,7 @@ class Job(Base):
     sigma: Mapped[float] = mapped_column(Float)
     releases: Mapped[int] = mapped_column(Integer)
     iterations: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(20), default="queued")
+    status: Mapped[str] = mapped_column(String(20), default=JobStatus.QUEUED)
     progress_iteration: Mapped[int] = mapped_column(Integer, default=0)
     progress_total: Mapped[int] = mapped_column(Integer, default=0)
     centers: Mapped[list[Any] | None] = mapped_column(JSON, default=None)

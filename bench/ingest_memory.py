@@ -89,7 +89,8 @@ def _peak_rss_mib() -> float:
 
 def child(path: Path, dest: Path) -> None:
     """Ingest `path` the way the API does (a seekable binary file object) and report as JSON."""
-    from app.datasets.ingest import ingest_file, open_matrix
+    from app.datasets.ingest import ingest_file
+    from app.datasets.storage import open_rows as open_matrix
 
     baseline_mib = _peak_rss_mib()
     started = time.perf_counter()

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from app.datasets import service as datasets_service
+from app.datasets import storage
 from app.jobs import repository as jobs_repo
 from app.jobs import service as jobs_service
 from app.kit import repository as kit_repo
@@ -111,11 +112,7 @@ def run_clustering_job(job_id: str) -> str:
         count = datasets_service.planning_count(dataset)
 
     try:
-        from app.datasets.ingest import open_matrix
-
-        if path is None:
-            raise FileNotFoundError("dataset rows were deleted")
-        X = open_matrix(path)  # type: ignore[arg-type]
+        X = storage.open_rows(path)
     except (OSError, ValueError) as exc:
         # Nothing noisy can have been produced yet: fail and refund. The error (it names the
         # server's storage path) goes to the operator's log, not into the job that analysts read.

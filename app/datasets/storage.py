@@ -22,6 +22,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+
 PARTIAL_UPLOAD_GLOB = ".ingest-*.npy.part"  # as written by app.datasets.ingest._MatrixWriter
 DATASET_FILE = re.compile(r"[0-9a-f]{32}\.npy")  # a dataset id's hex: app.datasets.service
 STALE_AFTER_SECONDS = 3600.0
@@ -94,3 +97,16 @@ def remove_orphaned_dataset_files(
             continue
         removed.append(RemovedFile(path, stat.st_size, now - stat.st_mtime))
     return removed
+
+
+def open_rows(stored: str | Path | None) -> npt.NDArray[np.float64]:
+    """Memory-map a dataset's stored rows: read-only, float64, (n_rows, n_cols).
+
+    `stored` is the dataset's `storage_path`; None (rows deleted) raises FileNotFoundError, and a
+    file that is not a matrix written by the ingest raises ValueError."""
+    if stored is None:
+        raise FileNotFoundError("dataset rows were deleted")
+    matrix = np.load(stored, mmap_mode="r", allow_pickle=False)
+    if matrix.dtype != np.dtype("<f8") or matrix.ndim != 2 or not matrix.flags.c_contiguous:
+        raise ValueError(f"{stored} is not a matrix written by ingest_file")
+    return matrix

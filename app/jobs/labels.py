@@ -9,12 +9,12 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
 
+from app.datasets import storage
 from app.kit.errors import Conflict, Gone
 from app.models import Dataset, Job
 
@@ -32,8 +32,6 @@ class LabelSource:
 def open_labels(session: Session, job: Job) -> LabelSource:
     """The rows and released centres of a succeeded job; 409 if it has not succeeded, 410 if
     the dataset's rows were deleted."""
-    from app.datasets.ingest import open_matrix
-
     if job.status != "succeeded" or job.centers is None:
         raise Conflict(
             f"labels exist only for a succeeded job; this one is {job.status}",
@@ -44,7 +42,7 @@ def open_labels(session: Session, job: Job) -> LabelSource:
     if dataset is None or dataset.deleted_at is not None or dataset.storage_path is None:
         raise Gone(deleted, code="rows-deleted")
     try:
-        matrix = open_matrix(Path(dataset.storage_path))
+        matrix = storage.open_rows(dataset.storage_path)
     except OSError as exc:  # removed between the check and here
         raise Gone(deleted, code="rows-deleted") from exc
     return LabelSource(

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from app.datasets.ingest import IngestedMatrix, ingest_file, open_matrix
+from app.datasets.ingest import IngestedMatrix, ingest_file
+from app.datasets.storage import open_rows as open_matrix
 from app.kit.errors import UploadError
 
 

@@ -1,9 +1,9 @@
 """Dataset ingestion: stream an uploaded CSV, .npy or Parquet file into a validated float64 .npy.
 
 The upload is read in chunks (never whole), checked completely, and written as a C-ordered
-little-endian float64 `.npy` that the worker memory-maps with `open_matrix`. The output is
-written to a hidden temporary file in `dest_dir` and renamed to its final name only once every
-value has been validated, so a rejected upload leaves nothing behind.
+little-endian float64 `.npy` that the worker memory-maps with `app.datasets.storage.open_rows`.
+The output is written to a hidden temporary file in `dest_dir` and renamed to its final name
+only once every value has been validated, so a rejected upload leaves nothing behind.
 
 Values are stored exactly as uploaded; `app.datasets.service` then clips the stored rows into
 the declared domain before the dataset exists.
@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from app.kit.errors import UploadError
 
-__all__ = ["IngestedMatrix", "ingest_file", "open_matrix"]
+__all__ = ["IngestedMatrix", "ingest_file"]
 
 _READ_CHUNK = 1 << 20
 # pyarrow's streaming CSV reader holds a few dozen blocks in flight: peak memory grows with the
@@ -154,14 +154,6 @@ def ingest_file(
     return IngestedMatrix(
         path=final_path, n_rows=writer.n_rows, n_cols=len(selected), columns=list(selected)
     )
-
-
-def open_matrix(path: Path) -> npt.NDArray[np.float64]:
-    """Memory-map a matrix written by `ingest_file`: read-only, float64, (n_rows, n_cols)."""
-    matrix = np.load(path, mmap_mode="r", allow_pickle=False)
-    if matrix.dtype != np.dtype("<f8") or matrix.ndim != 2 or not matrix.flags.c_contiguous:
-        raise ValueError(f"{path} is not a matrix written by ingest_file")
-    return matrix
 
 
 # --------------------------------------------------------------------------------------------
