@@ -45,13 +45,13 @@ def run_create(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from app.keys import repository as keys_repo
+    from app.keys.service import list_keys
     from app.kit.db.session import session_scope
 
     with session_scope(_db_url()) as session:
         cursor: str | None = None
         while True:
-            items, cursor = keys_repo.list_api_keys(session, 200, cursor, args.tenant)
+            items, cursor = list_keys(session, 200, cursor, args.tenant)
             for k in items:
                 state = f"revoked {k.revoked_at:%Y-%m-%d}" if k.revoked_at else "active"
                 print(f"{k.id}  {k.tenant:<20} {k.role:<8} {k.prefix}…  {state}")

@@ -7,12 +7,12 @@ import uuid
 
 from fastapi import APIRouter
 
-from app.keys import repository as repo
 from app.keys import service as keys_service
 from app.keys.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyOut
 from app.kit.deps import CurrentKey, PageCursor, PageLimit, SessionDep, UnitOfWorkRoute, require
 from app.kit.problems import responses
 from app.kit.schemas import Page
+from app.models import Role
 
 router = APIRouter(prefix="/v1/api-keys", tags=["keys"], route_class=UnitOfWorkRoute)
 me_router = APIRouter(prefix="/v1", tags=["keys"], route_class=UnitOfWorkRoute)
@@ -21,9 +21,8 @@ me_router = APIRouter(prefix="/v1", tags=["keys"], route_class=UnitOfWorkRoute)
 @router.post("", status_code=201, response_model=ApiKeyCreated, responses=responses(401, 403, 422))
 def keys_create(body: ApiKeyCreate, session: SessionDep, key: CurrentKey) -> ApiKeyCreated:
     """Create an API key (admin only). The secret `key` is shown in this response only."""
-    require(key, "admin")
-    created = keys_service.create_key(session, tenant=body.tenant, role=body.role)
-    session.commit()
+    require(key, Role.ADMIN)
+    created = keys_service.create_and_commit(session, tenant=body.tenant, role=body.role)
     return ApiKeyCreated(**ApiKeyOut.of(created.key).model_dump(), key=created.secret)
 
 
@@ -35,17 +34,16 @@ def keys_list(
     cursor: PageCursor = None,
     tenant: str | None = None,
 ) -> Page[ApiKeyOut]:
-    require(key, "admin")
-    items, nxt = repo.list_api_keys(session, limit, cursor, tenant)
+    require(key, Role.ADMIN)
+    items, nxt = keys_service.list_keys(session, limit, cursor, tenant)
     return Page[ApiKeyOut](items=[ApiKeyOut.of(k) for k in items], next_cursor=nxt)
 
 
 @router.delete("/{key_id}", response_model=ApiKeyOut, responses=responses(401, 403, 404))
 def keys_revoke(key_id: uuid.UUID, session: SessionDep, key: CurrentKey) -> ApiKeyOut:
     """Revoke an API key (admin only); it stops working at once."""
-    require(key, "admin")
-    revoked = keys_service.revoke_key(session, key_id)
-    session.commit()
+    require(key, Role.ADMIN)
+    revoked = keys_service.revoke_and_commit(session, key_id)
     return ApiKeyOut.of(revoked)
 
 

@@ -9,22 +9,22 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.kit.schemas import RequestBody
-from app.models import ApiKey
+from app.models import ApiKey, Role
+
+# The roles as the schema states them (an enum of strings), from the one definition.
+RoleName = Literal[Role.ADMIN, Role.OWNER, Role.ANALYST]
 
 
 class ApiKeyCreate(RequestBody):
     model_config = ConfigDict(json_schema_extra={"example": {"tenant": "acme", "role": "owner"}})
     tenant: str = Field(min_length=1, max_length=100)
-    role: Literal["admin", "owner", "analyst"]
-
-
-Role = Literal["admin", "owner", "analyst"]
+    role: RoleName
 
 
 class ApiKeyOut(BaseModel):
     id: uuid.UUID
     tenant: str
-    role: Role
+    role: RoleName
     prefix: str = Field(description="The first characters of the key, to tell keys apart.")
     created_at: datetime
     revoked_at: datetime | None

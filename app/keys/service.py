@@ -15,9 +15,9 @@ from app.keys import repository as repo
 from app.kit import repository as kit_repo
 from app.kit.db.base import utcnow
 from app.kit.errors import InvalidParameter, NotFound, Unauthorized
-from app.models import ApiKey
+from app.models import ApiKey, Role
 
-ROLES = ("admin", "owner", "analyst")
+ROLES = tuple(Role)
 ADMIN_TENANT = "admin"
 KEY_PREFIX = "pck_"
 
@@ -48,6 +48,20 @@ def create_key(session: Session, *, tenant: str, role: str) -> CreatedKey:
     return CreatedKey(key=key, secret=secret)
 
 
+def create_and_commit(session: Session, *, tenant: str, role: str) -> CreatedKey:
+    """`create_key` as a request's whole unit of work."""
+    created = create_key(session, tenant=tenant, role=role)
+    session.commit()
+    return created
+
+
+def list_keys(
+    session: Session, limit: int, cursor: str | None, tenant: str | None = None
+) -> tuple[list[ApiKey], str | None]:
+    """A page of API keys (newest first), optionally of one tenant; secrets are never stored."""
+    return repo.list_api_keys(session, limit, cursor, tenant)
+
+
 def authenticate(session: Session, secret: str | None) -> ApiKey:
     if not secret:
         raise Unauthorized(
@@ -69,12 +83,20 @@ def revoke_key(session: Session, key_id: uuid.UUID) -> ApiKey:
     return key
 
 
+def revoke_and_commit(session: Session, key_id: uuid.UUID) -> ApiKey:
+    """`revoke_key` as a request's whole unit of work: the key stops working at once."""
+    key = revoke_key(session, key_id)
+    session.commit()
+    return key
+
+
 def ensure_admin_token(session: Session, token: str) -> None:
     """Make a configured PRIVCLUST_ADMIN_TOKEN a valid admin key (idempotent)."""
     digest = hash_key(token)
     if repo.api_key_by_hash(session, digest) is None:
         kit_repo.add(
-            session, ApiKey(tenant=ADMIN_TENANT, role="admin", key_hash=digest, prefix=token[:12])
+            session,
+            ApiKey(tenant=ADMIN_TENANT, role=Role.ADMIN, key_hash=digest, prefix=token[:12]),
         )
 
 
@@ -90,7 +112,7 @@ def bootstrap_admin(session: Session, configured: str | None, data_dir: Path) ->
         return None
     if repo.active_admin_exists(session):
         return None
-    created = create_key(session, tenant=ADMIN_TENANT, role="admin")
+    created = create_key(session, tenant=ADMIN_TENANT, role=Role.ADMIN)
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / "admin-token"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

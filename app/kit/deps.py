@@ -28,7 +28,7 @@ from app.keys import service as keys_service
 from app.kit.config import Settings
 from app.kit.db.session import finish
 from app.kit.errors import Forbidden
-from app.models import ApiKey
+from app.models import ApiKey, Role
 
 _bearer = HTTPBearer(auto_error=False, description="An API key: `Authorization: Bearer <key>`")
 
@@ -181,7 +181,7 @@ async def get_tenant_member(
     request: Request,
     creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> KeyClaim:
-    return _claim(request, creds, "owner", "analyst")
+    return _claim(request, creds, Role.OWNER, Role.ANALYST)
 
 
 TenantKey = Annotated[ApiKey, Depends(get_tenant_member)]

@@ -9,9 +9,9 @@ from fastapi import APIRouter
 from app.datasets import service as datasets_service
 from app.kit.deps import SessionDep, TenantKey, UnitOfWorkRoute, require
 from app.kit.problems import responses
-from app.ledger import repository as repo
 from app.ledger import service as ledger
 from app.ledger.schemas import Budget, BudgetPatch, LedgerEntryOut, LedgerOut
+from app.models import Role
 
 router = APIRouter(prefix="/v1/datasets", tags=["budget"], route_class=UnitOfWorkRoute)
 
@@ -37,15 +37,9 @@ def budget_update(
 ) -> Budget:
     """Change the cap (audited in the ledger); it can never go below what is spent, including
     the noisy row count released at upload."""
-    require(key, "owner")
+    require(key, Role.OWNER)
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
-    delta = dataset.delta if body.delta is None else body.delta
-    datasets_service.check_budget(body.epsilon, delta)
-    ledger.begin_budget_transaction(session)
-    dataset = ledger.change_cap(session, dataset_id, body.epsilon, delta, key.id)
-    out = Budget.of(ledger.budget(session, dataset))
-    session.commit()
-    return out
+    return Budget.of(ledger.update_cap(session, dataset, body.epsilon, body.delta, key.id))
 
 
 @router.get(
@@ -56,9 +50,9 @@ def budget_update(
 def ledger_get(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) -> LedgerOut:
     """The append-only ledger entries behind the budget, oldest first."""
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
-    entries = repo.ledger_entries(session, dataset.id)
+    entries, budget = ledger.entries_and_budget(session, dataset)
     return LedgerOut(
         dataset_id=dataset.id,
         entries=[LedgerEntryOut.of(e) for e in entries],
-        budget=Budget.of(ledger.view(dataset, ledger.replay(entries))),
+        budget=Budget.of(budget),
     )

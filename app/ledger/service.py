@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
@@ -19,7 +19,7 @@ from app.kit import repository as kit_repo
 from app.kit.db.session import IMMEDIATE
 from app.kit.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
 from app.ledger import repository as repo
-from app.models import Dataset, Job, LedgerEntry
+from app.models import Dataset, Job, LedgerEntry, LedgerKind
 from privclust.privacy import budget as bmath
 from privclust.privacy.gdp import PrivacyParameterError, noise_multiplier
 
@@ -69,19 +69,19 @@ def replay(entries: Iterable[LedgerEntry]) -> LedgerState:
     """Fold the entries, in order, into the budget state."""
     state = LedgerState(mu_cap=0.0)
     for entry in entries:
-        if entry.kind == "cap" and entry.mu is not None:
+        if entry.kind == LedgerKind.CAP and entry.mu is not None:
             state.mu_cap = float(entry.mu)
-        elif entry.kind == "count" and entry.mu is not None:
+        elif entry.kind == LedgerKind.COUNT and entry.mu is not None:
             state.dataset_releases.append(float(entry.mu))
         elif entry.job_id is None:
             continue
-        elif entry.kind == "reserve" and entry.mu is not None:
+        elif entry.kind == LedgerKind.RESERVE and entry.mu is not None:
             state.reserved[entry.job_id] = float(entry.mu)
             state.jobs += 1
-        elif entry.kind == "commit":
+        elif entry.kind == LedgerKind.COMMIT:
             if entry.job_id in state.reserved:
                 state.spent[entry.job_id] = state.reserved.pop(entry.job_id)
-        elif entry.kind == "refund":
+        elif entry.kind == LedgerKind.REFUND:
             state.reserved.pop(entry.job_id, None)
     return state
 
@@ -149,7 +149,7 @@ def open_dataset_budget(session: Session, dataset: Dataset, actor: uuid.UUID | N
         session,
         LedgerEntry(
             dataset_id=dataset.id,
-            kind="cap",
+            kind=LedgerKind.CAP,
             actor_key_id=actor,
             mu=dataset.mu_cap,
             epsilon=dataset.epsilon,
@@ -162,7 +162,7 @@ def open_dataset_budget(session: Session, dataset: Dataset, actor: uuid.UUID | N
             session,
             LedgerEntry(
                 dataset_id=dataset.id,
-                kind="count",
+                kind=LedgerKind.COUNT,
                 actor_key_id=actor,
                 mu=dataset.count_mu,
                 sigma=noise_multiplier(dataset.count_mu, 1),  # as release_count draws it
@@ -212,7 +212,7 @@ def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID 
         session,
         LedgerEntry(
             dataset_id=dataset_id,
-            kind="reserve",
+            kind=LedgerKind.RESERVE,
             job_id=job.id,
             sweep_id=job.sweep_id,
             actor_key_id=actor,
@@ -243,7 +243,7 @@ def commit(session: Session, job: Job) -> None:
         session,
         LedgerEntry(
             dataset_id=job.dataset_id,
-            kind="commit",
+            kind=LedgerKind.COMMIT,
             job_id=job.id,
             sweep_id=job.sweep_id,
             mu=job.mu,
@@ -257,15 +257,15 @@ def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None
     """Give a reservation back. Only for jobs that never reached `commit` (no noise drawn)."""
     entries = repo.all_ledger_entries_for_job(session, job.id)
     kinds = {e.kind for e in entries}
-    if "commit" in kinds:
+    if LedgerKind.COMMIT in kinds:
         raise RuntimeError("refusing to refund a job whose noise may have been drawn")
-    if "refund" in kinds or "reserve" not in kinds:
+    if LedgerKind.REFUND in kinds or "reserve" not in kinds:
         return
     kit_repo.add(
         session,
         LedgerEntry(
             dataset_id=job.dataset_id,
-            kind="refund",
+            kind=LedgerKind.REFUND,
             job_id=job.id,
             sweep_id=job.sweep_id,
             actor_key_id=actor,
@@ -276,7 +276,11 @@ def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None
 
 
 def record(
-    session: Session, job: Job, kind: str, note: str | None = None, actor: uuid.UUID | None = None
+    session: Session,
+    job: Job,
+    kind: LedgerKind | str,
+    note: str | None = None,
+    actor: uuid.UUID | None = None,
 ) -> None:
     """An audit-only entry (succeeded, failed, cancelled): it never changes the budget."""
     kit_repo.add(
@@ -292,6 +296,40 @@ def record(
     )
 
 
+def check_cap(epsilon: float, delta: float) -> float:
+    """Validate a dataset's (epsilon, delta) cap and return mu_cap (errors name the field)."""
+    try:
+        return bmath.cap_from_epsilon_delta(epsilon, delta)
+    except PrivacyParameterError as exc:
+        raise InvalidParameter(str(exc), field=exc.field or "epsilon") from exc
+
+
+def update_cap(
+    session: Session,
+    dataset: Dataset,
+    epsilon: float,
+    delta: float | None,
+    actor: uuid.UUID | None,
+) -> BudgetView:
+    """The owner's cap change as one transaction: validated (delta defaults to the dataset's),
+    then written under the budget lock, audited in the ledger, and committed."""
+    delta = dataset.delta if delta is None else delta
+    check_cap(epsilon, delta)
+    begin_budget_transaction(session)
+    changed = change_cap(session, dataset.id, epsilon, delta, actor)
+    result = budget(session, changed)
+    session.commit()
+    return result
+
+
+def entries_and_budget(
+    session: Session, dataset: Dataset
+) -> tuple[Sequence[LedgerEntry], BudgetView]:
+    """The dataset's ledger entries, oldest first, and the budget they replay to."""
+    entries = repo.ledger_entries(session, dataset.id)
+    return entries, view(dataset, replay(entries))
+
+
 def change_cap(
     session: Session, dataset_id: uuid.UUID, epsilon: float, delta: float, actor: uuid.UUID | None
 ) -> Dataset:
@@ -300,10 +338,7 @@ def change_cap(
     Everything is checked before the cap is written: a cap the budget arithmetic cannot
     represent is refused (422 naming `epsilon`) and changes nothing.
     """
-    try:
-        mu_cap = bmath.cap_from_epsilon_delta(epsilon, delta)
-    except PrivacyParameterError as exc:
-        raise InvalidParameter(str(exc), field=exc.field or "epsilon") from exc
+    mu_cap = check_cap(epsilon, delta)
     dataset = repo.lock_dataset(session, dataset_id)
     if dataset is None:
         raise NotFound("no such dataset")
@@ -325,7 +360,7 @@ def change_cap(
         session,
         LedgerEntry(
             dataset_id=dataset_id,
-            kind="cap",
+            kind=LedgerKind.CAP,
             actor_key_id=actor,
             mu=mu_cap,
             epsilon=epsilon,
