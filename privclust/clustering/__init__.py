@@ -16,6 +16,7 @@ from privclust.clustering.auto import (
     AUTO_PE_LLOYD_MAX_MU_HIGH_DIM,
     choose_algorithm,
 )
+from privclust.clustering.choices import ALGORITHMS, RELATIONS, Algorithm, Relation
 from privclust.clustering.dispatch import cluster
 from privclust.clustering.errors import ClusteringInputError
 from privclust.clustering.fastlloyd import fastlloyd
@@ -34,12 +35,16 @@ from privclust.clustering.result import ClusteringResult
 from privclust.clustering.summaries import SweepResult, suggest_k, sweep
 
 __all__ = [
+    "ALGORITHMS",
     "AUTO_HDPE_ABOVE_DIM",
     "AUTO_PE_LLOYD_MAX_MU_HIGH_DIM",
     "DEFAULT_MAX_POPULATION",
     "DEFAULT_PROJECTION_DIM",
+    "RELATIONS",
+    "Algorithm",
     "ClusteringInputError",
     "ClusteringResult",
+    "Relation",
     "RunPlan",
     "SweepResult",
     "choose_algorithm",
