@@ -35,7 +35,7 @@ from app.keys import service as keys_service
 from app.kit import problems
 from app.kit.config import Settings, get_settings
 from app.kit.db.session import read_session_factory, session_factory, unit_of_work
-from app.kit.deps import configure_threads, require
+from app.kit.deps import check_claim_before_validation, configure_threads, require
 from app.kit.errors import BudgetExceeded, PrivclustError
 from app.ledger import endpoints as ledger_endpoints
 from app.models import ApiKey
@@ -285,7 +285,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         settings.resolved_database_url, pool_size=pool_size
     )
     app.state.metrics = Metrics(settings, app.state.sessionmaker)
-    problems.install(app)
+    problems.install(app, check_claim_before_validation)
     app.add_exception_handler(BudgetExceeded, metrics.budget_refused)
 
     app.add_middleware(_UploadGate, limit=settings.max_upload_bytes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -14,7 +15,6 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.kit.deps import check_claim_before_validation
 from app.kit.errors import PrivclustError
 
 log = logging.getLogger("privclust.api")
@@ -82,98 +82,134 @@ def _field_of(loc: Any) -> str:
     return ".".join(parts) or "body"
 
 
-def install(app: FastAPI) -> None:
-    @app.exception_handler(PrivclustError)
-    async def _domain(_: Request, exc: PrivclustError) -> JSONResponse:
-        return problem_response(exc.status, exc.code, exc.title, exc.detail, **exc.extra)
+# Checks a request's credentials before its 422 is sent (app.keys.auth): installed by the app.
+CredentialCheck = Callable[[Request], Awaitable[None]]
 
-    @app.exception_handler(RequestValidationError)
-    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+
+def install(app: FastAPI, check_credentials: CredentialCheck) -> None:
+    """Register the handlers that turn every error into a problem document.
+
+    `check_credentials` runs before a validation error is answered, so a caller without a
+    valid key gets its 401/403, never a 422 that describes what the route accepts."""
+    app.add_exception_handler(PrivclustError, _domain_error)
+    app.add_exception_handler(RequestValidationError, _validation_handler(check_credentials))
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(DBAPIError, _database_down)
+    app.add_exception_handler(Exception, _unexpected)
+    app.add_exception_handler(RedisConnectionError, _queue_down)
+    app.add_exception_handler(RedisTimeoutError, _queue_down)
+
+
+async def _domain_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, PrivclustError)
+    return problem_response(exc.status, exc.code, exc.title, exc.detail, **exc.extra)
+
+
+async def _answer_as_handled(request: Request, denied: Exception) -> JSONResponse | None:
+    """The response the app's own handler gives `denied` (a 401/403, or a 503 when the
+    database is down), or None when no specific handler takes it."""
+    for cls in type(denied).__mro__:
+        handler = request.app.exception_handlers.get(cls)
+        if handler is not None and cls is not Exception:
+            response: JSONResponse = await handler(request, denied)
+            return response
+    return None
+
+
+def _validation_handler(
+    check_credentials: CredentialCheck,
+) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
+    async def _validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
         try:
-            await check_claim_before_validation(request)
+            await check_credentials(request)
         except Exception as denied:  # 401/403, or 503 when the database is down
-            for cls in type(denied).__mro__:
-                handler = request.app.exception_handlers.get(cls)
-                if handler is not None and cls is not Exception:
-                    response: JSONResponse = await handler(request, denied)
-                    return response
-            raise
-        ctype = request.headers.get("content-type", "")
-        if (
-            request.method == "POST"
-            and request.url.path.rstrip("/") == "/v1/datasets"
-            and not ctype.startswith("multipart/form-data")
-        ):
-            return problem_response(
-                415,
-                "unsupported-media-type",
-                "Unsupported media type",
-                "upload a dataset as multipart/form-data with a `file` part",
-            )
-        errors = [
-            {
-                # A body that is not JSON at all has no field: its loc holds a byte offset.
-                "field": "body" if e.get("type") == "json_invalid" else _field_of(e.get("loc", ())),
-                "message": e.get("msg", ""),
-            }
-            for e in exc.errors()
-        ]
-        first = errors[0] if errors else {"field": "body", "message": "invalid request"}
+            handled = await _answer_as_handled(request, denied)
+            if handled is None:
+                raise
+            return handled
+        return _validation_problem(request, exc)
+
+    return _validation
+
+
+def _validation_problem(request: Request, exc: RequestValidationError) -> JSONResponse:
+    ctype = request.headers.get("content-type", "")
+    if (
+        request.method == "POST"
+        and request.url.path.rstrip("/") == "/v1/datasets"
+        and not ctype.startswith("multipart/form-data")
+    ):
+        return problem_response(
+            415,
+            "unsupported-media-type",
+            "Unsupported media type",
+            "upload a dataset as multipart/form-data with a `file` part",
+        )
+    errors = [
+        {
+            # A body that is not JSON at all has no field: its loc holds a byte offset.
+            "field": "body" if e.get("type") == "json_invalid" else _field_of(e.get("loc", ())),
+            "message": e.get("msg", ""),
+        }
+        for e in exc.errors()
+    ]
+    first = errors[0] if errors else {"field": "body", "message": "invalid request"}
+    return problem_response(
+        422,
+        "invalid-parameter",
+        "Invalid parameter",
+        f"{first['field']}: {first['message']}",
+        field=first["field"],
+        errors=errors,
+    )
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400 and exc.detail == _BODY_PARSE_ERROR:
+        # FastAPI's answer to a JSON body it cannot even decode (e.g. not UTF-8). A body
+        # that is not valid JSON is already a 422 `invalid-parameter`: so is this one.
         return problem_response(
             422,
             "invalid-parameter",
             "Invalid parameter",
-            f"{first['field']}: {first['message']}",
-            field=first["field"],
-            errors=errors,
+            "body: the request body could not be parsed as JSON",
+            field="body",
+            errors=[{"field": "body", "message": "not a JSON document"}],
         )
+    code = _STATUS_CODES.get(exc.status_code, "error")
+    return problem_response(
+        exc.status_code, code, code.replace("-", " ").capitalize(), str(exc.detail)
+    )
 
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code == 400 and exc.detail == _BODY_PARSE_ERROR:
-            # FastAPI's answer to a JSON body it cannot even decode (e.g. not UTF-8). A body
-            # that is not valid JSON is already a 422 `invalid-parameter`: so is this one.
-            return problem_response(
-                422,
-                "invalid-parameter",
-                "Invalid parameter",
-                "body: the request body could not be parsed as JSON",
-                field="body",
-                errors=[{"field": "body", "message": "not a JSON document"}],
-            )
-        code = _STATUS_CODES.get(exc.status_code, "error")
-        return problem_response(
-            exc.status_code, code, code.replace("-", " ").capitalize(), str(exc.detail)
-        )
 
-    @app.exception_handler(DBAPIError)
-    async def _db_down(_: Request, exc: DBAPIError) -> JSONResponse:
-        log.error("database error: %s", exc)
-        return problem_response(
-            503,
-            "database-unavailable",
-            "Database unavailable",
-            "the database could not be reached; nothing was changed",
-        )
+async def _database_down(_: Request, exc: Exception) -> JSONResponse:
+    log.error("database error: %s", exc)
+    return problem_response(
+        503,
+        "database-unavailable",
+        "Database unavailable",
+        "the database could not be reached; nothing was changed",
+    )
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        # A bug, not a client error: still a problem document, never a text/plain page.
-        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-        return problem_response(
-            500, "internal-error", "Internal server error", "an unexpected error; it was logged"
-        )
 
-    @app.exception_handler(RedisConnectionError)
-    @app.exception_handler(RedisTimeoutError)
-    async def _redis_down(_: Request, exc: Exception) -> JSONResponse:
-        log.error("redis error: %s", exc)
-        return problem_response(
-            503,
-            "queue-unavailable",
-            "Job queue unavailable",
-            "the job queue (Redis) could not be reached; nothing was charged",
-        )
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    # A bug, not a client error: still a problem document, never a text/plain page.
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return problem_response(
+        500, "internal-error", "Internal server error", "an unexpected error; it was logged"
+    )
+
+
+async def _queue_down(_: Request, exc: Exception) -> JSONResponse:
+    log.error("redis error: %s", exc)
+    return problem_response(
+        503,
+        "queue-unavailable",
+        "Job queue unavailable",
+        "the job queue (Redis) could not be reached; nothing was charged",
+    )
 
 
 PROBLEM_SCHEMA_REF = {"$ref": "#/components/schemas/Problem"}
