@@ -41,14 +41,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.jobs import queue
 from app.kit.config import Settings
+from app.models import JobStatus
 from app.ops import repository as repo
+from privclust.clustering import Algorithm
 
 log = logging.getLogger("privclust.metrics")
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
-ALGORITHMS = ("pe-means", "hdpe-means", "fastlloyd", "lsh-coreset")
+JOB_STATUSES = tuple(str(status) for status in JobStatus)
+# Every method a job can run ("auto" resolves to one of them), so each has a series from start.
+ALGORITHMS = tuple(str(a) for a in Algorithm if a != Algorithm.AUTO)
 JOB_DURATION_BOUNDS = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0)
 UPLOAD_PATH = "/v1/datasets"
 
@@ -110,7 +113,7 @@ class StateCollector(Collector):
             "privclust_jobs_failed", "Jobs that ended failed, by algorithm", labels=["algorithm"]
         )
         for algorithm in algorithms:
-            failed.add_metric([algorithm], by_pair.get(("failed", algorithm), 0))
+            failed.add_metric([algorithm], by_pair.get((JobStatus.FAILED, algorithm), 0))
         yield failed
         yield CounterMetricFamily(
             "privclust_jobs_swept",

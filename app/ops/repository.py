@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
-from app.models import Dataset, Job
+from app.models import Dataset, Job, JobStatus
 
 
 def job_counts(session: Session) -> Sequence[tuple[str, str, int]]:
@@ -22,7 +22,9 @@ def job_counts(session: Session) -> Sequence[tuple[str, str, int]]:
 def count_failed_jobs_with_error(session: Session, error: str) -> int:
     return int(
         session.scalar(
-            select(func.count()).select_from(Job).where(Job.status == "failed", Job.error == error)
+            select(func.count())
+            .select_from(Job)
+            .where(Job.status == JobStatus.FAILED, Job.error == error)
         )
         or 0
     )
