@@ -6,19 +6,25 @@ import base64
 import json
 import uuid
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Select, and_, or_
 from sqlalchemy.orm import Session
 
 from app.kit.db.base import utcnow
 from app.kit.errors import InvalidParameter
-from app.models import ApiKey, Dataset, Job, Sweep
 
 T = TypeVar("T")
 
 
-M = TypeVar("M", ApiKey, Dataset, Job, Sweep)
+class KeysetRow(Protocol):
+    """A table listed by keyset pagination: rows ordered by (created_at, id)."""
+
+    created_at: datetime
+    id: uuid.UUID
+
+
+M = TypeVar("M", bound=KeysetRow)
 
 
 def add(session: Session, obj: T) -> T:
@@ -45,10 +51,11 @@ def paginate(
     session: Session, stmt: Select[Any], model: type[M], limit: int, cursor: str | None
 ) -> tuple[list[M], str | None]:
     """Newest first; the cursor is the (created_at, id) of the last item of the previous page."""
+    table: Any = model  # the mapped class: its attributes are SQL columns here
     if cursor:
         ts, id_ = _decode_cursor(cursor)
-        stmt = stmt.where(or_(model.created_at < ts, and_(model.created_at == ts, model.id < id_)))
-    stmt = stmt.order_by(model.created_at.desc(), model.id.desc()).limit(limit + 1)
+        stmt = stmt.where(or_(table.created_at < ts, and_(table.created_at == ts, table.id < id_)))
+    stmt = stmt.order_by(table.created_at.desc(), table.id.desc()).limit(limit + 1)
     rows: list[M] = list(session.scalars(stmt))
     nxt = (
         encode_cursor(rows[limit - 1].created_at, rows[limit - 1].id) if len(rows) > limit else None
