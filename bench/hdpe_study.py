@@ -31,9 +31,9 @@ from datasets import load
 
 from privclust.clustering.hdpe import cluster_grid_sums, noisy_means, project_rows
 from privclust.clustering.metrics import kmeans_loss
+from privclust.clustering.nearest import nearest_candidates
 from privclust.clustering.params import default_hdpe_iterations, default_pe_iterations, start_run
 from privclust.clustering.pe import evolve
-from privclust.clustering.voting import nearest_candidates
 
 
 def exact_means_loss(X: np.ndarray, labels: np.ndarray, k: int) -> float:

@@ -10,7 +10,7 @@ Sections (`table` by default; pick with --sections):
   scale    d = 16, k = 16, epsilon 1 at N = 20k, 100k and 1M: time, peak RSS, loss vs KMeans
   cap      the population cap (max_population) at N = 100k and 1M: time and loss per cap
   backend  nearest-candidate search: the exact backends (KD-tree, chunked BLAS, grouped) and
-           the vote's search (privclust.clustering.voting.vote_index / vote_labels), by d
+           the vote's search (privclust.clustering.vote_cells.vote_index, vote.vote_labels), by d
 
 Each measurement runs in a fresh subprocess so its peak RSS (VmHWM) is its own; "base" is that
 process after loading the data, before the job. Large sets are generated once into a temporary
@@ -382,9 +382,11 @@ def _median_ms(fn: Any, repeats: int) -> str:
 
 
 def section_backend(repeats: int, dims: list[int]) -> None:
-    from privclust.clustering import voting
+    from privclust.clustering import nearest
     from privclust.clustering.packing import sphere_packing
     from privclust.clustering.variation import levy_variations
+    from privclust.clustering.vote import vote_labels
+    from privclust.clustering.vote_cells import vote_index
 
     print("## Nearest-candidate search, N = 20,000 blob rows (ms, median)")
     print()
@@ -404,20 +406,18 @@ def section_backend(repeats: int, dims: list[int]) -> None:
             anchors += rng.normal(scale=0.01, size=anchors.shape)
             evolved = np.concatenate([anchors, levy_variations(anchors, per, 1.0, rng)])
             packed = sphere_packing(n_cand, d, 1.0, rng)
-            layout = voting.GroupLayout(k, per)
+            layout = nearest.GroupLayout(k, per)
             for label, cands in (("packing", packed), ("evolved", evolved)):
-                tree = _median_ms(lambda c=cands, x=X: voting._tree_search(x, c), repeats)
-                blas = _median_ms(lambda c=cands, x=X: voting._blas_search(x, c), repeats)
+                tree = _median_ms(lambda c=cands, x=X: nearest._tree_search(x, c), repeats)
+                blas = _median_ms(lambda c=cands, x=X: nearest._blas_search(x, c), repeats)
                 grouped = "-"
                 if label == "evolved":
                     grouped = _median_ms(
-                        lambda c=cands, x=X, g=layout: voting._grouped_search(x, c, g), repeats
+                        lambda c=cands, x=X, g=layout: nearest._grouped_search(x, c, g), repeats
                     )
                 vote_layout = layout if label == "evolved" else None
                 vote = _median_ms(
-                    lambda c=cands, x=X, g=vote_layout: voting.vote_labels(
-                        x, voting.vote_index(c, g)
-                    ),
+                    lambda c=cands, x=X, g=vote_layout: vote_labels(x, vote_index(c, g)),
                     repeats,
                 )
                 print(

@@ -47,6 +47,7 @@ from scipy import sparse
 
 from privclust.clustering.errors import ClusteringInputError
 from privclust.clustering.hdpe import GRID_BITS, grid_sensitivity
+from privclust.clustering.nearest import nearest_candidates
 from privclust.clustering.params import (
     RunPlan,
     check_positive,
@@ -55,7 +56,6 @@ from privclust.clustering.params import (
 from privclust.clustering.pe import Progress, initial_population
 from privclust.clustering.result import ClusteringResult
 from privclust.clustering.variation import project_into_ball
-from privclust.clustering.voting import nearest_candidates
 from privclust.privacy import noise
 
 DEFAULT_STEP_FRACTION = 2.0

@@ -8,6 +8,7 @@ import numpy as np
 from scipy import sparse
 
 from privclust.clustering.kernels import ordered_products
+from privclust.clustering.nearest import nearest_candidates
 from privclust.clustering.params import (
     DEFAULT_MAX_POPULATION,
     DEFAULT_PROJECTION_DIM,
@@ -17,7 +18,6 @@ from privclust.clustering.params import (
 from privclust.clustering.pe import Progress, evolve
 from privclust.clustering.result import ClusteringResult
 from privclust.clustering.variation import project_into_ball
-from privclust.clustering.voting import nearest_candidates
 from privclust.privacy import noise
 
 _BLOCK_ELEMENTS = 1 << 20

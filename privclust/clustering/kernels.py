@@ -62,7 +62,7 @@ def _merge_top2_loops(
 
     A NaN score leaves best and best_index unchanged and may or may not enter second: callers
     must not rely on it (the vote re-decides in float64 every row whose scores could be NaN or
-    infinite, `voting._F32_SAFE_NORM`)."""
+    infinite, `vote._F32_SAFE_NORM`)."""
     n, m = scores.shape
     j = 0
     # Two candidates per pass over the rows' running values: half the loads and stores of them.
@@ -112,7 +112,7 @@ def _ordered_best_loops(
     """Merge candidates into each row's running (best, best_index), in place, exactly: the
     squared distance of row x to candidate c is summed over the coordinates in order,
     (x_0 - c_0)^2 + (x_1 - c_1)^2 + ..., each operation rounded on its own in float64 (bit for
-    bit `voting._ordered_sq`); a smaller value wins, an equal one only with a lower index.
+    bit `vote._ordered_sq`); a smaller value wins, an equal one only with a lower index.
 
     rows: m x d float64; members_t: d x n float64, the candidates one per column; members: their
     indices (int64). Each row's answer depends on that row and the candidates alone. A NaN
@@ -122,7 +122,7 @@ def _ordered_best_loops(
     sq = np.empty(n, dtype=np.float64)
     for r in range(m):
         # Coordinate by coordinate, each candidate's sum in the same order as
-        # voting._ordered_sq (a rounded difference, a rounded square, a rounded sum: numba
+        # vote._ordered_sq (a rounded difference, a rounded square, a rounded sum: numba
         # contracts nothing into an FMA without fastmath), vectorised across candidates.
         x = rows[r, 0]
         for j in range(n):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privclust.clustering.histogram import adapt_variations, postprocess_votes
+from privclust.clustering.nearest import GroupLayout
 from privclust.clustering.packing import sphere_packing
 from privclust.clustering.params import (
     DEFAULT_MAX_POPULATION,
@@ -18,12 +19,8 @@ from privclust.clustering.params import (
 from privclust.clustering.result import ClusteringResult
 from privclust.clustering.selection import select_centres
 from privclust.clustering.variation import levy_variations
-from privclust.clustering.voting import (
-    VOTE_DTYPE,
-    GroupLayout,
-    nearest_candidate_votes,
-    one_blas_thread,
-)
+from privclust.clustering.vote import nearest_candidate_votes, one_blas_thread
+from privclust.clustering.vote_cells import VOTE_DTYPE
 from privclust.privacy import noise
 
 Progress = Callable[[int, int], object]

@@ -37,6 +37,7 @@ from privclust.clustering.fastlloyd import (
     lloyd_step,
     step_radius,
 )
+from privclust.clustering.nearest import nearest_other_distances
 from privclust.clustering.params import (
     DEFAULT_MAX_POPULATION,
     check_integer,
@@ -45,7 +46,7 @@ from privclust.clustering.params import (
 )
 from privclust.clustering.pe import Progress, evolve
 from privclust.clustering.result import ClusteringResult
-from privclust.clustering.voting import VOTE_DTYPE, nearest_other_distances
+from privclust.clustering.vote_cells import VOTE_DTYPE
 
 STEP_RULES = ("fastlloyd", "centres")
 DEFAULT_STEP_RULE = "centres"

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from privclust.clustering.errors import ClusteringInputError
+from privclust.clustering.nearest import nearest_candidates
 from privclust.clustering.params import (
     check_integer,
     data_shape,
@@ -37,7 +38,6 @@ from privclust.clustering.params import (
     resolve_privacy,
 )
 from privclust.clustering.result import ClusteringResult
-from privclust.clustering.voting import nearest_candidates
 from privclust.privacy import noise
 from privclust.privacy.gdp import equal_share, noise_multiplier, remaining_after
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import gamma
 
-from privclust.clustering import histogram, packing, selection, voting
+from privclust.clustering import histogram, nearest, packing, selection
 from privclust.clustering.params import prepare_rows
 from privclust.clustering.variation import (
     LEVY_BETA,
@@ -238,12 +238,12 @@ def test_nearest_candidates_is_exact_for_every_backend(d: int) -> None:
         ]
     )
     expected = _brute_force(points, candidates)
-    layout = voting.GroupLayout(anchors=k, per_anchor=per)
-    np.testing.assert_array_equal(voting.nearest_candidates(points, candidates, layout), expected)
-    np.testing.assert_array_equal(voting._grouped_search(points, candidates, layout), expected)
-    np.testing.assert_array_equal(voting.nearest_candidates(points, candidates), expected)
-    np.testing.assert_array_equal(voting._blas_search(points, candidates), expected)
-    np.testing.assert_array_equal(voting._tree_search(points, candidates), expected)
+    layout = nearest.GroupLayout(anchors=k, per_anchor=per)
+    np.testing.assert_array_equal(nearest.nearest_candidates(points, candidates, layout), expected)
+    np.testing.assert_array_equal(nearest._grouped_search(points, candidates, layout), expected)
+    np.testing.assert_array_equal(nearest.nearest_candidates(points, candidates), expected)
+    np.testing.assert_array_equal(nearest._blas_search(points, candidates), expected)
+    np.testing.assert_array_equal(nearest._tree_search(points, candidates), expected)
 
 
 def test_exact_ties_go_to_the_lowest_index_whatever_the_other_rows() -> None:
@@ -253,7 +253,7 @@ def test_exact_ties_go_to_the_lowest_index_whatever_the_other_rows() -> None:
     candidates = np.array([[0.0, 0.0], [0.5, 0.0], [0.0, 0.5], [0.5, 0.0], [-0.5, -0.5]])
     expected = _brute_force(grid, candidates)
     assert 3 not in expected
-    for search in (voting._blas_search, voting._tree_search):
+    for search in (nearest._blas_search, nearest._tree_search):
         together = search(grid, candidates)
         alone = np.array([search(grid[i : i + 1], candidates)[0] for i in range(len(grid))])
         np.testing.assert_array_equal(together, expected)
@@ -264,10 +264,10 @@ def test_grouped_search_breaks_exact_ties_across_groups_by_lowest_index() -> Non
     # Two anchors with one mutant each; rows on the bisector x = 0.5 are exactly equidistant
     # from candidates of both groups.
     candidates = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 0.5], [1.0, 0.5]])
-    layout = voting.GroupLayout(anchors=2, per_anchor=1)
+    layout = nearest.GroupLayout(anchors=2, per_anchor=1)
     rows = np.array([[0.5, y] for y in np.linspace(-1, 1.5, 11)] + [[0.2, 0.3], [0.9, 0.6]])
     expected = _brute_force(rows, candidates)
-    np.testing.assert_array_equal(voting._grouped_search(rows, candidates, layout), expected)
+    np.testing.assert_array_equal(nearest._grouped_search(rows, candidates, layout), expected)
     assert set(expected[:11]) <= {0, 2}
 
 

@@ -1,5 +1,5 @@
-"""The vote's search (privclust.clustering.voting.vote_index / vote_labels) and the selection
-step."""
+"""The vote's search (privclust.clustering.vote_cells.vote_index, vote.vote_labels) and the
+selection step."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from scipy.spatial.distance import cdist
 from sklearn.cluster import KMeans
 
-from privclust.clustering import selection, voting
+from privclust.clustering import nearest, selection, vote, vote_cells
 from privclust.clustering.packing import sphere_packing
 from privclust.clustering.params import prepare_rows
 from privclust.clustering.pe import initial_population
@@ -41,10 +41,10 @@ def test_grouped_vote_equals_the_exact_vote_without_near_ties(d: int) -> None:
     k, per = 4, 200
     candidates = _evolved(rng, k, per, d)
     points = candidates[rng.integers(k, size=2000)] + rng.normal(scale=0.03, size=(2000, d))
-    layout = voting.GroupLayout(anchors=k, per_anchor=per)
+    layout = nearest.GroupLayout(anchors=k, per_anchor=per)
     exact, clear = _clear_winners(points, candidates)
     assert clear.mean() > 0.3  # the check below covers many rows
-    labels = voting.vote_labels(points, voting.vote_index(candidates, layout))
+    labels = vote.vote_labels(points, vote_cells.vote_index(candidates, layout))
     np.testing.assert_array_equal(labels[clear], exact[clear])
 
 
@@ -57,12 +57,12 @@ def test_unstructured_vote_equals_the_exact_vote_without_near_ties(
     rng = np.random.default_rng(n + d)
     candidates = sphere_packing(n, d, 1.0, rng)
     points = rng.normal(size=(2000, d)) * 0.4
-    monkeypatch.setattr(voting, "IVF_PROBES", 10**6)
-    index = voting.vote_index(candidates)
-    if n > voting.IVF_MIN_CANDIDATES and d > voting.TREE_MAX_DIM:
+    monkeypatch.setattr(vote_cells, "IVF_PROBES", 10**6)
+    index = vote_cells.vote_index(candidates)
+    if n > vote_cells.IVF_MIN_CANDIDATES and d > nearest.TREE_MAX_DIM:
         assert len(index.cells) > 1 and index.probes == len(index.cells)
     exact, clear = _clear_winners(points, candidates)
-    labels = voting.vote_labels(points, index)
+    labels = vote.vote_labels(points, index)
     np.testing.assert_array_equal(labels[clear], exact[clear])
 
 
@@ -72,23 +72,23 @@ def test_inverted_file_votes_for_a_near_candidate() -> None:
     rng = np.random.default_rng(3)
     candidates = sphere_packing(4096, 16, 1.0, rng)
     points = rng.normal(size=(3000, 16)) * 0.2
-    index = voting.vote_index(candidates)
+    index = vote_cells.vote_index(candidates)
     assert index.probes < len(index.cells)
-    labels = voting.vote_labels(points, index)
+    labels = vote.vote_labels(points, index)
     sq = _exact_sq(points, candidates)
     found = sq[np.arange(len(points)), labels]
     assert np.mean(labels == sq.argmin(axis=1)) > 0.8
     assert found.mean() < 1.02 * sq.min(axis=1).mean()
 
 
-@pytest.mark.parametrize("layout", [None, voting.GroupLayout(anchors=5, per_anchor=40)])
+@pytest.mark.parametrize("layout", [None, nearest.GroupLayout(anchors=5, per_anchor=40)])
 @pytest.mark.parametrize("d", [2, 12])
 def test_one_vote_per_row_that_does_not_depend_on_the_other_rows(
-    layout: voting.GroupLayout | None, d: int, monkeypatch: pytest.MonkeyPatch
+    layout: nearest.GroupLayout | None, d: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Small blocks so that rows land in different blocks (and threads) when searched together.
-    monkeypatch.setattr(voting, "VOTE_BLOCK_ROWS", 64)
-    monkeypatch.setattr(voting, "IVF_MIN_CANDIDATES", 100)
+    monkeypatch.setattr(vote, "VOTE_BLOCK_ROWS", 64)
+    monkeypatch.setattr(vote_cells, "IVF_MIN_CANDIDATES", 100)
     rng = np.random.default_rng(d)
     candidates = _evolved(rng, 5, 40, d)
     candidates[7] = candidates[3]  # coincident candidates: still one vote per row
@@ -100,17 +100,17 @@ def test_one_vote_per_row_that_does_not_depend_on_the_other_rows(
             np.zeros((5, d)),  # duplicate rows
         ]
     )
-    index = voting.vote_index(candidates, layout)
-    labels = voting.vote_labels(points, index)
+    index = vote_cells.vote_index(candidates, layout)
+    labels = vote.vote_labels(points, index)
     assert labels.shape == (len(points),)
     assert labels.min() >= 0 and labels.max() < len(candidates)
-    votes = voting.nearest_candidate_votes(points, candidates, layout)
+    votes = vote.nearest_candidate_votes(points, candidates, layout)
     assert votes.dtype == np.int64 and votes.sum() == len(points)
     np.testing.assert_array_equal(votes, np.bincount(labels, minlength=len(candidates)))
     # Any subset, in any order, searched with other rows or alone: the same vote per row.
     order = rng.permutation(len(points))[:400]
-    np.testing.assert_array_equal(voting.vote_labels(points[order], index), labels[order])
-    alone = [voting.vote_labels(points[i : i + 1], index)[0] for i in order[:50]]
+    np.testing.assert_array_equal(vote.vote_labels(points[order], index), labels[order])
+    alone = [vote.vote_labels(points[i : i + 1], index)[0] for i in order[:50]]
     np.testing.assert_array_equal(alone, labels[order[:50]])
 
 
@@ -118,29 +118,29 @@ def test_vote_of_float32_rows_matches_float64_rows_without_near_ties() -> None:
     rng = np.random.default_rng(5)
     candidates = _evolved(rng, 4, 100, 16)
     points = candidates[rng.integers(4, size=1000)] + rng.normal(scale=0.03, size=(1000, 16))
-    index = voting.vote_index(candidates, voting.GroupLayout(4, 100))
+    index = vote_cells.vote_index(candidates, nearest.GroupLayout(4, 100))
     exact, clear = _clear_winners(points, candidates)
-    single = voting.vote_labels(points.astype(np.float32), index)
+    single = vote.vote_labels(points.astype(np.float32), index)
     np.testing.assert_array_equal(single[clear], exact[clear])
 
 
 @pytest.mark.parametrize("radius", [1e-30, 1e25])
-@pytest.mark.parametrize("layout", [None, voting.GroupLayout(4, 100)])
-def test_vote_is_scale_free(radius: float, layout: voting.GroupLayout | None) -> None:
+@pytest.mark.parametrize("layout", [None, nearest.GroupLayout(4, 100)])
+def test_vote_is_scale_free(radius: float, layout: nearest.GroupLayout | None) -> None:
     # float32 squares of 1e25 overflow and of 1e-30 underflow: scores are taken in units of the
     # largest candidate norm, so any declared radius votes like radius 1.
     rng = np.random.default_rng(6)
     candidates = _evolved(rng, 4, 100, 12)
     points = candidates[rng.integers(4, size=1000)] + rng.normal(scale=0.03, size=(1000, 12))
     exact, clear = _clear_winners(points, candidates)
-    index = voting.vote_index(candidates * radius, layout)
-    labels = voting.vote_labels((points * radius).astype(np.float32), index)
+    index = vote_cells.vote_index(candidates * radius, layout)
+    labels = vote.vote_labels((points * radius).astype(np.float32), index)
     np.testing.assert_array_equal(labels[clear], exact[clear])
 
 
 def test_empty_rows_give_an_empty_histogram() -> None:
     candidates = np.eye(3)
-    votes = voting.nearest_candidate_votes(np.empty((0, 3)), candidates)
+    votes = vote.nearest_candidate_votes(np.empty((0, 3)), candidates)
     np.testing.assert_array_equal(votes, np.zeros(3, dtype=np.int64))
 
 
@@ -207,7 +207,7 @@ def test_cached_packing_is_cut_to_the_population_size() -> None:
 # The vote is the ideal vote v*(x): a function of the row alone, even at float32 near-ties
 
 
-def _ideal_votes(points: np.ndarray, index: voting.VoteIndex) -> np.ndarray:
+def _ideal_votes(points: np.ndarray, index: vote_cells.VoteIndex) -> np.ndarray:
     """v*(x) computed independently, one row at a time: S(x) from brute-force float64 distances
     to the centres (probes nearest, lowest index on ties) plus the global set, then the
     lowest-index argmin of the squared distances over S(x). Distances are summed coordinate by
@@ -228,7 +228,7 @@ def _seq_sq(row: np.ndarray, cands: np.ndarray) -> np.ndarray:
     return acc
 
 
-def _ideal_members(row: np.ndarray, index: voting.VoteIndex) -> np.ndarray:
+def _ideal_members(row: np.ndarray, index: vote_cells.VoteIndex) -> np.ndarray:
     assert index.candidates is not None
     members = [index.everyone.index] if index.everyone is not None else []
     if index.centres is not None:
@@ -237,7 +237,7 @@ def _ideal_members(row: np.ndarray, index: voting.VoteIndex) -> np.ndarray:
     return np.sort(np.concatenate(members))
 
 
-def _tie_rows(rng: np.random.Generator, index: voting.VoteIndex, n: int) -> np.ndarray:
+def _tie_rows(rng: np.random.Generator, index: vote_cells.VoteIndex, n: int) -> np.ndarray:
     """Rows at or within 1e-7 relative of a tie: random rows moved onto the bisector of their
     two nearest searched candidates (member ties) or of their probes-th and next centres
     (cell-boundary ties), then perturbed by 0 or 1e-10..1e-7 relative."""
@@ -261,25 +261,25 @@ def _tie_rows(rng: np.random.Generator, index: voting.VoteIndex, n: int) -> np.n
     return np.array(rows)
 
 
-def _shared_far_index(candidates: np.ndarray, layout: voting.GroupLayout) -> voting.VoteIndex:
+def _shared_far_index(candidates: np.ndarray, layout: nearest.GroupLayout) -> vote_cells.VoteIndex:
     """The grouped index with its far mutants kept as one global set (as for large k)."""
-    saved = voting.FAR_COPIES_PER_CANDIDATE
-    voting.FAR_COPIES_PER_CANDIDATE = 0
+    saved = vote_cells.FAR_COPIES_PER_CANDIDATE
+    vote_cells.FAR_COPIES_PER_CANDIDATE = 0
     try:
-        index = voting.vote_index(candidates, layout)
+        index = vote_cells.vote_index(candidates, layout)
     finally:
-        voting.FAR_COPIES_PER_CANDIDATE = saved
+        vote_cells.FAR_COPIES_PER_CANDIDATE = saved
     assert index.everyone is not None and len(index.everyone.index) > 0
     return index
 
 
-def _index_cases(rng: np.random.Generator, d: int) -> list[voting.VoteIndex]:
+def _index_cases(rng: np.random.Generator, d: int) -> list[vote_cells.VoteIndex]:
     evolved = _evolved(rng, 6, 60, d)
     packing = sphere_packing(3000, d, 1.0, rng)
     return [
-        voting.vote_index(evolved, voting.GroupLayout(6, 60)),
-        _shared_far_index(evolved, voting.GroupLayout(6, 60)),
-        voting.vote_index(packing),  # inverted file (d > TREE_MAX_DIM)
+        vote_cells.vote_index(evolved, nearest.GroupLayout(6, 60)),
+        _shared_far_index(evolved, nearest.GroupLayout(6, 60)),
+        vote_cells.vote_index(packing),  # inverted file (d > TREE_MAX_DIM)
     ]
 
 
@@ -288,13 +288,13 @@ def test_far_mutants_in_every_cell_or_in_one_set_give_the_same_votes(d: int) -> 
     # Large k keeps the far mutants as one set instead of k copies; S(x) is the same set.
     rng = np.random.default_rng(70 + d)
     evolved = _evolved(rng, 6, 60, d)
-    layout = voting.GroupLayout(6, 60)
-    copied = voting.vote_index(evolved, layout)
+    layout = nearest.GroupLayout(6, 60)
+    copied = vote_cells.vote_index(evolved, layout)
     assert copied.everyone is None
     shared = _shared_far_index(evolved, layout)
     points = np.concatenate([rng.normal(size=(3000, d)) * 0.4, _tie_rows(rng, copied, 60)])
     np.testing.assert_array_equal(
-        voting.vote_labels(points, copied), voting.vote_labels(points, shared)
+        vote.vote_labels(points, copied), vote.vote_labels(points, shared)
     )
 
 
@@ -304,20 +304,20 @@ def test_votes_are_the_ideal_votes_alone_in_small_blocks_and_in_large_ones(d: in
     for index in _index_cases(rng, d):
         assert index.centres is not None
         ties = _tie_rows(rng, index, 60)
-        _, flagged = voting._fast_block(ties, index)
+        _, flagged = vote._fast_block(ties, index)
         assert flagged.mean() > 0.5  # the exact per-row path is exercised
         background = rng.normal(size=(40_000, d)) * 0.4
         ideal = _ideal_votes(ties, index)
-        alone = np.array([voting.vote_labels(ties[i : i + 1], index)[0] for i in range(len(ties))])
+        alone = np.array([vote.vote_labels(ties[i : i + 1], index)[0] for i in range(len(ties))])
         np.testing.assert_array_equal(alone, ideal)
         for i in range(0, len(ties), 6):  # blocks of 7: one tie row among 6 random ones
             block = np.concatenate([background[i : i + 6], ties[i : i + 1]])
             perm = rng.permutation(7)
-            got = voting.vote_labels(block[perm], index)
+            got = vote.vote_labels(block[perm], index)
             assert got[np.argsort(perm)][6] == ideal[i]
         big = np.concatenate([background, ties])
         perm = rng.permutation(len(big))
-        got = voting.vote_labels(big[perm], index)[np.argsort(perm)]
+        got = vote.vote_labels(big[perm], index)[np.argsort(perm)]
         np.testing.assert_array_equal(got[-len(ties) :], ideal)
         np.testing.assert_array_equal(got[:2000], _ideal_votes(background[:2000], index))
 
@@ -325,22 +325,20 @@ def test_votes_are_the_ideal_votes_alone_in_small_blocks_and_in_large_ones(d: in
 @pytest.mark.parametrize("d", [7, 12])
 def test_votes_equal_the_exact_argmin_over_the_searched_set(d: int) -> None:
     rng = np.random.default_rng(50 + d)
-    for index in [*_index_cases(rng, d), voting.vote_index(sphere_packing(500, d, 1.0, rng))]:
+    for index in [*_index_cases(rng, d), vote_cells.vote_index(sphere_packing(500, d, 1.0, rng))]:
         points = rng.normal(size=(1500, d)) * 0.4
-        _, flagged = voting._fast_block(points, index)
+        _, flagged = vote._fast_block(points, index)
         assert flagged.mean() < 0.05  # random rows are rarely near a tie
-        np.testing.assert_array_equal(
-            voting.vote_labels(points, index), _ideal_votes(points, index)
-        )
+        np.testing.assert_array_equal(vote.vote_labels(points, index), _ideal_votes(points, index))
 
 
 def test_coincident_candidates_vote_for_the_lowest_index() -> None:
     rng = np.random.default_rng(60)
     candidates = _evolved(rng, 5, 40, 12)
     candidates[30] = candidates[20]  # same core cell? whichever: duplicates tie exactly
-    index = voting.vote_index(candidates, voting.GroupLayout(5, 40))
+    index = vote_cells.vote_index(candidates, nearest.GroupLayout(5, 40))
     points = candidates[[20, 30]] + 0.0
-    labels = voting.vote_labels(points, index)
+    labels = vote.vote_labels(points, index)
     np.testing.assert_array_equal(labels, _ideal_votes(points, index))
     assert labels[0] == labels[1] <= 20
 
@@ -360,9 +358,9 @@ def test_the_exact_re_decision_is_the_lowest_index_minimiser(scale: float) -> No
     members = np.arange(len(members_points))
     best = np.full(len(rows), np.inf)
     best_index = np.full(len(rows), len(members), dtype=np.intp)
-    voting._ideal_in(rows, members_points, members, best, best_index, np.arange(len(rows)))
+    vote._ideal_in(rows, members_points, members, best, best_index, np.arange(len(rows)))
     with np.errstate(over="ignore", under="ignore"):
-        full = voting._ordered_sq(rows, members_points)
+        full = vote._ordered_sq(rows, members_points)
     np.testing.assert_array_equal(best_index, full.argmin(axis=1))
     finite = np.isfinite(full.min(axis=1))
     np.testing.assert_array_equal(best[finite], full.min(axis=1)[finite])
@@ -401,20 +399,20 @@ def test_rows_whose_float32_scores_would_overflow_are_decided_exactly() -> None:
     # float64 path, so the vote is still the exact argmin over the searched set.
     rng = np.random.default_rng(70)
     candidates = _evolved(rng, 4, 50, 12) * 1e-42
-    index = voting.vote_index(candidates, voting.GroupLayout(4, 50))
+    index = vote_cells.vote_index(candidates, nearest.GroupLayout(4, 50))
     points = rng.normal(size=(200, 12))
     points[:5] *= 1e-42  # rows at the candidates' scale take the float32 path
-    _, flagged = voting._fast_block(points, index)
+    _, flagged = vote._fast_block(points, index)
     assert flagged[5:].all() and not flagged[:5].all()
-    np.testing.assert_array_equal(voting.vote_labels(points, index), _ideal_votes(points, index))
+    np.testing.assert_array_equal(vote.vote_labels(points, index), _ideal_votes(points, index))
 
 
 def test_rows_beyond_float32_take_the_exact_path_through_an_inverted_file_too() -> None:
     rng = np.random.default_rng(71)
-    index = voting.vote_index(sphere_packing(3000, 12, 1.0, rng) * 1e-42)
+    index = vote_cells.vote_index(sphere_packing(3000, 12, 1.0, rng) * 1e-42)
     assert index.centres is not None and index.probes > 1
     points = rng.normal(size=(100, 12))
-    np.testing.assert_array_equal(voting.vote_labels(points, index), _ideal_votes(points, index))
+    np.testing.assert_array_equal(vote.vote_labels(points, index), _ideal_votes(points, index))
 
 
 def test_the_compiled_distance_is_ordered_sq_bit_for_bit() -> None:
@@ -425,7 +423,7 @@ def test_the_compiled_distance_is_ordered_sq_bit_for_bit() -> None:
     rng = np.random.default_rng(12)
     rows = rng.normal(size=(400, 13)) * 10.0 ** rng.integers(-3, 4, size=(400, 1))
     candidates = rng.normal(size=(60, 13))
-    expected = voting._ordered_sq(rows, candidates)
+    expected = vote._ordered_sq(rows, candidates)
     for j in range(len(candidates)):
         best = np.full(len(rows), np.inf)
         index = np.full(len(rows), -1, dtype=np.int64)
@@ -436,20 +434,20 @@ def test_the_compiled_distance_is_ordered_sq_bit_for_bit() -> None:
         assert (index == j).all()
 
 
-@pytest.mark.parametrize("block", [voting.PAIR_BLOCK_ELEMENTS, 64, 1])
+@pytest.mark.parametrize("block", [nearest.PAIR_BLOCK_ELEMENTS, 64, 1])
 def test_nearest_other_distances_in_blocks_match_the_full_matrix(
     block: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The groups' cores (and pe-lloyd's step radii) come from these gaps: blocking them to keep
     # memory O(block) for large k must not move a single bit.
-    monkeypatch.setattr(voting, "PAIR_BLOCK_ELEMENTS", block)
+    monkeypatch.setattr(nearest, "PAIR_BLOCK_ELEMENTS", block)
     rng = np.random.default_rng(0)
     for n, d in [(2, 2), (50, 16), (300, 64)]:
         points = rng.normal(size=(n, d))
         points[-1] = points[0]  # a duplicate: its nearest other is at distance 0
         full = np.sqrt(np.sum((points[:, None, :] - points[None, :, :]) ** 2, axis=2))
         np.fill_diagonal(full, np.inf)
-        got = voting.nearest_other_distances(points)
+        got = nearest.nearest_other_distances(points)
         assert np.array_equal(got, full.min(axis=1))
         assert got[0] == 0.0 and got[-1] == 0.0
-    assert np.array_equal(voting.nearest_other_distances(np.zeros((1, 3))), [np.inf])
+    assert np.array_equal(nearest.nearest_other_distances(np.zeros((1, 3))), [np.inf])
