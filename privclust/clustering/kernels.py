@@ -205,6 +205,11 @@ def _search_cells_loops(
 search_cells = _Kernel(_search_cells_loops, calls={"_merge_top2_jit": merge_top2})
 
 
+# Why not BLAS: it chooses its kernel, blocking and summation order by the shape of the product
+# and a row's place in it (micro-kernel edges), so a row's product could change in its low bits
+# with the number of other rows in its block or its position there: with a neighbouring dataset
+# (one row more or less), other rows' projected votes or hash bits could change. The loops below
+# give the same result whatever the rows around it.
 def _ordered_products_loops(
     rows: np.ndarray, weights: np.ndarray, out: np.ndarray
 ) -> None:  # pragma: no cover - compiled (covered through `ordered_products`)
@@ -212,12 +217,6 @@ def _ordered_products_loops(
     out[i, j] = ((rows[i, 0] w[0, j] + rows[i, 1] w[1, j]) + rows[i, 2] w[2, j]) + ..., the
     coordinates in increasing order, each product and each sum rounded on its own in float64
     (numba contracts nothing into an FMA and reorders nothing without fastmath: keep it off).
-
-    BLAS chooses its kernel, blocking and summation order by the shape of the product and a
-    row's place in it (micro-kernel edges), so a row's product could change in its low bits with
-    the number of other rows in its block or its position there: with a neighbouring dataset
-    (one row more or less), other rows' projected votes or hash bits could change. Here the
-    result is the same whatever the rows around it.
 
     rows: m x d, float32 or float64 (each element widened to float64, exactly); weights: d x p
     float64, C order; out: m x p float64, written. Rows go four at a time, sharing each load of
