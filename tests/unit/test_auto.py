@@ -11,14 +11,8 @@ import pytest
 from privclust.clustering import choose_algorithm, cluster, plan_run
 from privclust.clustering.params import ALGORITHMS, COUNT_MU_FRACTION, default_pe_iterations
 from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
-from tests.unit.test_clustering_runs import ReleaseLog
-
-
-def _blobs(n: int, d: int, k: int, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    centres = rng.uniform(-0.6, 0.6, size=(k, d))
-    return centres[rng.integers(k, size=n)] + rng.normal(scale=0.05, size=(n, d))
-
+from tests.support.clustering import ReleaseLog
+from tests.support.data import blobs
 
 FACTS = [
     (n, d, k, mu)
@@ -41,7 +35,7 @@ def test_the_rule_picks_a_concrete_method_for_any_public_facts() -> None:
 
 @pytest.mark.parametrize(("d", "k"), [(3, 2), (40, 3)])
 def test_the_result_names_the_method_that_ran(d: int, k: int) -> None:
-    X = _blobs(600, d, k)
+    X = blobs(600, d, k)
     result = cluster(X, k, algorithm="auto", radius=1.5, mu=1.0, n_public=590, iterations=3,
                      rng=np.random.default_rng(1))  # fmt: skip
     assert result.algorithm == choose_algorithm(590, d, k, 1.0)
@@ -53,7 +47,7 @@ def test_without_a_public_count_auto_pays_for_it_and_spends_exactly_mu(
     monkeypatch: pytest.MonkeyPatch, epsilon: float
 ) -> None:
     log = ReleaseLog(monkeypatch)
-    X = _blobs(800, 4, 3)
+    X = blobs(800, 4, 3)
     delta = 1e-6
     result = cluster(X, 3, algorithm="auto", radius=1.5, epsilon=epsilon, delta=delta,
                      rng=np.random.default_rng(2))  # fmt: skip
@@ -81,7 +75,7 @@ def test_without_a_public_count_auto_pays_for_it_and_spends_exactly_mu(
 
 def test_auto_refuses_bad_arguments_before_any_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     log = ReleaseLog(monkeypatch)
-    X = _blobs(100, 3, 2)
+    X = blobs(100, 3, 2)
     with pytest.raises(ValueError):
         cluster(X, 2, algorithm="auto", radius=1.5, epsilon=1.0)  # no delta
     with pytest.raises(ValueError):
@@ -104,7 +98,7 @@ def test_with_summaries_the_run_uses_the_method_planned_on_the_whole_mu() -> Non
     from privclust.clustering import AUTO_PE_LLOYD_MAX_MU_HIGH_DIM as threshold
 
     mu = threshold * 1.01
-    X = _blobs(600, 40, 3)
+    X = blobs(600, 40, 3)
     plan = plan_run(590, 40, 3, algorithm="auto", mu=mu, summaries=True)
     result = cluster(X, 3, algorithm="auto", radius=1.5, mu=mu, n_public=590, summaries=True,
                      rng=np.random.default_rng(3))  # fmt: skip

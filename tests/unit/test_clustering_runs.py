@@ -21,46 +21,9 @@ from privclust.clustering import (
 )
 from privclust.clustering.hdpe import grid_sensitivity, noisy_means
 from privclust.clustering.params import COUNT_MU_FRACTION
-from privclust.privacy import noise
 from privclust.privacy.gdp import PrivacyParameterError, mu_from_epsilon_delta, noise_multiplier
-
-
-def _blobs(n: int, d: int, k: int, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    centres = rng.uniform(-0.6, 0.6, size=(k, d))
-    return centres[rng.integers(k, size=n)] + rng.normal(scale=0.05, size=(n, d))
-
-
-def _composed_mu(calls: list[tuple[float, float, tuple[int, ...]]], true: list[float]) -> float:
-    # A release of a statistic of l2 sensitivity S with noise std s is (S/s)-GDP; GDP composes
-    # as the root of the sum of squares. The noise std of a call is its sensitivity x sigma.
-    return math.sqrt(sum((t / (s * sig)) ** 2 for (s, sig, _), t in zip(calls, true, strict=True)))
-
-
-class ReleaseLog:
-    """Wraps noise.integer_release (every Gaussian release of a run, the row count included) to
-    record each one, and checks that each is integer data in, integer release out."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.calls: list[tuple[float, float, tuple[int, ...]]] = []
-        original = noise.integer_release
-
-        def recording(
-            values: np.ndarray, *, sensitivity: float, sigma: float, rng: np.random.Generator
-        ) -> np.ndarray:
-            assert np.issubdtype(np.asarray(values).dtype, np.integer)
-            self.calls.append((sensitivity, sigma, np.shape(values)))
-            out = original(values, sensitivity=sensitivity, sigma=sigma, rng=rng)
-            assert out.dtype == np.int64
-            return out
-
-        monkeypatch.setattr(noise, "integer_release", recording)
-
-    def composed_mu(self) -> float:
-        # Each release adds N(0, (sensitivity*sigma)^2) to a statistic of that sensitivity, so it
-        # is 1/sigma-GDP; GDP composes as the root of the sum of squares.
-        return math.sqrt(sum(1.0 / sigma**2 for _, sigma, _ in self.calls))
-
+from tests.support.clustering import Cancelled, ReleaseLog, cancelling_at, composed_mu
+from tests.support.data import blobs
 
 # ---------------------------------------------------------------------------------------------
 # Privacy accounting
@@ -71,7 +34,7 @@ def test_pe_means_spends_exactly_the_requested_mu(
     monkeypatch: pytest.MonkeyPatch, epsilon: float
 ) -> None:
     log = ReleaseLog(monkeypatch)
-    X = _blobs(600, 3, 3)
+    X = blobs(600, 3, 3)
     delta = 1e-6
     result = pe_means(
         X, 3, radius=1.5, epsilon=epsilon, delta=delta, n_public=590, rng=np.random.default_rng(1)
@@ -92,7 +55,7 @@ def test_without_a_public_count_the_run_pays_for_its_own(monkeypatch: pytest.Mon
     # No N~ given: a tenth of mu buys a noisy count (sensitivity 1, one value), and the
     # histograms share the rest; together they compose to exactly mu.
     log = ReleaseLog(monkeypatch)
-    result = pe_means(_blobs(600, 3, 3), 3, radius=1.5, mu=0.9, rng=np.random.default_rng(1))
+    result = pe_means(blobs(600, 3, 3), 3, radius=1.5, mu=0.9, rng=np.random.default_rng(1))
     assert result.count_mu == pytest.approx(COUNT_MU_FRACTION * 0.9, rel=1e-15)
     assert log.calls[0] == (1.0, noise_multiplier(result.count_mu, 1), (1,))
     assert Fraction(log.calls[0][1]) * Fraction(result.count_mu) >= 1  # 1/mu, rounded up
@@ -107,7 +70,7 @@ def test_replace_one_uses_the_exact_count_and_doubled_sensitivities(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     log = ReleaseLog(monkeypatch)
-    X = _blobs(800, 40, 4)
+    X = blobs(800, 40, 4)
     result = hdpe_means(
         X, 4, radius=2.0, mu=0.8, relation="replace-one", rng=np.random.default_rng(2)
     )
@@ -119,14 +82,14 @@ def test_replace_one_uses_the_exact_count_and_doubled_sensitivities(
     assert log.calls[-1] == (math.sqrt(2.0), result.sigma, (4,))  # counts
     assert result.releases == 14 + 1 + 14
     true = [math.sqrt(2.0)] * 14 + [2.0 * grid_sensitivity(40), math.sqrt(2.0)]
-    assert _composed_mu(log.calls, true) == pytest.approx(0.8, rel=1e-12)
+    assert composed_mu(log.calls, true) == pytest.approx(0.8, rel=1e-12)
     with pytest.raises(ClusteringInputError):
         hdpe_means(X, 4, radius=2.0, mu=0.8, relation="replace-one", n_public=799)
 
 
 def test_hdpe_means_spends_exactly_the_requested_mu(monkeypatch: pytest.MonkeyPatch) -> None:
     log = ReleaseLog(monkeypatch)
-    X = _blobs(800, 40, 4)
+    X = blobs(800, 40, 4)
     result = hdpe_means(X, 4, radius=2.0, mu=0.8, n_public=812, rng=np.random.default_rng(2))
     # 14 PE iterations in R^16 (floor(4 sqrt(16)) - 2), the noisy counts (one release) and the
     # noisy sums priced as 14 releases (half of the releases' mu^2): 29 releases, all with
@@ -143,8 +106,8 @@ def test_hdpe_means_spends_exactly_the_requested_mu(monkeypatch: pytest.MonkeyPa
     assert grid_sensitivity(40) == pytest.approx(2.0**20, rel=1e-5)
     assert counts == (1.0, result.sigma, (4,))
     true = [1.0] * 14 + [grid_sensitivity(40), 1.0]
-    assert _composed_mu(log.calls, true) <= 0.8 * (1 + 1e-12)
-    assert _composed_mu(log.calls, true) == pytest.approx(0.8, rel=1e-12)
+    assert composed_mu(log.calls, true) <= 0.8 * (1 + 1e-12)
+    assert composed_mu(log.calls, true) == pytest.approx(0.8, rel=1e-12)
     # The published split (sum_weight=1) is still available: 16 releases, sigma = 4 / mu.
     published = hdpe_means(X, 4, radius=2.0, mu=0.8, n_public=812, sum_weight=1)
     assert (published.releases, published.sigma) == (16, pytest.approx(5.0, rel=1e-15))
@@ -220,7 +183,7 @@ def test_hdpe_returns_k_centres_even_when_clusters_are_empty() -> None:
 def test_pe_means_returns_original_coordinates() -> None:
     # Data far from the origin, with the domain declared around it: centres land on the blobs.
     offset = np.array([100.0, -50.0, 7.0])
-    X = _blobs(3000, 3, 2, seed=3) + offset
+    X = blobs(3000, 3, 2, seed=3) + offset
     result = pe_means(
         X, 2, radius=1.5, center=offset, epsilon=4.0, delta=1e-6, rng=np.random.default_rng(6)
     )
@@ -238,7 +201,7 @@ def test_pe_means_returns_original_coordinates() -> None:
 def test_progress_reports_every_iteration_and_hdpe_final_step() -> None:
     seen: list[tuple[int, int]] = []
     pe_means(
-        _blobs(300, 2, 2),
+        blobs(300, 2, 2),
         2,
         radius=1.5,
         mu=1.0,
@@ -248,7 +211,7 @@ def test_progress_reports_every_iteration_and_hdpe_final_step() -> None:
     assert seen == [(t, 5) for t in range(1, 6)]  # T = floor(4 sqrt(2)) = 5
     seen.clear()
     hdpe_means(
-        _blobs(300, 20, 2),
+        blobs(300, 20, 2),
         2,
         radius=2.0,
         mu=1.0,
@@ -259,21 +222,12 @@ def test_progress_reports_every_iteration_and_hdpe_final_step() -> None:
     assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
 
 
-class Cancelled(Exception):
-    pass
-
-
 @pytest.mark.parametrize("algorithm", ["pe-means", "hdpe-means"])
 def test_an_exception_from_progress_stops_the_run(algorithm: str) -> None:
     calls: list[int] = []
-
-    def progress(iteration: int, total: int) -> None:
-        calls.append(iteration)
-        if iteration == 2:
-            raise Cancelled
-
+    progress = cancelling_at(2, calls)
     with pytest.raises(Cancelled):
-        cluster(_blobs(300, 20, 2), 2, algorithm=algorithm, radius=2.0, mu=1.0, progress=progress)
+        cluster(blobs(300, 20, 2), 2, algorithm=algorithm, radius=2.0, mu=1.0, progress=progress)
     assert calls == [1, 2]
 
 
@@ -296,7 +250,7 @@ def test_the_iterations_run_with_one_blas_thread_and_restore_the_limit(algorithm
         assert _blas_threads() == {2}
         with pytest.raises(Cancelled):
             cluster(
-                _blobs(300, 20, 2), 2, algorithm=algorithm, radius=2.0, mu=1.0, progress=progress
+                blobs(300, 20, 2), 2, algorithm=algorithm, radius=2.0, mu=1.0, progress=progress
             )
         assert seen == [{1}, {1}]
         assert _blas_threads() == {2}
@@ -359,8 +313,8 @@ def test_bad_epsilon_delta_raise_the_privacy_error(
 
 
 def test_auto_picks_by_dimension() -> None:
-    low = cluster(_blobs(200, 32, 2), 2, radius=2.0, mu=1.0, iterations=2)
-    high = cluster(_blobs(200, 33, 2), 2, radius=2.0, mu=1.0, iterations=2)
+    low = cluster(blobs(200, 32, 2), 2, radius=2.0, mu=1.0, iterations=2)
+    high = cluster(blobs(200, 33, 2), 2, radius=2.0, mu=1.0, iterations=2)
     assert (low.algorithm, high.algorithm) == ("pe-lloyd", "hdpe-means")
 
 
@@ -370,7 +324,7 @@ def test_auto_picks_by_dimension() -> None:
 
 def test_read_only_memmap_input_is_not_modified(tmp_path: Path) -> None:
     path = tmp_path / "rows.npy"
-    data = _blobs(2000, 5, 3) * 3  # many rows outside the radius-1 ball: clipping happens
+    data = blobs(2000, 5, 3) * 3  # many rows outside the radius-1 ball: clipping happens
     np.save(path, data)
     X = np.load(path, mmap_mode="r")
     result = pe_means(X, 3, radius=1.0, mu=2.0)
@@ -382,14 +336,14 @@ def test_default_noise_is_fresh_every_run() -> None:
     # Without a test generator every run draws new noise (ChaCha20 keyed from OS entropy): two
     # runs on the same data differ. (Equal outputs would need identical Levy variations, drawn
     # as continuous values: probability 0.)
-    X = _blobs(500, 2, 2)
+    X = blobs(500, 2, 2)
     first = pe_means(X, 2, radius=1.5, mu=0.5).centers
     second = pe_means(X, 2, radius=1.5, mu=0.5).centers
     assert not np.array_equal(first, second)
 
 
 def test_a_test_generator_makes_runs_reproducible() -> None:
-    X = _blobs(500, 2, 2)
+    X = blobs(500, 2, 2)
     a = pe_means(X, 2, radius=1.5, mu=0.5, rng=np.random.default_rng(9)).centers
     b = pe_means(X, 2, radius=1.5, mu=0.5, rng=np.random.default_rng(9)).centers
     np.testing.assert_array_equal(a, b)
@@ -478,7 +432,7 @@ def test_a_budget_the_noise_cannot_serve_is_refused_when_planned(algorithm: str)
 def test_released_centres_sit_on_the_release_grid() -> None:
     # Centred coordinates are whole multiples of R / 2^32: no finer digit is ever released.
     radius, centre = 1.5, np.array([0.25, -3.0, 7.0])
-    X = _blobs(500, 3, 2) + centre
+    X = blobs(500, 3, 2) + centre
     result = pe_means(X, 2, radius=radius, center=centre, mu=1.0, n_public=500)
     units = (result.centers - centre) / (radius * 2.0**-32)
     np.testing.assert_allclose(units, np.round(units), atol=1e-3)

@@ -22,21 +22,14 @@ from privclust.clustering.hdpe import grid_sensitivity
 from privclust.clustering.metrics import kmeans_loss
 from privclust.clustering.params import COUNT_MU_FRACTION
 from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
-from tests.unit.test_clustering_runs import ReleaseLog
-
-
-def _blobs(n: int, d: int, k: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    centres = rng.uniform(-0.6, 0.6, size=(k, d))
-    return centres[rng.integers(k, size=n)] + rng.normal(scale=0.05, size=(n, d)), centres
-
-
-def _joint_sensitivity(d: int, relation: str = "add-remove") -> float:
-    s, m = grid_sensitivity(d), count_multiplier(d, default_count_share(d))
-    if relation == "replace-one":
-        return max(2.0 * s, math.sqrt(2.0) * math.hypot(s, m))
-    return math.hypot(s, m)
-
+from tests.support.clustering import (
+    Cancelled,
+    ReleaseLog,
+    cancelling_at,
+    joint_sensitivity,
+    refused_field,
+)
+from tests.support.data import blobs_and_centres
 
 # ---------------------------------------------------------------------------------------------
 # Privacy accounting
@@ -47,7 +40,7 @@ def test_each_step_is_one_joint_release_and_the_run_spends_exactly_mu(
     monkeypatch: pytest.MonkeyPatch, epsilon: float
 ) -> None:
     log = ReleaseLog(monkeypatch)
-    X, _ = _blobs(2000, 3, 3)
+    X, _ = blobs_and_centres(2000, 3, 3)
     delta = 1e-6
     result = fastlloyd(
         X, 3, radius=1.5, epsilon=epsilon, delta=delta, n_public=1990, rng=np.random.default_rng(1)
@@ -63,7 +56,7 @@ def test_each_step_is_one_joint_release_and_the_run_spends_exactly_mu(
     assert result.iterations == default_iterations(1990, 3, 3, mu, 2.0)
     # One integer release per step: the k x d offset sums and the k scaled counts together,
     # calibrated to the joint sensitivity sqrt(S^2 + M^2) with the run's one sigma.
-    assert log.calls == [(_joint_sensitivity(3), result.sigma, (3 * 3 + 3,))] * result.releases
+    assert log.calls == [(joint_sensitivity(3), result.sigma, (3 * 3 + 3,))] * result.releases
     assert log.composed_mu() <= mu
     assert log.composed_mu() == pytest.approx(mu, rel=1e-12)
     assert (result.variations, result.population_size, result.projection_dim) == (0, 0, None)
@@ -81,11 +74,11 @@ def test_the_counts_get_the_papers_share_of_each_release() -> None:
 
 def test_without_a_public_count_the_run_pays_for_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
     log = ReleaseLog(monkeypatch)
-    X, _ = _blobs(600, 4, 3)
+    X, _ = blobs_and_centres(600, 4, 3)
     result = fastlloyd(X, 3, radius=1.5, mu=0.9, rng=np.random.default_rng(1))
     assert result.count_mu == pytest.approx(COUNT_MU_FRACTION * 0.9, rel=1e-15)
     assert log.calls[0] == (1.0, noise_multiplier(result.count_mu, 1), (1,))
-    assert log.calls[1:] == [(_joint_sensitivity(4), result.sigma, (15,))] * result.releases
+    assert log.calls[1:] == [(joint_sensitivity(4), result.sigma, (15,))] * result.releases
     assert log.composed_mu() <= 0.9
     assert log.composed_mu() == pytest.approx(0.9, rel=1e-12)
     assert abs(result.n_public - 600) < 6 / result.count_mu
@@ -95,14 +88,14 @@ def test_replace_one_uses_the_exact_count_and_its_sensitivity(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     log = ReleaseLog(monkeypatch)
-    X, _ = _blobs(800, 5, 4)
+    X, _ = blobs_and_centres(800, 5, 4)
     result = fastlloyd(
         X, 4, radius=2.0, mu=0.8, relation="replace-one", rng=np.random.default_rng(2)
     )
     assert (result.relation, result.n_public, result.count_mu) == ("replace-one", 800, None)
     # Within one cluster a replaced row moves the sum by 2S; across two, two sums by S and two
     # counts by M each: the larger of 2S and sqrt(2 (S^2 + M^2)).
-    expected = (_joint_sensitivity(5, "replace-one"), result.sigma, (24,))
+    expected = (joint_sensitivity(5, "replace-one"), result.sigma, (24,))
     assert log.calls == [expected] * result.releases
     assert log.composed_mu() == pytest.approx(0.8, rel=1e-12)
     with pytest.raises(ClusteringInputError):
@@ -188,13 +181,8 @@ def test_the_plan_follows_the_papers_rules() -> None:
 def test_invalid_parameters_name_the_field_before_any_noise(
     monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, object], field: str
 ) -> None:
-    log = ReleaseLog(monkeypatch)
-    args: dict[str, object] = {"k": 2, "radius": 1.0, "mu": 1.0}
-    args.update(kwargs)
-    with pytest.raises(ClusteringInputError) as info:
-        fastlloyd(np.zeros((10, 2)), **args)  # type: ignore[arg-type]
-    assert info.value.field == field
-    assert log.calls == []  # nothing was released (not even a noisy count)
+    # Refused before anything was released (not even a noisy count).
+    assert refused_field(monkeypatch, fastlloyd, kwargs) == field
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,23 +230,14 @@ def test_a_starving_centre_is_moved_to_split_a_crowded_one() -> None:
 # Progress, cancellation and utility
 
 
-class Cancelled(Exception):
-    pass
-
-
 def test_progress_reports_every_step_and_cancels() -> None:
-    X, _ = _blobs(400, 3, 2)
+    X, _ = blobs_and_centres(400, 3, 2)
     seen: list[tuple[int, int]] = []
     fastlloyd(X, 2, radius=1.5, mu=1.0, iterations=4, progress=lambda t, n: seen.append((t, n)))
     assert seen == [(t, 4) for t in range(1, 5)]
 
     calls: list[int] = []
-
-    def progress(t: int, total: int) -> None:
-        calls.append(t)
-        if t == 2:
-            raise Cancelled
-
+    progress = cancelling_at(2, calls)
     with pytest.raises(Cancelled):
         cluster(X, 2, algorithm="fastlloyd", radius=1.5, mu=1.0, iterations=5, progress=progress)
     assert calls == [1, 2]
@@ -270,7 +249,7 @@ def test_seeded_utility_on_separated_blobs() -> None:
     # none (largest ratio 1.007), so this fixed seed is far from the edge. Without reseeding
     # (the paper's Lloyd steps alone) 170 of those 200 runs fail, stuck with one centre on two
     # blobs (seed 7: ratio 4.4), so the check also covers `reseed_starving`.
-    X, centres = _blobs(6000, 3, 4, seed=5)
+    X, centres = blobs_and_centres(6000, 3, 4, seed=5)
     optimum = kmeans_loss(X, centres)
     result = fastlloyd(X, 4, radius=1.5, mu=1.0, n_public=6000, rng=np.random.default_rng(7))
     assert kmeans_loss(X, result.centers) <= 1.5 * optimum

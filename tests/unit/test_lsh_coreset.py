@@ -14,20 +14,14 @@ from privclust.clustering.lsh_coreset import MAX_BRANCHING_NODES, default_min_co
 from privclust.clustering.metrics import kmeans_loss
 from privclust.clustering.params import COUNT_MU_FRACTION
 from privclust.privacy.gdp import noise_multiplier
-from tests.unit.test_clustering_runs import ReleaseLog
-
-
-def _blobs(n: int, d: int, k: int, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    centres = rng.uniform(-0.6, 0.6, size=(k, d))
-    return centres[rng.integers(k, size=n)] + rng.normal(scale=0.05, size=(n, d))
-
-
-def _composed_mu(calls: list[tuple[float, float, tuple[int, ...]]], true: list[float]) -> float:
-    # A release of a statistic of l2 sensitivity S with noise std s is (S/s)-GDP; GDP composes
-    # as the root of the sum of squares. The noise std of a call is its sensitivity x sigma.
-    return math.sqrt(sum((t / (s * sig)) ** 2 for (s, sig, _), t in zip(calls, true, strict=True)))
-
+from tests.support.clustering import (
+    Cancelled,
+    ReleaseLog,
+    cancelling_at,
+    composed_mu,
+    refused_field,
+)
+from tests.support.data import blobs
 
 # ---------------------------------------------------------------------------------------------
 # Calibration
@@ -38,7 +32,7 @@ def test_every_release_is_calibrated_and_they_compose_to_mu(
     monkeypatch: pytest.MonkeyPatch, n_public: int | None
 ) -> None:
     log = ReleaseLog(monkeypatch)
-    X = _blobs(1200, 6, 3)
+    X = blobs(1200, 6, 3)
     result = lsh_coreset(X, 3, radius=2.0, mu=0.8, n_public=n_public, rng=np.random.default_rng(4))
     plan = plan_run(
         result.n_public, 6, 3, algorithm="lsh-coreset", mu=0.8, count_mu=result.count_mu
@@ -62,7 +56,7 @@ def test_every_release_is_calibrated_and_they_compose_to_mu(
     assert sums[:2] == (grid_sensitivity(6) / math.sqrt(21), result.sigma)
     assert sums[2][1] == 6 and sums[2][0] >= 1  # one row of sums per leaf
     true = [1.0] * len(levels) + [grid_sensitivity(6)]
-    mu_releases = _composed_mu(calls, true)
+    mu_releases = composed_mu(calls, true)
     assert mu_releases == pytest.approx(math.sqrt(28) / result.sigma, rel=1e-12)
     total = math.hypot(mu_releases, result.count_mu or 0.0)
     assert total <= 0.8 * (1 + 1e-12)
@@ -73,7 +67,7 @@ def test_replace_one_uses_the_exact_count_and_replace_one_sensitivities(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     log = ReleaseLog(monkeypatch)
-    X = _blobs(1000, 5, 4)
+    X = blobs(1000, 5, 4)
     result = lsh_coreset(
         X, 4, radius=2.0, epsilon=1.0, delta=1e-6, relation="replace-one",
         rng=np.random.default_rng(5), bits_per_level=2, iterations=4, sum_weight=5,
@@ -86,7 +80,7 @@ def test_replace_one_uses_the_exact_count_and_replace_one_sensitivities(
     assert all(shape[0] % 4 == 0 for _, _, shape in log.calls[:4])
     assert log.calls[-1][:2] == (2.0 * grid_sensitivity(5) / math.sqrt(5), result.sigma)
     true = [math.sqrt(2.0)] * 4 + [2.0 * grid_sensitivity(5)]
-    assert _composed_mu(log.calls, true) == pytest.approx(result.mu, rel=1e-12)
+    assert composed_mu(log.calls, true) == pytest.approx(result.mu, rel=1e-12)
     with pytest.raises(ClusteringInputError):
         lsh_coreset(X, 4, radius=2.0, mu=0.8, relation="replace-one", n_public=999)
 
@@ -98,7 +92,7 @@ def test_a_tree_that_stops_early_still_makes_every_planned_release(
     # empty vector), so the sequence of releases never depends on the data.
     log = ReleaseLog(monkeypatch)
     result = lsh_coreset(
-        _blobs(40, 3, 4), 4, radius=2.0, mu=0.5, n_public=40, branch_count=41,
+        blobs(40, 3, 4), 4, radius=2.0, mu=0.5, n_public=40, branch_count=41,
         rng=np.random.default_rng(0),
     )  # fmt: skip
     assert len(log.calls) == result.iterations + 1 == 8
@@ -131,10 +125,10 @@ def test_the_plan_prices_the_tree_from_public_inputs() -> None:
 @pytest.mark.parametrize(
     ("X", "k", "n_public"),
     [
-        (_blobs(12, 3, 2), 10, 12),  # k close to N: the coreset has fewer than k points
+        (blobs(12, 3, 2), 10, 12),  # k close to N: the coreset has fewer than k points
         (np.tile([[0.3, -0.2, 0.1]], (500, 1)), 6, 500),  # one distinct row: empty clusters
-        (_blobs(3000, 4, 3), 3, 3000),
-        (_blobs(5, 2, 2), 5, 5),  # k = N
+        (blobs(3000, 4, 3), 3, 3000),
+        (blobs(5, 2, 2), 5, 5),  # k = N
     ],
 )
 def test_always_k_finite_centres_inside_the_ball(X: np.ndarray, k: int, n_public: int) -> None:
@@ -156,28 +150,19 @@ def test_always_k_finite_centres_inside_the_ball(X: np.ndarray, k: int, n_public
 def test_progress_reports_every_level_and_the_final_step() -> None:
     seen: list[tuple[int, int]] = []
     lsh_coreset(
-        _blobs(500, 3, 2), 2, radius=2.0, mu=1.0, n_public=500, iterations=4,
+        blobs(500, 3, 2), 2, radius=2.0, mu=1.0, n_public=500, iterations=4,
         rng=np.random.default_rng(0), progress=lambda t, n: seen.append((t, n)),
     )  # fmt: skip
     assert seen == [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]
 
 
-class Cancelled(Exception):
-    pass
-
-
 def test_an_exception_from_progress_stops_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
     log = ReleaseLog(monkeypatch)
     calls: list[int] = []
-
-    def progress(t: int, total: int) -> None:
-        calls.append(t)
-        if t == 2:
-            raise Cancelled
-
+    progress = cancelling_at(2, calls)
     with pytest.raises(Cancelled):
         cluster(
-            _blobs(500, 3, 2), 2, algorithm="lsh-coreset", radius=2.0, mu=1.0, n_public=500,
+            blobs(500, 3, 2), 2, algorithm="lsh-coreset", radius=2.0, mu=1.0, n_public=500,
             progress=progress,
         )  # fmt: skip
     assert calls == [1, 2]
@@ -194,7 +179,7 @@ def test_loss_on_a_small_blob_set_stays_near_the_optimum() -> None:
     # of 5 runs has SD ~0.00007, so the bound 0.011 sits ~11 SDs above it: for a random draw of
     # seeds this test would fail with probability far below 0.1% (no run of 200 exceeded it).
     # The seeds are fixed, so it is deterministic.
-    X = _blobs(3000, 4, 4)
+    X = blobs(3000, 4, 4)
     losses = [
         kmeans_loss(
             X,
@@ -230,13 +215,7 @@ def test_loss_on_a_small_blob_set_stays_near_the_optimum() -> None:
 def test_invalid_parameters_name_the_field(
     monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, object], field: str
 ) -> None:
-    log = ReleaseLog(monkeypatch)
-    args: dict[str, object] = {"k": 2, "radius": 1.0, "mu": 1.0}
-    args.update(kwargs)
-    with pytest.raises(ClusteringInputError) as info:
-        lsh_coreset(np.zeros((10, 2)), **args)  # type: ignore[arg-type]
-    assert info.value.field == field
-    assert log.calls == []  # refused before any noise
+    assert refused_field(monkeypatch, lsh_coreset, kwargs) == field  # refused before any noise
 
 
 def test_one_extreme_row_never_makes_a_run_fail() -> None:
@@ -260,7 +239,7 @@ def test_tiny_thresholds_cannot_grow_an_unbounded_tree(monkeypatch: pytest.Monke
     # would multiply the frontier by ~4; at most MAX_BRANCHING_NODES nodes branch per level.
     log = ReleaseLog(monkeypatch)
     result = lsh_coreset(
-        _blobs(50, 3, 2), 3, radius=2.0, mu=0.3, n_public=50, min_count=1, branch_count=1,
+        blobs(50, 3, 2), 3, radius=2.0, mu=0.3, n_public=50, min_count=1, branch_count=1,
         rng=np.random.default_rng(1),
     )  # fmt: skip
     assert max(shape[0] for _, _, shape in log.calls[:-1]) <= MAX_BRANCHING_NODES * 8

@@ -15,31 +15,12 @@ from privclust.clustering.fastlloyd import (
     moved_centres,
     relative_grid_sums,
 )
-from privclust.clustering.hdpe import grid_sensitivity
 from privclust.clustering.metrics import kmeans_loss
 from privclust.clustering.params import COUNT_MU_FRACTION, default_pe_iterations
 from privclust.clustering.pe_lloyd import lloyd_weight, pe_lloyd, plan_lloyd_releases, step_radii
 from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
-from tests.unit.test_clustering_runs import ReleaseLog
-
-
-def _blobs(n: int, d: int, k: int, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    centres = rng.uniform(-0.6, 0.6, size=(k, d))
-    return centres[rng.integers(k, size=n)] + rng.normal(scale=0.05, size=(n, d))
-
-
-def _joint_sensitivity(d: int, relation: str = "add-remove") -> float:
-    s, m = grid_sensitivity(d), count_multiplier(d, default_count_share(d))
-    if relation == "replace-one":
-        return max(2.0 * s, math.sqrt(2.0) * math.hypot(s, m))
-    return math.hypot(s, m)
-
-
-def _composed_mu(calls: list[tuple[float, float, tuple[int, ...]]], true: list[float]) -> float:
-    # A release of a statistic of l2 sensitivity S with noise std s is (S/s)-GDP; GDP composes
-    # as the root of the sum of squares. The noise std of a call is its sensitivity x sigma.
-    return math.sqrt(sum((t / (s * sig)) ** 2 for (s, sig, _), t in zip(calls, true, strict=True)))
+from tests.support.clustering import ReleaseLog, composed_mu, joint_sensitivity
+from tests.support.data import blobs
 
 
 @pytest.mark.parametrize(
@@ -49,7 +30,7 @@ def test_the_releases_compose_to_the_planned_mu(
     monkeypatch: pytest.MonkeyPatch, n_public: int | None, steps: int | None, share: float | None
 ) -> None:
     log = ReleaseLog(monkeypatch)
-    X = _blobs(1200, 5, 3)
+    X = blobs(1200, 5, 3)
     epsilon, delta = 2.0, 1e-6
     result = pe_lloyd(
         X, 3, radius=1.5, epsilon=epsilon, delta=delta, n_public=n_public,
@@ -83,9 +64,9 @@ def test_the_releases_compose_to_the_planned_mu(
     assert result.releases == result.iterations + n_steps * weight
     # Each Lloyd step: the joint sensitivity scaled by 1/sqrt(w), i.e. priced as w releases.
     for s, sig, shape in lloyd:
-        assert (s, sig, shape) == (_joint_sensitivity(5) / math.sqrt(weight), result.sigma, (18,))
-    true = [1.0] * len(votes) + [_joint_sensitivity(5)] * n_steps
-    mu_releases = _composed_mu(calls, true)
+        assert (s, sig, shape) == (joint_sensitivity(5) / math.sqrt(weight), result.sigma, (18,))
+    true = [1.0] * len(votes) + [joint_sensitivity(5)] * n_steps
+    mu_releases = composed_mu(calls, true)
     assert mu_releases == pytest.approx(math.sqrt(result.releases) / result.sigma, rel=1e-12)
     total = math.hypot(mu_releases, result.count_mu or 0.0)
     assert total <= mu * (1 + 1e-12)
@@ -96,7 +77,7 @@ def test_the_releases_compose_to_the_planned_mu(
 
 
 def test_replace_one_sensitivities() -> None:
-    X = _blobs(800, 4, 4)
+    X = blobs(800, 4, 4)
     result = pe_lloyd(
         X, 4, radius=2.0, mu=0.8, relation="replace-one", rng=np.random.default_rng(2)
     )
@@ -123,7 +104,7 @@ def test_weights_and_parameter_checks() -> None:
 
 
 def test_progress_counts_every_pe_iteration_and_lloyd_step() -> None:
-    X = _blobs(500, 3, 3)
+    X = blobs(500, 3, 3)
     seen: list[tuple[int, int]] = []
     result = pe_lloyd(
         X, 3, radius=1.5, mu=1.0, n_public=500, rng=np.random.default_rng(3),
@@ -136,7 +117,7 @@ def test_progress_counts_every_pe_iteration_and_lloyd_step() -> None:
 
 
 def test_cluster_runs_it_by_name() -> None:
-    X = _blobs(400, 3, 2)
+    X = blobs(400, 3, 2)
     result = cluster(
         X, 2, algorithm="pe-lloyd", radius=1.5, mu=1.0, n_public=400, rng=np.random.default_rng(5)
     )
@@ -149,7 +130,7 @@ def test_the_lloyd_step_reaches_the_kmeans_loss_with_a_large_budget() -> None:
     # Fixed seeds; the bound has a wide margin (the run's loss is within 1% of KMeans's).
     from sklearn.cluster import KMeans
 
-    X = _blobs(4000, 4, 4, seed=7)
+    X = blobs(4000, 4, 4, seed=7)
     floor = kmeans_loss(X, KMeans(4, n_init=10, random_state=0).fit(X).cluster_centers_)
     result = pe_lloyd(X, 4, radius=1.5, mu=20.0, n_public=4000, rng=np.random.default_rng(8))
     assert kmeans_loss(X, result.centers) <= 1.05 * floor
@@ -172,7 +153,7 @@ def test_per_cluster_step_radii_keep_the_sensitivity_in_grid_units() -> None:
         for label in range(k):
             sums, counts = relative_grid_sums(row[None, :], centres, np.array([label]), radii)
             change = np.concatenate([sums.ravel(), m * counts])
-            assert np.linalg.norm(change) <= _joint_sensitivity(d)
+            assert np.linalg.norm(change) <= joint_sensitivity(d)
     # A cluster's mean offset is rescaled by its own radius and its move capped by it.
     noisy_sums = np.full((k, d), 2.0**20)  # every offset at the radius along each axis
     moved = moved_centres(centres, noisy_sums, np.ones(k), radii, radius)

@@ -12,14 +12,8 @@ from privclust.clustering import ClusteringInputError, cluster, plan_run, sugges
 from privclust.clustering import summaries as sm
 from privclust.clustering.metrics import kmeans_loss
 from privclust.privacy.gdp import equal_share, mu_from_epsilon_delta
-from tests.unit.test_clustering_runs import ReleaseLog
-
-
-def _blobs(n: int, d: int, k: int, seed: int = 0, spread: float = 0.05) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    centres = rng.uniform(-0.6, 0.6, size=(k, d))
-    return centres[rng.integers(k, size=n)] + rng.normal(scale=spread, size=(n, d))
-
+from tests.support.clustering import ReleaseLog
+from tests.support.data import blobs
 
 # ---------------------------------------------------------------------------------------------
 # Exact statistics and their grid
@@ -107,7 +101,7 @@ def test_labels_come_in_blocks_and_match_the_nearest_centre(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(sm, "BLOCK_ROWS", 100)
-    X = _blobs(1050, 4, 3)
+    X = blobs(1050, 4, 3)
     centres = np.array([[0.3, 0.3, 0.3, 0.3], [-0.3, 0.0, 0.2, 0.1], [0.0, -0.4, 0.0, 0.0]])
     blocks = list(sm.nearest_centre_blocks(X, centres, radius=1.5))
     assert [len(b) for b in blocks] == [100] * 10 + [50]
@@ -152,7 +146,7 @@ def test_a_summarised_job_spends_exactly_its_mu(
 ) -> None:
     log = ReleaseLog(monkeypatch)
     d = 40 if algorithm == "hdpe-means" else 3
-    X = _blobs(800, d, 3)
+    X = blobs(800, d, 3)
     epsilon, delta = 2.0, 1e-6
     n_public = None if relation == "replace-one" else 790
     result = cluster(
@@ -224,7 +218,7 @@ def test_without_summaries_the_plan_is_unchanged() -> None:
 
 def test_the_loss_is_close_to_the_exact_loss_of_the_released_centres() -> None:
     # 20,000 rows at mu = 2: the loss's SE is (2R)^2 sigma_l / N~ ~ 1e-4, far below the loss.
-    X = _blobs(20_000, 2, 4, spread=0.1)
+    X = blobs(20_000, 2, 4, spread=0.1)
     result = cluster(
         X, 4, radius=1.0, mu=2.0, n_public=20_000, summaries=True, rng=np.random.default_rng(1)
     )
@@ -268,7 +262,7 @@ def test_a_seeded_sweep_orders_its_losses_and_finds_the_true_k(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     log = ReleaseLog(monkeypatch)
-    X = _blobs(6000, 2, 4, seed=2, spread=0.04)
+    X = blobs(6000, 2, 4, seed=2, spread=0.04)
     result = sweep(
         X, [1, 2, 4, 8], radius=1.0, epsilon=4.0, delta=1e-6, rng=np.random.default_rng(7)
     )
@@ -289,9 +283,9 @@ def test_a_seeded_sweep_orders_its_losses_and_finds_the_true_k(
 
 def test_a_summary_share_needs_summaries() -> None:
     with pytest.raises(ClusteringInputError, match="summaries"):
-        cluster(_blobs(100, 2, 2), 2, radius=1.0, mu=1.0, n_public=100, summary_fraction=0.5)
+        cluster(blobs(100, 2, 2), 2, radius=1.0, mu=1.0, n_public=100, summary_fraction=0.5)
     result = cluster(
-        _blobs(500, 2, 2),
+        blobs(500, 2, 2),
         2,
         radius=1.0,
         mu=1.0,
@@ -306,7 +300,7 @@ def test_a_summary_share_needs_summaries() -> None:
 def test_a_sweep_checks_every_k_before_drawing_noise(monkeypatch: pytest.MonkeyPatch) -> None:
     log = ReleaseLog(monkeypatch)
     with pytest.raises(ClusteringInputError):
-        sweep(_blobs(100, 2, 2), [2, 2], radius=1.0, mu=1.0)
+        sweep(blobs(100, 2, 2), [2, 2], radius=1.0, mu=1.0)
     with pytest.raises(ClusteringInputError):
-        sweep(_blobs(100, 2, 2), [2, 5000], radius=1.0, mu=1.0)
+        sweep(blobs(100, 2, 2), [2, 5000], radius=1.0, mu=1.0)
     assert log.calls == []
