@@ -8,8 +8,9 @@ import uuid
 from fastapi import APIRouter
 
 from app.keys import service as keys_service
+from app.keys.auth import CurrentKey, require
 from app.keys.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyOut
-from app.kit.deps import CurrentKey, PageCursor, PageLimit, SessionDep, UnitOfWorkRoute, require
+from app.kit.deps import PageCursor, PageLimit, SessionDep, UnitOfWorkRoute
 from app.kit.problems import responses
 from app.kit.schemas import Page
 from app.models import Role

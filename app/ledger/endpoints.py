@@ -7,7 +7,8 @@ import uuid
 from fastapi import APIRouter
 
 from app.datasets import service as datasets_service
-from app.kit.deps import SessionDep, TenantKey, UnitOfWorkRoute, require
+from app.keys.auth import TenantKey, require
+from app.kit.deps import SessionDep, UnitOfWorkRoute
 from app.kit.problems import responses
 from app.ledger import service as ledger
 from app.ledger.schemas import Budget, BudgetPatch, LedgerEntryOut, LedgerOut

@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from app.kit.deps import CurrentKey, UnitOfWorkRoute, require
+from app.keys.auth import CurrentKey, require
+from app.kit.deps import UnitOfWorkRoute
 from app.kit.errors import BudgetExceeded
 from app.kit.problems import problem_response
 from app.ops.metrics import CONTENT_TYPE, Metrics
