@@ -33,6 +33,7 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/check_layout.py
 	@tmp=$$(mktemp -d) && PRIVCLUST_DATABASE_URL=sqlite:///$$tmp/check.db $(BIN)/alembic upgrade head >/dev/null 2>&1 \
 		&& PRIVCLUST_DATABASE_URL=sqlite:///$$tmp/check.db $(BIN)/alembic check; rc=$$?; rm -rf $$tmp; exit $$rc
 

@@ -10,8 +10,7 @@ from pydantic import BaseModel, Field
 
 from app.datasets import service as datasets_service
 from app.ledger.schemas import Budget
-from app.ledger.service import BudgetView
-from app.models import Dataset
+from app.models import Role
 
 
 class Domain(BaseModel):
@@ -58,13 +57,14 @@ class DatasetOut(BaseModel):
     )
 
     @classmethod
-    def of(cls, ds: Dataset, budget: BudgetView, role: str) -> DatasetOut:
+    def of(cls, view: datasets_service.DatasetView, role: str) -> DatasetOut:
         """The dataset as `role` may see it: the exact row count for its owner only."""
+        ds = view.dataset
         return cls(
             id=ds.id,
             name=ds.name,
             n_rows_dp=ds.n_rows_dp,
-            n_rows=ds.n_rows if role == "owner" else None,
+            n_rows=ds.n_rows if role == Role.OWNER else None,
             count_public=ds.count_public,
             count_mu=ds.count_mu,
             relation=datasets_service.planning_count(ds).relation,
@@ -72,7 +72,7 @@ class DatasetOut(BaseModel):
             n_cols=ds.n_cols,
             columns=list(ds.columns),
             domain=Domain(center=ds.center, radius=ds.radius),
-            budget=Budget.of(budget),
+            budget=Budget.of(view.budget),
             created_at=ds.created_at,
             deleted_at=ds.deleted_at,
         )

@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.datasets import service as datasets
-from app.datasets.service import DomainSpec, check_domain_shape, clip_into_domain, resolve_domain
+from app.datasets import storage
+from app.datasets.domain import DomainSpec, check_domain_shape, resolve_domain
+from app.datasets.storage import clip_into_domain
 from app.kit.errors import InvalidParameter
 from privclust.clustering.params import prepare_rows
 
@@ -84,7 +85,7 @@ def test_extreme_rows_are_clipped_so_a_job_cannot_fail_on_them(tmp_path: Path) -
 def test_clipping_in_blocks_moves_outside_rows_onto_the_ball_and_leaves_the_rest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(datasets, "_CLIP_BLOCK_VALUES", 7 * 3)  # 7 rows per block
+    monkeypatch.setattr(storage, "_CLIP_BLOCK_VALUES", 7 * 3)  # 7 rows per block
     rng = np.random.default_rng(5)
     center, radius = np.array([10.0, -3.0, 0.5]), 2.0
     rows = center + rng.normal(0.0, 1.0, (100, 3)) * rng.choice([0.1, 1.0, 1e6], (100, 1))
