@@ -16,15 +16,8 @@ from app.datasets.domain import (
     parse_json_vector,
 )
 from app.datasets.schemas import DatasetOut
-from app.kit.deps import (
-    PageCursor,
-    PageLimit,
-    SessionDep,
-    SettingsDep,
-    TenantKey,
-    UnitOfWorkRoute,
-    require,
-)
+from app.keys.auth import TenantKey, require
+from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, UnitOfWorkRoute
 from app.kit.problems import responses
 from app.kit.schemas import Page
 from app.models import Role
