@@ -17,7 +17,6 @@ from fastapi.routing import APIRoute
 from fastapi.telemetry import TelemetryConfig
 from fastapi_offline import FastAPIOffline
 from redis.exceptions import RedisError
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
@@ -26,7 +25,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app import __version__, console
 from app.datasets import endpoints as datasets
 from app.datasets import service as datasets_service
-from app.datasets import storage as partial_uploads
 from app.jobs import endpoints as jobs
 from app.jobs import queue, reconcile
 from app.jobs import service as jobs_service
@@ -74,33 +72,6 @@ def _operation_id(route: APIRoute) -> str:
 CLEANUP_EVERY = 600.0  # seconds between looks for partial uploads left by a killed API
 
 
-def remove_partial_uploads(settings: Settings, sessions: sessionmaker[Session]) -> None:
-    """Delete upload files left by a killed API process (partial ones, and complete ones whose
-    dataset was never committed) that have been untouched for an hour, and say so."""
-
-    def referenced() -> set[str]:
-        with sessions() as session:
-            return datasets_service.stored_file_names(session)
-
-    try:
-        partial = partial_uploads.remove_stale_partial_uploads(settings.datasets_dir)
-        orphans = partial_uploads.remove_orphaned_dataset_files(settings.datasets_dir, referenced)
-    except (OSError, SQLAlchemyError):
-        log.exception("could not look for abandoned uploads in %s", settings.datasets_dir)
-        return
-    for f, what in [(f, "a partial upload") for f in partial] + [
-        (f, "a complete upload whose dataset was never recorded") for f in orphans
-    ]:
-        log.warning(
-            "removed %s (%.1f MiB, untouched for %.0f min): %s left by an API process that "
-            "stopped during the upload",
-            f.path,
-            f.size / 2**20,
-            f.idle_seconds / 60,
-            what,
-        )
-
-
 class _Sweeper(threading.Thread):
     """Keeps job states honest while the API runs.
 
@@ -124,7 +95,7 @@ class _Sweeper(threading.Thread):
             self.reconcile()
             if time.monotonic() >= next_cleanup:
                 next_cleanup = time.monotonic() + CLEANUP_EVERY
-                remove_partial_uploads(self.settings, self.sessions)
+                datasets_service.remove_abandoned_uploads(self.settings, self.sessions)
 
     def sweep_stale(self) -> None:
         try:
@@ -260,7 +231,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Endpoints run on these threads; each holds at most one pooled connection at a time,
         # and the pool has a connection for every thread (app.kit.db.session.get_engine).
         configure_threads(settings)
-        remove_partial_uploads(settings, app.state.sessionmaker)
+        datasets_service.remove_abandoned_uploads(settings, app.state.sessionmaker)
         sweeper = _Sweeper(settings, app.state.sessionmaker)
         sweeper.start()
         yield
