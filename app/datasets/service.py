@@ -28,7 +28,7 @@ from app.models import ApiKey, Dataset
 from privclust.privacy import budget as bmath
 from privclust.privacy import gdp, noise
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the ingest imports pyarrow: loaded by the first upload, not at start-up
     from app.datasets.ingest import IngestedMatrix
 
 log = logging.getLogger("privclust.api")
