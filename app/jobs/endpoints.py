@@ -2,30 +2,24 @@
 
 from __future__ import annotations
 
-import logging
 import uuid
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
-from sqlalchemy.exc import IntegrityError
 
-from app.datasets import service as datasets_service
 from app.jobs import labels as labels_service
-from app.jobs import queue
-from app.jobs import repository as repo
 from app.jobs import service as jobs_service
-from app.jobs.schemas import Estimate, JobCreate, JobOut, Privacy
-from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, TenantKey, UnitOfWorkRoute
-from app.kit.errors import NotFound, ServiceUnavailable
+from app.jobs.schemas import Estimate, JobCreate, JobOut, JobParams, Privacy, StatusName
+from app.keys.auth import TenantKey
+from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, UnitOfWorkRoute
+from app.kit.errors import NotFound
 from app.kit.problems import responses
 from app.kit.schemas import Page
-from app.ledger import service as ledger
 from app.ledger.schemas import Budget
-from app.models import Dataset, Job
+from app.models import Role
 
 router = APIRouter(prefix="/v1", tags=["jobs"], route_class=UnitOfWorkRoute)
-log = logging.getLogger("privclust.api")
 
 IdempotencyKey = Annotated[
     str | None,
@@ -39,18 +33,21 @@ IdempotencyKey = Annotated[
 
 
 def _request_of(body: JobCreate) -> jobs_service.JobRequest:
-    params = body.params
     return jobs_service.JobRequest(
         algorithm=body.algorithm,
         k=body.k,
         epsilon=body.epsilon,
         delta=body.delta,
         mu=body.mu,
-        iterations=params.iterations if params else None,
-        variations=params.variations if params else None,
-        projection_dim=params.projection_dim if params else None,
         summaries=body.summaries,
+        **method_params(body.params),
     )
+
+
+def method_params(params: JobParams | None) -> dict[str, int | None]:
+    """The request's method parameters (each None when not given), for a job or a sweep."""
+    names = ("iterations", "variations", "projection_dim")
+    return {name: getattr(params, name) if params else None for name in names}
 
 
 def privacy_of(plan: jobs_service.JobPlan) -> Privacy:
@@ -81,55 +78,12 @@ def jobs_create(
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> JobOut:
-    dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
-    req = _request_of(body)
-    plan = jobs_service.plan_job(dataset, req)  # invalid parameters: 422 before anything else
-    # Refuse cleanly while the queue is down, before anything is charged. The ping may wait for
-    # its socket timeout: end the read transaction first, so that no database connection (and
-    # no PostgreSQL transaction or SQLite snapshot) is held meanwhile.
-    session.commit()
-    queue.redis_connection(queue.resolve_redis_url(settings)).ping()
-    ledger.begin_budget_transaction(session)
-    try:
-        job, created = jobs_service.submit(
-            session, dataset, req, actor=key.id, idempotency_key=idempotency_key, plan=plan
-        )
-        session.commit()
-    except IntegrityError:
-        # uq_jobs_tenant_idempotency_key: a request with the same key committed first (on
-        # another dataset, whose lock this one does not share). Replay it, or 409 if the body
-        # differs; any other integrity error is not ours to explain.
-        session.rollback()
-        existing = (
-            None
-            if idempotency_key is None
-            else jobs_service.recheck_idempotency(
-                session, key.tenant, idempotency_key, req.fingerprint(dataset.id)
-            )
-        )
-        if existing is None:
-            raise
-        job, created = existing, False
-    if created:
-        try:
-            queue.enqueue_job(settings, job.id)
-        except Exception as exc:
-            refunded = jobs_service.fail_unqueued(session, job.id, "the job could not be queued")
-            session.commit()
-            if refunded:
-                raise ServiceUnavailable(
-                    "the job queue could not be reached; the job was not "
-                    "started and its budget was refunded",
-                    code="queue-unavailable",
-                    job_id=str(job.id),
-                ) from exc
-            # The enqueue reached Redis and only its reply was lost: a worker has the job.
-            log.warning("job %s: enqueue reported %r, but a worker has taken the job", job.id, exc)
-            session.refresh(job)
-    else:
+    job, columns, created = jobs_service.create_job(
+        session, settings, dataset_id, key.tenant, _request_of(body), key.id, idempotency_key
+    )
+    if not created:
         response.headers["Idempotent-Replayed"] = "true"
-        session.refresh(job)
-    return JobOut.of(job, dataset.columns)
+    return JobOut.of(job, columns)
 
 
 @router.post(
@@ -141,8 +95,7 @@ def jobs_create(
 def jobs_estimate(
     dataset_id: uuid.UUID, body: JobCreate, session: SessionDep, key: TenantKey
 ) -> Estimate:
-    dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
-    est = jobs_service.estimate(session, dataset, _request_of(body))
+    est = jobs_service.estimate(session, dataset_id, key.tenant, _request_of(body))
     return Estimate(
         algorithm=est.plan.algorithm,
         privacy=privacy_of(est.plan),
@@ -152,18 +105,10 @@ def jobs_estimate(
     )
 
 
-def _job(session: SessionDep, job_id: uuid.UUID, tenant: str) -> tuple[Job, list[str]]:
-    """The job and its dataset's column names (one query: clients poll this)."""
-    found = repo.job_and_columns_for_tenant(session, job_id, tenant)
-    if found is None:
-        raise NotFound("no such job", code="job-not-found")
-    return found
-
-
 @router.get("/jobs/{job_id}", response_model=JobOut, responses=responses(401, 403, 404))
 def jobs_get(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOut:
     """A job's status, progress, privacy cost and, once succeeded, its private centres."""
-    job, columns = _job(session, job_id, key.tenant)
+    job, columns = jobs_service.get_job(session, job_id, key.tenant)
     return JobOut.of(job, columns)
 
 
@@ -172,17 +117,12 @@ def jobs_list(
     session: SessionDep,
     key: TenantKey,
     dataset_id: uuid.UUID | None = None,
-    status: Literal["queued", "running", "succeeded", "failed", "cancelled"] | None = None,
+    status: StatusName | None = None,
     limit: PageLimit = 50,
     cursor: PageCursor = None,
 ) -> Page[JobOut]:
-    items, nxt = repo.list_jobs(session, key.tenant, limit, cursor, dataset_id, status)
-    columns: dict[uuid.UUID, list[str]] = {}
-    for job in items:
-        if job.dataset_id not in columns:
-            ds = session.get(Dataset, job.dataset_id)
-            columns[job.dataset_id] = list(ds.columns) if ds else []
-    return Page[JobOut](items=[JobOut.of(j, columns[j.dataset_id]) for j in items], next_cursor=nxt)
+    items, nxt = jobs_service.list_jobs(session, key.tenant, limit, cursor, dataset_id, status)
+    return Page[JobOut](items=[JobOut.of(job, columns) for job, columns in items], next_cursor=nxt)
 
 
 @router.post(
@@ -190,10 +130,8 @@ def jobs_list(
 )
 def jobs_cancel(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOut:
     """A queued job is cancelled and refunded; a running job is stopped and stays charged."""
-    job, columns = _job(session, job_id, key.tenant)
-    ledger.begin_budget_transaction(session)
-    job = jobs_service.cancel(session, job, key.id)
-    session.commit()
+    job, columns = jobs_service.get_job(session, job_id, key.tenant)
+    job = jobs_service.cancel_job(session, job, key.id)
     return JobOut.of(job, columns)
 
 
@@ -243,9 +181,9 @@ def jobs_labels(
     """For the dataset's owner only (anyone else: 404). Computed from the released centres
     (post-processing: no budget) and streamed in blocks. A job that has not succeeded: 409;
     a dataset whose rows were deleted: 410."""
-    if key.role != "owner":
+    if key.role != Role.OWNER:
         raise NotFound("no such job", code="job-not-found")
-    job, _ = _job(session, job_id, key.tenant)
+    job, _ = jobs_service.get_job(session, job_id, key.tenant)
     source = labels_service.open_labels(session, job)
     chosen = _labels_format(request, fmt)
     media = "text/csv" if chosen == "csv" else "application/x-npy"

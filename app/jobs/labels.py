@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from app.datasets import storage
 from app.kit.errors import Conflict, Gone
-from app.models import Dataset, Job
+from app.models import Dataset, Job, JobStatus
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class LabelSource:
 def open_labels(session: Session, job: Job) -> LabelSource:
     """The rows and released centres of a succeeded job; 409 if it has not succeeded, 410 if
     the dataset's rows were deleted."""
-    if job.status != "succeeded" or job.centers is None:
+    if job.status != JobStatus.SUCCEEDED or job.centers is None:
         raise Conflict(
             f"labels exist only for a succeeded job; this one is {job.status}",
             code="job-not-succeeded",

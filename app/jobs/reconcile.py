@@ -27,7 +27,6 @@ from rq import Queue
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.jobs import queue as queue_service
-from app.jobs import repository as repo
 from app.jobs import service as jobs_service
 from app.kit import repository as kit_repo
 from app.kit.config import Settings
@@ -94,8 +93,7 @@ def reconcile_queue(
         return done
     try:
         cutoff = kit_repo.now() - timedelta(seconds=grace_seconds)
-        with unit_of_work(sessions) as session:
-            candidates = [job.id for job in repo.queued_jobs_created_before(session, cutoff)]
+        candidates = jobs_service.queued_before(sessions, cutoff)
         if not candidates:
             return done
         present = job_ids_in_queue(queue)
@@ -105,7 +103,7 @@ def reconcile_queue(
             with unit_of_work(sessions) as session:
                 # Read again in a new transaction: it may have started (or been cancelled)
                 # since the list above was read.
-                if repo.job_status(session, job_id) != "queued":
+                if not jobs_service.still_queued(session, job_id):
                     continue
                 key = _requeue_count_key(job_id)
                 lost = int(conn.get(key) or 0)

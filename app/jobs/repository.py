@@ -11,7 +11,7 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from app.kit.repository import paginate
-from app.models import Dataset, Job
+from app.models import Dataset, Job, JobStatus
 
 
 def job_for_tenant(session: Session, job_id: uuid.UUID, tenant: str) -> Job | None:
@@ -68,13 +68,14 @@ def transition_job(
 
 
 def update_running_job(session: Session, job_id: uuid.UUID, **values: Any) -> bool:
-    return transition_job(session, job_id, from_status="running", **values)
+    return transition_job(session, job_id, from_status=JobStatus.RUNNING, **values)
 
 
 def stale_running_jobs(session: Session, cutoff: datetime) -> Sequence[Job]:
     return session.scalars(
         select(Job).where(
-            Job.status == "running", or_(Job.heartbeat_at < cutoff, Job.heartbeat_at.is_(None))
+            Job.status == JobStatus.RUNNING,
+            or_(Job.heartbeat_at < cutoff, Job.heartbeat_at.is_(None)),
         )
     ).all()
 
@@ -85,7 +86,7 @@ def queued_jobs_created_before(
     """Jobs still queued that were admitted before `cutoff`, oldest first."""
     return session.scalars(
         select(Job)
-        .where(Job.status == "queued", Job.created_at < cutoff)
+        .where(Job.status == JobStatus.QUEUED, Job.created_at < cutoff)
         .order_by(Job.created_at)
         .limit(limit)
     ).all()

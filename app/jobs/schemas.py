@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.kit.schemas import JsonInt, ParamInt, RequestBody
 from app.ledger.schemas import Budget
-from app.models import Job
+from app.models import Job, JobStatus
+from privclust.clustering import Algorithm
 
-AlgorithmName = Literal["pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd"]
-
-
-AlgorithmChoice = Literal["auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd"]
+if TYPE_CHECKING:
+    AlgorithmName = str
+    AlgorithmChoice = str
+    StatusName = str
+else:
+    # Derived from the enums: Literals of their values, so the schema lists the names inline.
+    AlgorithmName = Literal[tuple(a.value for a in Algorithm if a != Algorithm.AUTO)]
+    AlgorithmChoice = Literal[tuple(a.value for a in Algorithm)]
+    StatusName = Literal[tuple(status.value for status in JobStatus)]
 
 
 class JobParams(RequestBody):
@@ -36,10 +42,10 @@ class JobParams(RequestBody):
 
 class JobCreate(RequestBody):
     model_config = ConfigDict(
-        json_schema_extra={"example": {"algorithm": "auto", "k": 4, "epsilon": 1.0}}
+        json_schema_extra={"example": {"algorithm": Algorithm.AUTO.value, "k": 4, "epsilon": 1.0}}
     )
     algorithm: AlgorithmChoice = Field(
-        default="auto",
+        default=Algorithm.AUTO.value,
         description="PE-means, HDPE-means (high dimensions), FastLloyd (noisy Lloyd steps), "
         "lsh-coreset (a private LSH-tree coreset), pe-lloyd (PE-means, then a noisy Lloyd "
         "step), or auto (chosen from d, the released row count, k and the job's mu: see "
@@ -105,7 +111,7 @@ class JobOut(BaseModel):
     dataset_id: uuid.UUID
     algorithm: AlgorithmName
     k: int
-    status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    status: StatusName
     progress: Progress
     privacy: Privacy
     result: JobResult | None = None
@@ -120,7 +126,7 @@ class JobOut(BaseModel):
     @classmethod
     def of(cls, job: Job, columns: list[str]) -> JobOut:
         result = None
-        if job.status == "succeeded" and job.centers is not None:
+        if job.status == JobStatus.SUCCEEDED and job.centers is not None:
             result = JobResult(
                 centers=job.centers,
                 columns=columns,

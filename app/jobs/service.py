@@ -1,162 +1,72 @@
-"""Clustering jobs: validation, privacy planning, admission through the ledger, state changes."""
+"""The jobs domain's service: the job's whole life, from its estimate to its end.
+
+Its parts: planning (what a job costs), admission (charging the budget and queueing, shared
+with sweeps) and lifecycle (every state change after admission, the worker's included). The
+routes, the worker, the sweeper and sweeps call the names below; only these modules change a
+job's state or write its ledger entries.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.datasets import service as datasets_service
 from app.jobs import repository as repo
-from app.kit import repository as kit_repo
-from app.kit.errors import Conflict, InvalidParameter
+from app.jobs.admission import Admission
+from app.jobs.lifecycle import (
+    LOST_WORKER,
+    JobRun,
+    QueuedJob,
+    cancel,
+    fail_unqueued,
+    queued_before,
+    still_queued,
+    sweep_stale_jobs,
+)
+from app.jobs.planning import (
+    JobPlan,
+    JobRequest,
+    check_ran_as_charged,
+    plan_job,
+    privacy_error,
+    run_options,
+)
+from app.kit.config import Settings
+from app.kit.errors import NotFound, ServiceUnavailable
 from app.ledger import service as ledger
-from app.models import Dataset, Job
+from app.models import Dataset, Job, JobStatus
 from privclust.privacy import budget as bmath
-from privclust.privacy import gdp
 
-MAX_K = 10_000
-
-
-@dataclass(frozen=True)
-class JobRequest:
-    algorithm: str = "auto"
-    k: int = 2
-    epsilon: float | None = None
-    delta: float | None = None
-    mu: float | None = None
-    iterations: int | None = None
-    variations: int | None = None
-    projection_dim: int | None = None
-    summaries: bool = False
-    # The summaries' share of mu (None: SUMMARY_MU_FRACTION); sweeps set their own.
-    summary_fraction: float | None = None
-
-    def fingerprint(self, dataset_id: uuid.UUID) -> str:
-        body = {"dataset_id": str(dataset_id), **self.__dict__}
-        if not self.summaries:  # fingerprints of requests made before summaries existed hold
-            del body["summaries"]
-        if self.summary_fraction is None:
-            del body["summary_fraction"]
-        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class JobPlan:
-    """Everything about a job's privacy that is fixed before it is admitted."""
-
-    algorithm: str
-    k: int
-    mu: float
-    epsilon: float
-    delta: float
-    sigma: float
-    releases: int
-    iterations: int
-    progress_total: int
-    params: dict[str, Any]
-    # The part of `mu` spent on the private summaries (None: no summaries); `sigma` and
-    # `releases` are then the centres'.
-    summary_mu: float | None = None
-
-
-def _privacy_error(exc: gdp.PrivacyParameterError) -> InvalidParameter:
-    return InvalidParameter(str(exc), field=exc.field or "epsilon")
-
-
-# Library argument names -> the request fields a client sent.
-_FIELDS = {
-    "iterations": "params.iterations",
-    "variations": "params.variations",
-    "projection_dim": "params.projection_dim",
-}
-
-
-def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
-    """Validate a request against a dataset and fix its mu, sigma and number of releases.
-
-    The clustering library's own planner decides T, L and the releases from public inputs
-    (the dataset's planning row count, d, k and the request), so what is charged is exactly
-    what the worker will run. The row count is N~ (or N when the owner declared it public):
-    never the exact N of a dataset under add/remove neighbours.
-    Raises InvalidParameter (422 `invalid-parameter`) naming the field; charges nothing.
-    """
-    from privclust.clustering import ClusteringInputError, plan_run
-
-    if req.k > MAX_K:
-        raise InvalidParameter(f"k must be at most {MAX_K}", field="k")
-    count = datasets_service.planning_count(dataset)
-    if req.k > count.n_rows:
-        name = "n_rows" if dataset.count_public else "n_rows_dp, the released row count"
-        raise InvalidParameter(
-            f"k must be at most the dataset's {name} ({count.n_rows}), got {req.k}", field="k"
-        )
-    if (req.epsilon is None) == (req.mu is None):
-        raise InvalidParameter("give exactly one of `epsilon` and `mu`", field="epsilon")
-    delta = dataset.delta if req.delta is None else req.delta
-    if (
-        req.algorithm in ("pe-means", "fastlloyd", "lsh-coreset", "pe-lloyd")
-        and req.projection_dim is not None
-    ):
-        raise InvalidParameter(
-            "params.projection_dim applies to hdpe-means only", field="params.projection_dim"
-        )
-    if req.algorithm in ("fastlloyd", "lsh-coreset") and req.variations is not None:
-        raise InvalidParameter(
-            "params.variations applies to pe-means and hdpe-means only",
-            field="params.variations",
-        )
-    try:
-        run = plan_run(
-            count.n_rows,
-            dataset.n_cols,
-            req.k,
-            relation=count.relation,
-            algorithm=req.algorithm,
-            epsilon=req.epsilon,
-            delta=delta if req.epsilon is not None else None,
-            mu=req.mu,
-            iterations=req.iterations,
-            variations=req.variations,
-            projection_dim=req.projection_dim,
-            summaries=req.summaries,
-            summary_fraction=req.summary_fraction,
-        )
-        epsilon = (
-            req.epsilon if req.epsilon is not None else gdp.epsilon_from_mu_delta(run.mu, delta)
-        )
-    except gdp.PrivacyParameterError as exc:
-        raise _privacy_error(exc) from exc
-    except ClusteringInputError as exc:
-        raise InvalidParameter(str(exc), field=_FIELDS.get(exc.field, exc.field)) from exc
-    params = {
-        name: value
-        for name, value in (
-            ("iterations", req.iterations),
-            ("variations", req.variations),
-            ("projection_dim", run.projection_dim),
-            ("summary_fraction", req.summary_fraction if req.summaries else None),
-        )
-        if value is not None
-    }
-    return JobPlan(
-        algorithm=run.algorithm,
-        k=run.k,
-        mu=run.mu,
-        epsilon=epsilon,
-        delta=delta,
-        sigma=run.sigma,
-        releases=run.releases,
-        iterations=run.iterations,
-        progress_total=run.progress_total,
-        params=params,
-        summary_mu=run.summary_mu,
-    )
+__all__ = [
+    "LOST_WORKER",
+    "Admission",
+    "Estimate",
+    "JobPlan",
+    "JobRequest",
+    "JobRun",
+    "QueuedJob",
+    "budget_if_admitted",
+    "cancel",
+    "cancel_job",
+    "check_ran_as_charged",
+    "create_job",
+    "estimate",
+    "fail_unqueued",
+    "get_job",
+    "list_jobs",
+    "new_job",
+    "plan_job",
+    "privacy_error",
+    "queued_before",
+    "run_options",
+    "still_queued",
+    "submit",
+    "sweep_stale_jobs",
+]
 
 
 @dataclass(frozen=True)
@@ -171,7 +81,8 @@ def budget_if_admitted(
     session: Session, dataset: Dataset, total_mu: float, job_mus: Sequence[float]
 ) -> tuple[ledger.BudgetView, ledger.BudgetView, bool]:
     """(the budget now, the budget after admitting jobs of `job_mus`, whether they would be
-    admitted now): the admission test is `submit`'s, on `total_mu` (the jobs' composed mu)."""
+    admitted now): the admission test is `ledger.reserve`'s, on `total_mu` (the jobs' composed
+    mu)."""
     state = ledger.state_of(session, dataset.id)
     ok = bmath.is_admissible(state.live_mus, total_mu, state.mu_cap)
     after_state = state.copy()
@@ -182,10 +93,61 @@ def budget_if_admitted(
     return ledger.view(dataset, state), ledger.view(dataset, after_state), ok
 
 
-def estimate(session: Session, dataset: Dataset, req: JobRequest) -> Estimate:
+def estimate(session: Session, dataset_id: uuid.UUID, tenant: str, req: JobRequest) -> Estimate:
+    """What the job would cost and the budget after it; charges nothing."""
+    dataset = datasets_service.get_dataset(session, dataset_id, tenant)
     plan = plan_job(dataset, req)
     before, after, ok = budget_if_admitted(session, dataset, plan.mu, [plan.mu])
     return Estimate(plan=plan, budget_before=before, budget_after=after, admissible=ok)
+
+
+class JobAdmission(Admission[JobRequest, JobPlan, Job]):
+    """A single job's admission (`Admission.run` has the order)."""
+
+    def plan(self) -> JobPlan:
+        return plan_job(self.dataset, self.req)
+
+    def reserve(self, session: Session, plan: JobPlan) -> Job:
+        job = new_job(
+            self.dataset,
+            plan,
+            actor=self.actor,
+            idempotency_key=self.idempotency_key,
+            fingerprint=self.fingerprint,
+        )
+        return ledger.reserve(session, self.dataset.id, job, self.actor)
+
+    def existing(self, session: Session, key: str) -> Job | None:
+        return repo.job_by_idempotency_key(session, self.dataset.tenant, key)
+
+    def jobs(self, session: Session, admitted: Job) -> Sequence[Job]:
+        return [admitted]
+
+    def not_queued(self, admitted: Job, refunded: int, jobs: int) -> ServiceUnavailable | None:
+        if not refunded:
+            return None
+        return ServiceUnavailable(
+            "the job queue could not be reached; the job was not "
+            "started and its budget was refunded",
+            code="queue-unavailable",
+            job_id=str(admitted.id),
+        )
+
+
+def create_job(
+    session: Session,
+    settings: Settings,
+    dataset_id: uuid.UUID,
+    tenant: str,
+    req: JobRequest,
+    actor: uuid.UUID | None,
+    idempotency_key: str | None,
+) -> tuple[Job, list[str], bool]:
+    """Admit and enqueue a job: (the job, its dataset's column names, created). created is
+    False when the Idempotency-Key replayed an earlier request (nothing charged again)."""
+    dataset = datasets_service.get_dataset(session, dataset_id, tenant)
+    job, created = JobAdmission(dataset, req, actor, idempotency_key).run(session, settings)
+    return job, list(dataset.columns), created
 
 
 def submit(
@@ -199,39 +161,12 @@ def submit(
 ) -> tuple[Job, bool]:
     """Admit a job (reserve its budget) in the current transaction. Returns (job, created).
 
-    `plan` is `plan_job(dataset, req)` when the caller already computed it.
-
-    The caller must start this transaction with `ledger.begin_budget_transaction`, commit,
-    and only then enqueue. With an Idempotency-Key already used
-    for the same body, the original job comes back and nothing is charged again.
-
-    The key is looked up twice: once without the lock (the cheap path of a plain retry), and
-    again under the dataset's budget lock, because a request with the same key may have
-    committed while this one waited for that lock; without the second look it would be
-    refused as over budget instead of replaying that job. Same key on two datasets at once:
-    the unique constraint refuses the second insert (IntegrityError); the caller rolls back
-    and calls `recheck_idempotency`.
+    `plan` is `plan_job(dataset, req)` when the caller already computed it. The caller must
+    start this transaction with `ledger.begin_budget_transaction`, commit, and only then
+    enqueue (`create_job` does all of it); idempotency as `Admission.submit` says.
     """
-    plan = plan or plan_job(dataset, req)
-    fingerprint = req.fingerprint(dataset.id)
-    if idempotency_key is not None:
-        if not (1 <= len(idempotency_key) <= 200):
-            raise InvalidParameter(
-                "Idempotency-Key must be 1 to 200 characters", field="Idempotency-Key"
-            )
-        existing = repo.job_by_idempotency_key(session, dataset.tenant, idempotency_key)
-        if existing is not None:
-            return _same_request(existing, fingerprint), False
-    ledger.lock_for_admission(session, dataset.id)
-    if idempotency_key is not None:
-        existing = repo.job_by_idempotency_key(session, dataset.tenant, idempotency_key)
-        if existing is not None:
-            return _same_request(existing, fingerprint), False
-    job = new_job(
-        dataset, plan, actor=actor, idempotency_key=idempotency_key, fingerprint=fingerprint
-    )
-    ledger.reserve(session, dataset.id, job, actor)
-    return job, True
+    admission = JobAdmission(dataset, req, actor, idempotency_key)
+    return admission.submit(session, plan or admission.plan())
 
 
 def new_job(
@@ -257,7 +192,7 @@ def new_job(
         sigma=plan.sigma,
         releases=plan.releases,
         iterations=plan.iterations,
-        status="queued",
+        status=JobStatus.QUEUED,
         progress_iteration=0,
         progress_total=plan.progress_total,
         idempotency_key=idempotency_key,
@@ -269,80 +204,36 @@ def new_job(
     )
 
 
-def recheck_idempotency(session: Session, tenant: str, key: str, fingerprint: str) -> Job | None:
-    existing = repo.job_by_idempotency_key(session, tenant, key)
-    return None if existing is None else _same_request(existing, fingerprint)
+def get_job(session: Session, job_id: uuid.UUID, tenant: str) -> tuple[Job, list[str]]:
+    """The tenant's job and its dataset's column names (one query: clients poll this)."""
+    found = repo.job_and_columns_for_tenant(session, job_id, tenant)
+    if found is None:
+        raise NotFound("no such job", code="job-not-found")
+    return found
 
 
-def _same_request(existing: Job, fingerprint: str) -> Job:
-    if existing.request_fingerprint != fingerprint:
-        raise Conflict(
-            "this Idempotency-Key was already used with a different request body",
-            code="idempotency-key-reused",
-            job_id=str(existing.id),
-        )
-    return existing
+def list_jobs(
+    session: Session,
+    tenant: str,
+    limit: int,
+    cursor: str | None,
+    dataset_id: uuid.UUID | None = None,
+    status: str | None = None,
+) -> tuple[list[tuple[Job, list[str]]], str | None]:
+    """A page of the tenant's jobs (newest first), each with its dataset's column names, and
+    the next cursor."""
+    items, nxt = repo.list_jobs(session, tenant, limit, cursor, dataset_id, status)
+    columns: dict[uuid.UUID, list[str]] = {}
+    for job in items:
+        if job.dataset_id not in columns:
+            ds = session.get(Dataset, job.dataset_id)
+            columns[job.dataset_id] = list(ds.columns) if ds else []
+    return [(job, columns[job.dataset_id]) for job in items], nxt
 
 
-def cancel(session: Session, job: Job, actor: uuid.UUID | None) -> Job:
-    """Queued: cancelled and refunded. Running: asked to stop; stays charged."""
-    if repo.transition_job(
-        session, job.id, from_status="queued", status="cancelled", finished_at=kit_repo.now()
-    ):
-        ledger.refund(session, job, note="cancelled before it started", actor=actor)
-        ledger.record(session, job, "cancelled", actor=actor)
-    elif job.status == "running":
-        repo.update_running_job(session, job.id, cancel_requested=True)
-    elif job.status in ("succeeded", "failed", "cancelled"):
-        raise Conflict(f"the job has already {job.status}", code="job-finished")
-    session.refresh(job)
+def cancel_job(session: Session, job: Job, actor: uuid.UUID | None) -> Job:
+    """Cancel in a budget transaction of its own (`cancel`: a queued job is refunded)."""
+    ledger.begin_budget_transaction(session)
+    job = cancel(session, job, actor)
+    session.commit()
     return job
-
-
-def fail_unqueued(session: Session, job_id: uuid.UUID, reason: str) -> bool:
-    """The job was admitted but could not be enqueued: fail it and refund (no noise drawn).
-
-    Only a job still queued is failed; one a worker has already taken (the enqueue reached
-    Redis after all, and its reply was lost) keeps running and stays charged. Returns whether
-    the job was failed and refunded."""
-    job = session.get(Job, job_id)
-    if job is None:
-        return False
-    if repo.transition_job(
-        session,
-        job_id,
-        from_status="queued",
-        status="failed",
-        error=reason,
-        finished_at=kit_repo.now(),
-    ):
-        ledger.refund(session, job, note=reason)
-        ledger.record(session, job, "failed", note=reason)
-        return True
-    return False
-
-
-LOST_WORKER = (
-    "the worker running this job stopped (crashed, was killed or timed out); the "
-    "privacy budget it spent stays charged and the job is never re-run"
-)
-
-
-def sweep_stale_jobs(session: Session, stale_seconds: float) -> list[uuid.UUID]:
-    """Fail running jobs whose worker stopped sending heartbeats. Their budget stays spent."""
-    from datetime import timedelta
-
-    cutoff = kit_repo.now() - timedelta(seconds=stale_seconds)
-    failed = []
-    for job in repo.stale_running_jobs(session, cutoff):
-        if repo.transition_job(
-            session,
-            job.id,
-            from_status="running",
-            status="failed",
-            error=LOST_WORKER,
-            finished_at=kit_repo.now(),
-        ):
-            ledger.record(session, job, "failed", note=LOST_WORKER)
-            failed.append(job.id)
-    return failed

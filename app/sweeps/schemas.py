@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from app.jobs.schemas import AlgorithmChoice, AlgorithmName, JobParams, Privacy, Progress
+from app.jobs.schemas import (
+    AlgorithmChoice,
+    AlgorithmName,
+    JobParams,
+    Privacy,
+    Progress,
+    StatusName,
+)
 from app.kit.schemas import RequestBody, integral
 from app.ledger.schemas import Budget
-from app.models import Job, Sweep
+from app.models import Job, JobStatus, Sweep
+from privclust.clustering import Algorithm
 
 
 class SweepCreate(RequestBody):
@@ -21,7 +29,7 @@ class SweepCreate(RequestBody):
         max_length=32,
         description="The values of k to try (distinct); one job each, with summaries.",
     )
-    algorithm: AlgorithmChoice = Field(default="auto", description="As for a job.")
+    algorithm: AlgorithmChoice = Field(default=Algorithm.AUTO.value, description="As for a job.")
     epsilon: float | None = Field(
         default=None, gt=0, description="The whole sweep's epsilon (all its jobs together)."
     )
@@ -56,7 +64,7 @@ class SweepEstimate(BaseModel):
 class SweepPoint(BaseModel):
     k: int
     job_id: uuid.UUID
-    status: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    status: StatusName
     loss: float | None = Field(description="The job's private loss, once it succeeded.")
     loss_se: float | None = Field(description="The standard deviation of the loss's noise.")
 
@@ -66,7 +74,7 @@ class SweepOut(BaseModel):
     dataset_id: uuid.UUID
     algorithm: AlgorithmChoice = Field(description="As requested; each job says which ran.")
     ks: list[int]
-    status: Literal["queued", "running", "succeeded", "failed", "cancelled"] = Field(
+    status: StatusName = Field(
         description="`succeeded` when every job has; `queued` while none has started; "
         "`running` while any job is queued or running; else `failed` if any job failed, "
         "otherwise `cancelled`."
@@ -100,8 +108,8 @@ class SweepOut(BaseModel):
                     k=j.k,
                     job_id=j.id,
                     status=j.status,
-                    loss=j.loss if j.status == "succeeded" else None,
-                    loss_se=j.loss_se if j.status == "succeeded" else None,
+                    loss=j.loss if j.status == JobStatus.SUCCEEDED else None,
+                    loss_se=j.loss_se if j.status == JobStatus.SUCCEEDED else None,
                 )
                 for j in jobs
             ],

@@ -10,12 +10,16 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
+from app.datasets import service as datasets_service
 from app.jobs import service as jobs_service
 from app.kit import repository as kit_repo
-from app.kit.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
+from app.kit.config import Settings
+from app.kit.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound, ServiceUnavailable
 from app.ledger import service as ledger
-from app.models import Dataset, Job, Sweep
+from app.models import Dataset, Job, JobStatus, Sweep
 from app.sweeps import repository as repo
+from privclust.clustering import Algorithm, suggest_k
+from privclust.clustering.summaries import SWEEP_SUMMARY_FRACTION
 from privclust.privacy import budget as bmath
 from privclust.privacy import gdp
 
@@ -25,7 +29,7 @@ MAX_KS = 32
 @dataclass(frozen=True)
 class SweepRequest:
     ks: tuple[int, ...]
-    algorithm: str = "auto"
+    algorithm: str = Algorithm.AUTO.value
     epsilon: float | None = None
     delta: float | None = None
     mu: float | None = None
@@ -54,8 +58,6 @@ def plan_sweep(dataset: Dataset, req: SweepRequest) -> SweepPlan:
     """Validate a sweep and plan its jobs; 422 `invalid-parameter` naming the field, nothing
     charged. Each job is planned exactly as a job asked for mu = job_mu with summaries, at the
     sweeps' summary share (SWEEP_SUMMARY_FRACTION: the losses are what a sweep is for)."""
-    from privclust.clustering.summaries import SWEEP_SUMMARY_FRACTION
-
     if not 2 <= len(req.ks) <= MAX_KS:
         raise InvalidParameter(f"give 2 to {MAX_KS} values of k", field="ks")
     if len(set(req.ks)) != len(req.ks):
@@ -72,7 +74,7 @@ def plan_sweep(dataset: Dataset, req: SweepRequest) -> SweepPlan:
             epsilon = float(req.epsilon)  # type: ignore[arg-type]
         job_mu = gdp.equal_share(total, len(req.ks))
     except gdp.PrivacyParameterError as exc:
-        raise InvalidParameter(str(exc), field=exc.field or "epsilon") from exc
+        raise jobs_service.privacy_error(exc) from exc
     plans = []
     for k in sorted(req.ks):
         job = jobs_service.JobRequest(
@@ -102,9 +104,13 @@ class SweepEstimate:
     admissible: bool
 
 
-def estimate(session: Session, dataset: Dataset, req: SweepRequest) -> SweepEstimate:
-    """What `submit` would charge and the budget after it; charges nothing. Admissible by the
-    same test as `submit`: the whole sweep's mu against what is left."""
+def estimate(
+    session: Session, dataset_id: uuid.UUID, tenant: str, req: SweepRequest
+) -> SweepEstimate:
+    """What admitting the sweep would charge and the budget after it; charges nothing.
+    Admissible by the same test as `SweepAdmission.reserve`: the whole sweep's mu against what
+    is left."""
+    dataset = datasets_service.get_dataset(session, dataset_id, tenant)
     plan = plan_sweep(dataset, req)
     before, after, ok = jobs_service.budget_if_admitted(
         session, dataset, plan.mu, [job.mu for job in plan.jobs]
@@ -112,32 +118,75 @@ def estimate(session: Session, dataset: Dataset, req: SweepRequest) -> SweepEsti
     return SweepEstimate(plan=plan, budget_before=before, budget_after=after, admissible=ok)
 
 
-def submit(
+class SweepAdmission(jobs_service.Admission[SweepRequest, SweepPlan, Sweep]):
+    """A sweep's admission, in the same order as a job's (`Admission.run`): every job of the
+    sweep, or none. One transaction, one budget check of the whole sweep's mu under the
+    dataset's lock, then each job's reservation (as for a single job); any refusal raises
+    before commit, so the rollback leaves nothing charged. Idempotency as for a job, with the
+    sweep's own keys."""
+
+    def plan(self) -> SweepPlan:
+        return plan_sweep(self.dataset, self.req)
+
+    def reserve(self, session: Session, plan: SweepPlan) -> Sweep:
+        _check_budget(session, self.dataset, plan)
+        sweep = kit_repo.add(
+            session,
+            Sweep(
+                id=uuid.uuid4(),
+                dataset_id=self.dataset.id,
+                tenant=self.dataset.tenant,
+                ks=[p.k for p in plan.jobs],
+                algorithm=self.req.algorithm,
+                mu=plan.mu,
+                epsilon=plan.epsilon,
+                delta=plan.delta,
+                job_mu=plan.job_mu,
+                idempotency_key=self.idempotency_key,
+                request_fingerprint=self.fingerprint,
+                created_by=self.actor,
+            ),
+        )
+        for job_plan in plan.jobs:
+            job = jobs_service.new_job(self.dataset, job_plan, actor=self.actor, sweep_id=sweep.id)
+            ledger.reserve(session, self.dataset.id, job, self.actor)
+        return sweep
+
+    def existing(self, session: Session, key: str) -> Sweep | None:
+        return repo.sweep_by_idempotency_key(session, self.dataset.tenant, key)
+
+    def jobs(self, session: Session, admitted: Sweep) -> list[Job]:
+        return repo.jobs_of_sweep(session, admitted.id)
+
+    def not_queued(self, admitted: Sweep, refunded: int, jobs: int) -> ServiceUnavailable:
+        return ServiceUnavailable(
+            f"the job queue could not be reached; {refunded} of the sweep's "
+            f"{jobs} jobs were not started and their budget was refunded (the "
+            "others run as admitted)",
+            code="queue-unavailable",
+            sweep_id=str(admitted.id),
+        )
+
+
+def create_sweep(
     session: Session,
-    dataset: Dataset,
+    settings: Settings,
+    dataset_id: uuid.UUID,
+    tenant: str,
     req: SweepRequest,
-    *,
     actor: uuid.UUID | None,
     idempotency_key: str | None,
-    plan: SweepPlan,
-) -> tuple[Sweep, bool]:
-    """Admit every job of the sweep, or none: one transaction, one budget check of the whole
-    sweep's mu under the dataset's lock, then each job's reservation (as for a single job).
-    Any refusal raises before commit, so the caller's rollback leaves nothing charged.
+) -> tuple[SweepState, bool]:
+    """Admit and enqueue every job of a sweep: (its state, created). created is False when the
+    Idempotency-Key replayed an earlier request (nothing charged again)."""
+    dataset = datasets_service.get_dataset(session, dataset_id, tenant)
+    sweep, created = SweepAdmission(dataset, req, actor, idempotency_key).run(session, settings)
+    return state_of(session, sweep), created
 
-    The caller opens the transaction with `ledger.begin_budget_transaction`, commits, and only
-    then enqueues. Idempotency as for jobs (`jobs_service.submit`), with the sweep's own keys.
-    """
-    fingerprint = req.fingerprint(dataset.id)
-    if idempotency_key is not None:
-        existing = repo.sweep_by_idempotency_key(session, dataset.tenant, idempotency_key)
-        if existing is not None:
-            return _same_request(existing, fingerprint), False
-    locked = ledger.lock_for_admission(session, dataset.id)
-    if idempotency_key is not None:
-        existing = repo.sweep_by_idempotency_key(session, dataset.tenant, idempotency_key)
-        if existing is not None:
-            return _same_request(existing, fingerprint), False
+
+def _check_budget(session: Session, dataset: Dataset, plan: SweepPlan) -> None:
+    """The whole sweep's mu against what is left (under the budget lock, which reloaded
+    `dataset`); BudgetExceeded with nothing charged."""
     state = ledger.state_of(session, dataset.id)
     if not bmath.is_admissible(state.live_mus, plan.mu, state.mu_cap):
         remaining = bmath.remaining_mu(state.live_mus, state.mu_cap)
@@ -147,45 +196,26 @@ def submit(
             "remains; nothing was charged",
             mu_requested=plan.mu,
             mu_remaining=remaining,
-            epsilon_remaining=bmath.epsilon_remaining(remaining, locked.delta),
+            epsilon_remaining=bmath.epsilon_remaining(remaining, dataset.delta),
             mu_cap=state.mu_cap,
         )
-    sweep = kit_repo.add(
-        session,
-        Sweep(
-            id=uuid.uuid4(),
-            dataset_id=dataset.id,
-            tenant=dataset.tenant,
-            ks=[p.k for p in plan.jobs],
-            algorithm=req.algorithm,
-            mu=plan.mu,
-            epsilon=plan.epsilon,
-            delta=plan.delta,
-            job_mu=plan.job_mu,
-            idempotency_key=idempotency_key,
-            request_fingerprint=fingerprint,
-            created_by=actor,
-        ),
-    )
-    for job_plan in plan.jobs:
-        job = jobs_service.new_job(dataset, job_plan, actor=actor, sweep_id=sweep.id)
-        ledger.reserve(session, dataset.id, job, actor)
-    return sweep, True
 
 
-def recheck_idempotency(session: Session, tenant: str, key: str, fingerprint: str) -> Sweep | None:
-    existing = repo.sweep_by_idempotency_key(session, tenant, key)
-    return None if existing is None else _same_request(existing, fingerprint)
+@dataclass(frozen=True)
+class SweepState:
+    """A sweep with its jobs (in increasing k), its combined status and the suggested k."""
+
+    sweep: Sweep
+    jobs: list[Job]
+    status: str
+    suggested_k: int | None
 
 
-def _same_request(existing: Sweep, fingerprint: str) -> Sweep:
-    if existing.request_fingerprint != fingerprint:
-        raise Conflict(
-            "this Idempotency-Key was already used with a different request body",
-            code="idempotency-key-reused",
-            sweep_id=str(existing.id),
-        )
-    return existing
+def state_of(session: Session, sweep: Sweep, jobs: list[Job] | None = None) -> SweepState:
+    """The sweep's state from its jobs (read now unless given)."""
+    if jobs is None:
+        jobs = repo.jobs_of_sweep(session, sweep.id)
+    return SweepState(sweep, jobs, status_of(jobs), suggested_k(jobs))
 
 
 def get_sweep(session: Session, sweep_id: uuid.UUID, tenant: str) -> Sweep:
@@ -195,23 +225,33 @@ def get_sweep(session: Session, sweep_id: uuid.UUID, tenant: str) -> Sweep:
     return sweep
 
 
+def list_sweeps(
+    session: Session,
+    tenant: str,
+    limit: int,
+    cursor: str | None,
+    dataset_id: uuid.UUID | None = None,
+) -> tuple[list[SweepState], str | None]:
+    """A page of the tenant's sweeps (newest first) and the next cursor."""
+    items, nxt = repo.list_sweeps(session, tenant, limit, cursor, dataset_id)
+    return [state_of(session, sweep, jobs) for sweep, jobs in items], nxt
+
+
 def status_of(jobs: list[Job]) -> str:
     """The sweep's state from its jobs' (see SweepOut.status)."""
     statuses = {j.status for j in jobs}
-    if statuses == {"succeeded"}:
-        return "succeeded"
-    if statuses == {"queued"}:
-        return "queued"
-    if statuses & {"queued", "running"}:
-        return "running"
-    return "failed" if "failed" in statuses else "cancelled"
+    if statuses == {JobStatus.SUCCEEDED}:
+        return JobStatus.SUCCEEDED
+    if statuses == {JobStatus.QUEUED}:
+        return JobStatus.QUEUED
+    if statuses & {JobStatus.QUEUED, JobStatus.RUNNING}:
+        return JobStatus.RUNNING
+    return JobStatus.FAILED if JobStatus.FAILED in statuses else JobStatus.CANCELLED
 
 
 def suggested_k(jobs: list[Job]) -> int | None:
     """The elbow of the released losses once every job succeeded (post-processing)."""
-    from privclust.clustering.summaries import suggest_k
-
-    if not jobs or any(j.status != "succeeded" or j.loss is None for j in jobs):
+    if not jobs or any(j.status != JobStatus.SUCCEEDED or j.loss is None for j in jobs):
         return None
     return suggest_k(
         [j.k for j in jobs],
@@ -220,11 +260,16 @@ def suggested_k(jobs: list[Job]) -> int | None:
     )
 
 
-def cancel(session: Session, sweep: Sweep, actor: uuid.UUID | None) -> list[Job]:
+def cancel(
+    session: Session, sweep_id: uuid.UUID, tenant: str, actor: uuid.UUID | None
+) -> SweepState:
     """Cancel every job of the sweep that has not finished (queued: refunded; running:
-    stopped, stays charged). 409 when all of them had already finished."""
+    stopped, stays charged), in a budget transaction of its own. 409 when all of them had
+    already finished."""
+    sweep = get_sweep(session, sweep_id, tenant)
+    ledger.begin_budget_transaction(session)
     jobs = repo.jobs_of_sweep(session, sweep.id)
-    live = [j for j in jobs if j.status in ("queued", "running")]
+    live = [j for j in jobs if j.status in (JobStatus.QUEUED, JobStatus.RUNNING)]
     if not live:
         raise Conflict("every job of the sweep has already finished", code="sweep-finished")
     for job in live:
@@ -232,4 +277,5 @@ def cancel(session: Session, sweep: Sweep, actor: uuid.UUID | None) -> list[Job]
             jobs_service.cancel(session, job, actor)
         except Conflict:  # it finished meanwhile
             continue
-    return repo.jobs_of_sweep(session, sweep.id)
+    session.commit()
+    return state_of(session, sweep)

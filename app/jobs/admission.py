@@ -1,0 +1,172 @@
+"""Admitting work against a dataset's budget: the one choreography a job and a sweep share.
+
+`Admission.run` is the order, written once:
+1. plan: invalid parameters are refused (422) before anything else;
+2. end the read transaction, then ping the queue: while the queue is down the request is
+   refused cleanly (503) before anything is charged;
+3. open the budget transaction, lock the dataset, submit (reserve the budget), commit;
+4. if the Idempotency-Key's unique constraint refused the insert, replay the request that
+   committed first;
+5. enqueue only after the commit; what could not be queued is failed and refunded (no noise
+   can have been drawn for it).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, Generic, Protocol, TypeVar
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.jobs import lifecycle, queue
+from app.kit.config import Settings
+from app.kit.errors import Conflict, InvalidParameter, ServiceUnavailable
+from app.ledger import service as ledger
+from app.models import Dataset, Job, Sweep
+
+log = logging.getLogger("privclust.api")
+
+R = TypeVar("R", bound="Request")  # what was asked for
+P = TypeVar("P")  # its plan
+A = TypeVar("A", Job, Sweep)  # what is admitted: a job, or a sweep of jobs
+
+NOT_QUEUED = "the job could not be queued"
+
+
+class Request(Protocol):
+    def fingerprint(self, dataset_id: uuid.UUID) -> str:
+        """A digest of the request's body: an Idempotency-Key replays only the same body."""
+        ...
+
+
+class Admission(ABC, Generic[R, P, A]):
+    """One request to admit work on `dataset`; a subclass says what is planned and reserved."""
+
+    def __init__(
+        self, dataset: Dataset, req: R, actor: uuid.UUID | None, idempotency_key: str | None
+    ) -> None:
+        self.dataset, self.req, self.actor = dataset, req, actor
+        self.idempotency_key = idempotency_key
+        self.fingerprint = req.fingerprint(dataset.id)
+
+    @abstractmethod
+    def plan(self) -> P:
+        """Validate and price the request (InvalidParameter: 422); charges nothing."""
+
+    @abstractmethod
+    def reserve(self, session: Session, plan: P) -> A:
+        """Add what is admitted and reserve its budget (BudgetExceeded: nothing charged), under
+        the dataset's budget lock."""
+
+    @abstractmethod
+    def existing(self, session: Session, key: str) -> A | None:
+        """What the tenant admitted earlier under Idempotency-Key `key`, if anything."""
+
+    @abstractmethod
+    def jobs(self, session: Session, admitted: A) -> Sequence[Job]:
+        """The jobs to enqueue, in order."""
+
+    @abstractmethod
+    def not_queued(self, admitted: A, refunded: int, jobs: int) -> ServiceUnavailable | None:
+        """The 503 for jobs that could not be queued (`refunded` of `jobs` were failed and
+        refunded), or None when every job is in a worker's hands after all."""
+
+    def run(self, session: Session, settings: Settings) -> tuple[A, bool]:
+        """Admit the request (see the module's docstring): (what was admitted, created);
+        created is False when the Idempotency-Key replayed an earlier request."""
+        plan = self.plan()  # invalid parameters: 422 before anything else
+        # Refuse cleanly while the queue is down, before anything is charged. The ping may wait
+        # for its socket timeout: end the read transaction first, so that no database connection
+        # (and no PostgreSQL transaction or SQLite snapshot) is held meanwhile.
+        session.commit()
+        queue.redis_connection(queue.resolve_redis_url(settings)).ping()
+        admitted, created = self._submit_once(session, plan)
+        if created:
+            self._enqueue_or_refund(session, settings, admitted)
+        else:
+            session.refresh(admitted)  # it may have moved on since it was admitted
+        return admitted, created
+
+    def submit(self, session: Session, plan: P) -> tuple[A, bool]:
+        """Admit in the current transaction, opened by `ledger.begin_budget_transaction`; the
+        caller commits, and only then enqueues. Returns (what was admitted, created).
+
+        With an Idempotency-Key already used for the same body, what that request admitted
+        comes back and nothing is charged again. The key is looked up twice: once without the
+        lock (the cheap path of a plain retry), and again under the dataset's budget lock,
+        because a request with the same key may have committed while this one waited for that
+        lock; without the second look it would be refused as over budget instead of replaying.
+        Same key on two datasets at once: the unique constraint refuses the second insert
+        (IntegrityError); `run` rolls back and replays.
+        """
+        key = self.idempotency_key
+        if key is not None and not (1 <= len(key) <= 200):
+            raise InvalidParameter(
+                "Idempotency-Key must be 1 to 200 characters", field="Idempotency-Key"
+            )
+        existing = self.replay(session)
+        if existing is None:
+            ledger.lock_for_admission(session, self.dataset.id)  # held until commit
+            existing = self.replay(session)
+        if existing is not None:
+            return existing, False
+        return self.reserve(session, plan), True
+
+    def replay(self, session: Session) -> A | None:
+        """What an earlier request with this Idempotency-Key admitted, or None; 409
+        `idempotency-key-reused` if its body differed."""
+        if self.idempotency_key is None:
+            return None
+        existing = self.existing(session, self.idempotency_key)
+        if existing is not None and existing.request_fingerprint != self.fingerprint:
+            # The problem names what the key admitted: `job_id` or `sweep_id`.
+            admitted: dict[str, Any] = {f"{type(existing).__name__.lower()}_id": str(existing.id)}
+            raise Conflict(
+                "this Idempotency-Key was already used with a different request body",
+                code="idempotency-key-reused",
+                **admitted,
+            )
+        return existing
+
+    def _submit_once(self, session: Session, plan: P) -> tuple[A, bool]:
+        ledger.begin_budget_transaction(session)
+        try:
+            admitted, created = self.submit(session, plan)
+            session.commit()
+        except IntegrityError:
+            # The Idempotency-Key's unique constraint: a request with the same key committed
+            # first (on another dataset, whose lock this one does not share). Replay it, or 409
+            # if the body differs; any other integrity error is not ours to explain.
+            session.rollback()
+            existing = self.replay(session)
+            if existing is None:
+                raise
+            return existing, False
+        return admitted, created
+
+    def _enqueue_or_refund(self, session: Session, settings: Settings, admitted: A) -> None:
+        jobs = self.jobs(session, admitted)
+        for position, job in enumerate(jobs):
+            try:
+                queue.enqueue_job(settings, job.id)
+            except Exception as exc:
+                # This job and the ones after it never reached the queue: fail and refund them
+                # (no noise drawn); those already queued run as admitted.
+                refunded = sum(
+                    lifecycle.fail_unqueued(session, unqueued.id, NOT_QUEUED)
+                    for unqueued in jobs[position:]
+                )
+                session.commit()
+                error = self.not_queued(admitted, refunded, len(jobs))
+                if error is not None:
+                    raise error from exc
+                # The enqueue reached Redis and only its reply was lost: a worker has the job.
+                log.warning(
+                    "job %s: enqueue reported %r, but a worker has taken the job", job.id, exc
+                )
+                session.refresh(job)
+                return

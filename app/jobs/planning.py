@@ -1,0 +1,230 @@
+"""What a job will cost, fixed before it is admitted and checked again when it runs.
+
+The clustering library's own planner decides T, L, sigma and the releases from public inputs
+only (the dataset's planning row count, d, k and the request), so what is charged at admission
+is exactly what the worker runs. Nothing here writes to the database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from app.datasets import service as datasets_service
+from app.kit.errors import InvalidParameter
+from app.models import Dataset, Job
+from privclust.clustering import (
+    Algorithm,
+    ClusteringInputError,
+    ClusteringResult,
+    RunPlan,
+    plan_run,
+)
+from privclust.privacy import gdp
+
+MAX_K = 10_000
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    algorithm: str = Algorithm.AUTO.value
+    k: int = 2
+    epsilon: float | None = None
+    delta: float | None = None
+    mu: float | None = None
+    iterations: int | None = None
+    variations: int | None = None
+    projection_dim: int | None = None
+    summaries: bool = False
+    # The summaries' share of mu (None: SUMMARY_MU_FRACTION); sweeps set their own.
+    summary_fraction: float | None = None
+
+    def fingerprint(self, dataset_id: uuid.UUID) -> str:
+        body = {"dataset_id": str(dataset_id), **self.__dict__}
+        if not self.summaries:  # fingerprints of requests made before summaries existed hold
+            del body["summaries"]
+        if self.summary_fraction is None:
+            del body["summary_fraction"]
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """Everything about a job's privacy that is fixed before it is admitted."""
+
+    algorithm: str
+    k: int
+    mu: float
+    epsilon: float
+    delta: float
+    sigma: float
+    releases: int
+    iterations: int
+    progress_total: int
+    params: dict[str, Any]
+    # The part of `mu` spent on the private summaries (None: no summaries); `sigma` and
+    # `releases` are then the centres'.
+    summary_mu: float | None = None
+
+
+def privacy_error(exc: gdp.PrivacyParameterError) -> InvalidParameter:
+    """The 422 of a privacy parameter the GDP arithmetic refused, naming its field."""
+    return InvalidParameter(str(exc), field=exc.field or "epsilon")
+
+
+# Library argument names -> the request fields a client sent.
+_FIELDS = {
+    "iterations": "params.iterations",
+    "variations": "params.variations",
+    "projection_dim": "params.projection_dim",
+}
+
+# The methods each PE-only parameter means nothing to (refused rather than ignored).
+_NO_PROJECTION = (
+    Algorithm.PE_MEANS,
+    Algorithm.FASTLLOYD,
+    Algorithm.LSH_CORESET,
+    Algorithm.PE_LLOYD,
+)
+_NO_VARIATIONS = (Algorithm.FASTLLOYD, Algorithm.LSH_CORESET)
+
+
+def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
+    """Validate a request against a dataset and fix its mu, sigma and number of releases.
+
+    The row count is N~ (or N when the owner declared it public): never the exact N of a
+    dataset under add/remove neighbours.
+    Raises InvalidParameter (422 `invalid-parameter`) naming the field; charges nothing.
+    """
+    if req.k > MAX_K:
+        raise InvalidParameter(f"k must be at most {MAX_K}", field="k")
+    count = datasets_service.planning_count(dataset)
+    _check_request(dataset, req, count.n_rows)
+    delta = dataset.delta if req.delta is None else req.delta
+    try:
+        run = plan_run(
+            count.n_rows,
+            dataset.n_cols,
+            req.k,
+            relation=count.relation,
+            algorithm=req.algorithm,
+            epsilon=req.epsilon,
+            delta=delta if req.epsilon is not None else None,
+            mu=req.mu,
+            iterations=req.iterations,
+            variations=req.variations,
+            projection_dim=req.projection_dim,
+            summaries=req.summaries,
+            summary_fraction=req.summary_fraction,
+        )
+        epsilon = (
+            req.epsilon if req.epsilon is not None else gdp.epsilon_from_mu_delta(run.mu, delta)
+        )
+    except gdp.PrivacyParameterError as exc:
+        raise privacy_error(exc) from exc
+    except ClusteringInputError as exc:
+        raise InvalidParameter(str(exc), field=_FIELDS.get(exc.field, exc.field)) from exc
+    return _job_plan(req, run, epsilon, delta)
+
+
+def _check_request(dataset: Dataset, req: JobRequest, n_rows: int) -> None:
+    """The request's own rules, checked before the library plans it (422 naming the field)."""
+    if req.k > n_rows:
+        name = "n_rows" if dataset.count_public else "n_rows_dp, the released row count"
+        raise InvalidParameter(
+            f"k must be at most the dataset's {name} ({n_rows}), got {req.k}", field="k"
+        )
+    if (req.epsilon is None) == (req.mu is None):
+        raise InvalidParameter("give exactly one of `epsilon` and `mu`", field="epsilon")
+    if req.algorithm in _NO_PROJECTION and req.projection_dim is not None:
+        raise InvalidParameter(
+            "params.projection_dim applies to hdpe-means only", field="params.projection_dim"
+        )
+    if req.algorithm in _NO_VARIATIONS and req.variations is not None:
+        raise InvalidParameter(
+            "params.variations applies to pe-means and hdpe-means only",
+            field="params.variations",
+        )
+
+
+def _job_plan(req: JobRequest, run: RunPlan, epsilon: float, delta: float) -> JobPlan:
+    # The parameters a job row keeps: what the client chose, so that the worker re-plans and
+    # runs exactly this (`run_options`).
+    params = {
+        name: value
+        for name, value in (
+            ("iterations", req.iterations),
+            ("variations", req.variations),
+            ("projection_dim", run.projection_dim),
+            ("summary_fraction", req.summary_fraction if req.summaries else None),
+        )
+        if value is not None
+    }
+    return JobPlan(
+        algorithm=run.algorithm,
+        k=run.k,
+        mu=run.mu,
+        epsilon=epsilon,
+        delta=delta,
+        sigma=run.sigma,
+        releases=run.releases,
+        iterations=run.iterations,
+        progress_total=run.progress_total,
+        params=params,
+        summary_mu=run.summary_mu,
+    )
+
+
+def run_options(job: Job) -> dict[str, Any]:
+    """The library arguments a job row fixes, as `plan_run` and `cluster` take them."""
+    params = job.params
+    return {
+        "algorithm": job.algorithm,
+        "mu": job.mu,
+        "iterations": job.iterations,
+        "variations": params.get("variations"),
+        **({"projection_dim": params["projection_dim"]} if "projection_dim" in params else {}),
+        "summaries": job.summaries,
+        "summary_fraction": params.get("summary_fraction"),
+    }
+
+
+def still_as_charged(job: Job, count: datasets_service.PlanningCount, n_cols: int) -> bool:
+    """Re-plan a queued job from public inputs: whether its run is still what was charged.
+
+    It may differ after an upgrade changed a default between admission and run; such a job is
+    refused (and refunded: no noise yet) rather than run at a cost nobody was charged.
+    """
+    try:
+        plan = plan_run(count.n_rows, n_cols, job.k, relation=count.relation, **run_options(job))
+    except ValueError:
+        return False
+    return (
+        plan.releases == job.releases
+        and plan.sigma >= job.sigma
+        and plan.summary_mu == job.summary_mu
+    )
+
+
+def check_ran_as_charged(
+    job: Job, count: datasets_service.PlanningCount, result: ClusteringResult
+) -> None:
+    """Raise if the noise actually used is less than what was charged for, or if the run did
+    not plan with the dataset's public count and relation (it must not release a count of its
+    own)."""
+    if (
+        result.releases != job.releases
+        or result.sigma < job.sigma
+        or (result.n_public, result.relation, result.count_mu)
+        != (count.n_rows, count.relation, None)
+        or result.summary_mu != job.summary_mu
+    ):
+        raise RuntimeError(
+            f"privacy plan mismatch: planned {job.releases} releases at sigma={job.sigma} with "
+            f"{count}, ran {result.releases} at sigma={result.sigma} with "
+            f"n_public={result.n_public}, relation={result.relation}, "
+            f"count_mu={result.count_mu}"
+        )
