@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,8 +14,6 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
 from fastapi.telemetry import TelemetryConfig
 from fastapi_offline import FastAPIOffline
-from redis.exceptions import RedisError
-from sqlalchemy.orm import Session, sessionmaker
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -26,14 +22,14 @@ from app import __version__, console
 from app.datasets import endpoints as datasets
 from app.datasets import service as datasets_service
 from app.jobs import endpoints as jobs
-from app.jobs import queue, reconcile
-from app.jobs import service as jobs_service
+from app.jobs.sweeper import Sweeper
 from app.keys import endpoints as keys
 from app.keys import service as keys_service
+from app.keys.auth import check_claim_before_validation, require
 from app.kit import problems
 from app.kit.config import Settings, get_settings
-from app.kit.db.session import read_session_factory, session_factory, unit_of_work
-from app.kit.deps import check_claim_before_validation, configure_threads, require
+from app.kit.db.session import read_session_factory, session_factory
+from app.kit.deps import configure_threads
 from app.kit.errors import BudgetExceeded, PrivclustError
 from app.ledger import endpoints as ledger_endpoints
 from app.models import ApiKey
@@ -67,65 +63,6 @@ Authenticate with `Authorization: Bearer <api key>`. Errors are RFC 9457
 def _operation_id(route: APIRoute) -> str:
     # Route functions are named `<resource>_<verb>`, which reads well in generated clients.
     return route.name
-
-
-CLEANUP_EVERY = 600.0  # seconds between looks for partial uploads left by a killed API
-
-
-class _Sweeper(threading.Thread):
-    """Keeps job states honest while the API runs.
-
-    - Fails running jobs whose worker died (no heartbeat); their budget stays charged.
-    - Re-enqueues queued jobs whose queue entry was lost (app.jobs.reconcile).
-    - Deletes partial uploads left by a killed API process (also done at start-up).
-    """
-
-    def __init__(self, settings: Settings, sessions: sessionmaker[Session]) -> None:
-        super().__init__(daemon=True, name="stale-job-sweeper")
-        self.settings = settings
-        self.sessions = sessions
-        self.stopped = threading.Event()
-        self.every = max(0.5, min(10.0, settings.stale_job_seconds / 3))
-        self._queue_down = False
-
-    def run(self) -> None:
-        next_cleanup = time.monotonic() + CLEANUP_EVERY
-        while not self.stopped.wait(self.every):
-            self.sweep_stale()
-            self.reconcile()
-            if time.monotonic() >= next_cleanup:
-                next_cleanup = time.monotonic() + CLEANUP_EVERY
-                datasets_service.remove_abandoned_uploads(self.settings, self.sessions)
-
-    def sweep_stale(self) -> None:
-        try:
-            with unit_of_work(self.sessions) as session:
-                for job_id in jobs_service.sweep_stale_jobs(
-                    session, self.settings.stale_job_seconds
-                ):
-                    log.warning("job %s failed: its worker stopped", job_id)
-        except Exception:
-            log.exception("stale-job sweep failed; will retry")
-
-    def reconcile(self) -> None:
-        try:
-            reconcile.reconcile_queue(
-                self.sessions,
-                queue.get_queue(self.settings),
-                self.settings,
-                grace_seconds=self.settings.stale_job_seconds,
-            )
-        except (RedisError, RuntimeError) as exc:
-            if not self._queue_down:  # once per outage, not every few seconds
-                log.warning("cannot check queued jobs against the queue: %s", exc)
-            self._queue_down = True
-            return
-        except Exception:
-            log.exception("queue reconciliation failed; will retry")
-            return
-        if self._queue_down:
-            log.warning("the queue is reachable again; queued jobs are checked against it")
-        self._queue_down = False
 
 
 class _BodyTooLarge(Exception):
@@ -232,10 +169,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # and the pool has a connection for every thread (app.kit.db.session.get_engine).
         configure_threads(settings)
         datasets_service.remove_abandoned_uploads(settings, app.state.sessionmaker)
-        sweeper = _Sweeper(settings, app.state.sessionmaker)
-        sweeper.start()
-        yield
-        sweeper.stopped.set()
+        with Sweeper.running(settings, app.state.sessionmaker):
+            yield
 
     # /docs and /redoc load Swagger UI, ReDoc and the favicon from files shipped in the
     # fastapi-offline wheel (served under /static-offline-docs), never from a CDN: the service
