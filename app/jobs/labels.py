@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from app.datasets import storage
 from app.kit.errors import Conflict, Gone
 from app.models import Dataset, Job, JobStatus
+from privclust.clustering.summaries import nearest_centre_blocks
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,6 @@ def open_labels(session: Session, job: Job) -> LabelSource:
 
 
 def _blocks(source: LabelSource) -> Iterator[np.ndarray]:
-    from privclust.clustering.summaries import nearest_centre_blocks
-
     return nearest_centre_blocks(
         source.matrix, source.centers, radius=source.radius, center=source.center
     )

@@ -58,10 +58,10 @@ __all__ = [
     "fail_unqueued",
     "get_job",
     "list_jobs",
-    "new_job",
     "plan_job",
     "privacy_error",
     "queued_before",
+    "reserve_job",
     "run_options",
     "still_queued",
     "submit",
@@ -108,14 +108,14 @@ class JobAdmission(Admission[JobRequest, JobPlan, Job]):
         return plan_job(self.dataset, self.req)
 
     def reserve(self, session: Session, plan: JobPlan) -> Job:
-        job = new_job(
+        return reserve_job(
+            session,
             self.dataset,
             plan,
             actor=self.actor,
             idempotency_key=self.idempotency_key,
             fingerprint=self.fingerprint,
         )
-        return ledger.reserve(session, self.dataset.id, job, self.actor)
 
     def existing(self, session: Session, key: str) -> Job | None:
         return repo.job_by_idempotency_key(session, self.dataset.tenant, key)
@@ -169,7 +169,8 @@ def submit(
     return admission.submit(session, plan or admission.plan())
 
 
-def new_job(
+def reserve_job(
+    session: Session,
     dataset: Dataset,
     plan: JobPlan,
     *,
@@ -178,8 +179,9 @@ def new_job(
     fingerprint: str | None = None,
     sweep_id: uuid.UUID | None = None,
 ) -> Job:
-    """The queued Job row of an admitted plan (not yet added to the session)."""
-    return Job(
+    """Add the queued job of an admitted plan and reserve its budget (BudgetExceeded: nothing
+    charged), in the open budget transaction (`Admission.submit`)."""
+    job = Job(
         id=uuid.uuid4(),
         dataset_id=dataset.id,
         tenant=dataset.tenant,
@@ -202,6 +204,7 @@ def new_job(
         summary_mu=plan.summary_mu,
         sweep_id=sweep_id,
     )
+    return ledger.reserve(session, dataset.id, job, actor)
 
 
 def get_job(session: Session, job_id: uuid.UUID, tenant: str) -> tuple[Job, list[str]]:

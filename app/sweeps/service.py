@@ -148,8 +148,9 @@ class SweepAdmission(jobs_service.Admission[SweepRequest, SweepPlan, Sweep]):
             ),
         )
         for job_plan in plan.jobs:
-            job = jobs_service.new_job(self.dataset, job_plan, actor=self.actor, sweep_id=sweep.id)
-            ledger.reserve(session, self.dataset.id, job, self.actor)
+            jobs_service.reserve_job(
+                session, self.dataset, job_plan, actor=self.actor, sweep_id=sweep.id
+            )
         return sweep
 
     def existing(self, session: Session, key: str) -> Sweep | None:
