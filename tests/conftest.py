@@ -7,9 +7,7 @@ an embedded redis-server started here, so `make test` needs nothing installed.
 
 from __future__ import annotations
 
-import os
 import shutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,9 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from app.kit.config import Settings, get_settings
-
-TEST_DB_URL = os.environ.get("PRIVCLUST_TEST_DATABASE_URL") or None
-TEST_REDIS_URL = os.environ.get("PRIVCLUST_TEST_REDIS_URL") or None
+from tests.support.db import TEST_DB_URL, TEST_REDIS_URL, make_key
 
 
 @pytest.fixture(scope="session")
@@ -118,14 +114,6 @@ def session(settings: Settings) -> Iterator[Session]:
         s.close()
 
 
-def make_key(db_url: str, tenant: str, role: str) -> str:
-    from app.keys.service import create_key
-    from app.kit.db.session import session_scope
-
-    with session_scope(db_url) as s:
-        return create_key(s, tenant=tenant, role=role).secret
-
-
 @pytest.fixture
 def keys(settings: Settings) -> dict[str, str]:
     """Bearer secrets: an admin, and an owner and an analyst of tenant `acme` and `other`."""
@@ -136,11 +124,3 @@ def keys(settings: Settings) -> dict[str, str]:
         "analyst": make_key(url, "acme", "analyst"),
         "other_owner": make_key(url, "other", "owner"),
     }
-
-
-def auth(secret: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {secret}"}
-
-
-def unique_name() -> str:
-    return f"ds-{uuid.uuid4().hex[:8]}"

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.e2e.conftest import Stack
+from tests.support.data import csv_bytes
+from tests.support.services import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.browser]
 
@@ -61,15 +62,7 @@ def _blobs_csv(path: Path, n: int = 600, d: int = 3) -> None:
     rng = np.random.default_rng(11)
     centers = rng.uniform(-6, 6, (K, d))
     x = centers[np.arange(n) % K] + rng.normal(0, 0.5, (n, d))
-    header = ",".join(["height", "weight", "age"][:d])
-    path.write_text(header + "\n" + "\n".join(",".join(f"{v:.5f}" for v in r) for r in x) + "\n")
-
-
-def _keys(stack: Stack) -> tuple[str, str]:
-    with stack.client(stack.admin_key) as admin:
-        owner = admin.post("/v1/api-keys", json={"tenant": "acme", "role": "owner"}).json()
-        analyst = admin.post("/v1/api-keys", json={"tenant": "acme", "role": "analyst"}).json()
-    return owner["key"], analyst["key"]
+    path.write_bytes(csv_bytes(x, ["height", "weight", "age"][:d], digits=5))
 
 
 def _sign_in(page: Any, key: str) -> None:
@@ -89,7 +82,7 @@ def _shot(page: Any, tmp_path: Path, name: str, part: Any = None) -> None:
 def test_console_upload_job_centres_and_roles(browser: Any, stack: Stack, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
-    owner_key, analyst_key = _keys(stack)
+    owner_key, analyst_key = stack.new_keys()
     csv = tmp_path / "blobs.csv"
     _blobs_csv(csv)
     context = browser.new_context(viewport={"width": 1200, "height": 860})

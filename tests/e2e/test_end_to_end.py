@@ -2,68 +2,39 @@
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import signal
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import numpy as np
 import pytest
 
-from tests.e2e.conftest import Stack
+from tests.support.api import uploaded, wait_for_job
+from tests.support.data import blobs_and_centres, csv_bytes
+from tests.support.services import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 
-def _keys(stack: Stack) -> tuple[str, str]:
-    with stack.client(stack.admin_key) as admin:
-        owner = admin.post("/v1/api-keys", json={"tenant": "acme", "role": "owner"}).json()
-        analyst = admin.post("/v1/api-keys", json={"tenant": "acme", "role": "analyst"}).json()
-    return owner["key"], analyst["key"]
-
-
 def _blobs_csv(n: int, d: int, k: int, seed: int = 3) -> tuple[bytes, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    centers = rng.uniform(-5, 5, (k, d))
-    x = centers[rng.integers(0, k, n)] + rng.normal(0, 0.3, (n, d))
-    header = ",".join(f"f{i}" for i in range(d))
-    body = "\n".join(",".join(f"{v:.6f}" for v in row) for row in x)
-    return f"{header}\n{body}\n".encode(), centers
+    x, centers = blobs_and_centres(n, d, k, seed, spread=0.3, half_width=5)
+    return csv_bytes(x, digits=6), centers
 
 
 def _upload(client: httpx.Client, data: bytes, epsilon: float, radius: float) -> dict:
-    r = client.post(
-        "/v1/datasets",
-        data={"name": "e2e", "epsilon": str(epsilon), "delta": "1e-6", "radius": str(radius)},
-        files={"file": ("data.csv", io.BytesIO(data), "text/csv")},
-    )
-    assert r.status_code == 201, r.text
-    return r.json()
-
-
-def _wait(
-    client: httpx.Client, job_id: str, statuses: set[str], timeout: float, stack: Stack
-) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        job = client.get(f"/v1/jobs/{job_id}").json()
-        if job["status"] in statuses:
-            return job
-        assert time.monotonic() < deadline, f"job stuck in {job}\n{stack.logs()}"
-        time.sleep(0.2)
+    return uploaded(client, None, data, name="e2e", epsilon=epsilon, delta="1e-6", radius=radius)
 
 
 def test_main_job_end_to_end(stack: Stack) -> None:
-    owner_key, analyst_key = _keys(stack)
+    owner_key, analyst_key = stack.new_keys()
     data, true_centers = _blobs_csv(2000, 3, 3)
     with stack.client(owner_key) as owner, stack.client(analyst_key) as analyst:
         ds = _upload(owner, data, epsilon=4.0, radius=12.0)
         r = analyst.post(f"/v1/datasets/{ds['id']}/jobs", json={"k": 3, "epsilon": 2.0})
         assert r.status_code == 202, r.text
-        job = _wait(analyst, r.json()["id"], {"succeeded", "failed"}, 120, stack)
+        job = wait_for_job(analyst, r.json()["id"], {"succeeded", "failed"}, 120, stack.logs)
         assert job["status"] == "succeeded", job
         centers = np.array(job["result"]["centers"])
         assert centers.shape == (3, 3)
@@ -105,7 +76,7 @@ def test_main_job_end_to_end(stack: Stack) -> None:
 
 
 def test_32_simultaneous_submissions_with_room_for_5(stack: Stack) -> None:
-    owner_key, analyst_key = _keys(stack)
+    owner_key, analyst_key = stack.new_keys()
     data, _ = _blobs_csv(200, 2, 2)
     with stack.client(owner_key) as owner:
         ds = _upload(owner, data, epsilon=1.0, radius=10.0)
@@ -135,18 +106,18 @@ def _start_long_job(stack: Stack, owner: httpx.Client, analyst: httpx.Client) ->
         f"/v1/datasets/{ds['id']}/jobs",
         json={"k": 8, "epsilon": 1.0, "params": {"iterations": 1000}},
     ).json()
-    running = _wait(analyst, job["id"], {"running", "succeeded", "failed"}, 60, stack)
+    running = wait_for_job(analyst, job["id"], {"running", "succeeded", "failed"}, 60, stack.logs)
     assert running["status"] == "running", running
     return ds, job
 
 
 def test_worker_killed_mid_job(stack: Stack) -> None:
-    owner_key, analyst_key = _keys(stack)
+    owner_key, analyst_key = stack.new_keys()
     with stack.client(owner_key) as owner, stack.client(analyst_key) as analyst:
         ds, long_job = _start_long_job(stack, owner, analyst)
         os.kill(stack.workers[0].pid, signal.SIGKILL)
         stack.workers[0].wait()
-        failed = _wait(analyst, long_job["id"], {"failed", "succeeded"}, 60, stack)
+        failed = wait_for_job(analyst, long_job["id"], {"failed", "succeeded"}, 60, stack.logs)
         assert failed["status"] == "failed" and "worker" in failed["error"]
         assert failed["result"] is None
         budget = analyst.get(f"/v1/datasets/{ds['id']}/budget").json()
@@ -157,7 +128,7 @@ def test_worker_killed_mid_job(stack: Stack) -> None:
         stack.start_worker()
         nxt = analyst.post(f"/v1/datasets/{ds['id']}/jobs", json={"k": 8, "epsilon": 1.0})
         assert nxt.status_code == 202
-        done = _wait(analyst, nxt.json()["id"], {"succeeded", "failed"}, 120, stack)
+        done = wait_for_job(analyst, nxt.json()["id"], {"succeeded", "failed"}, 120, stack.logs)
         assert done["status"] == "succeeded", done
         again = analyst.get(f"/v1/jobs/{long_job['id']}").json()
         assert again["status"] == "failed"
@@ -170,12 +141,14 @@ def test_worker_killed_mid_job(stack: Stack) -> None:
 
 
 def test_cancel_a_running_job_stops_it_and_it_stays_charged(stack: Stack) -> None:
-    owner_key, analyst_key = _keys(stack)
+    owner_key, analyst_key = stack.new_keys()
     with stack.client(owner_key) as owner, stack.client(analyst_key) as analyst:
         ds, job = _start_long_job(stack, owner, analyst)
         r = analyst.post(f"/v1/jobs/{job['id']}/cancel")
         assert r.status_code == 200 and r.json()["cancel_requested"]
-        stopped = _wait(analyst, job["id"], {"cancelled", "failed", "succeeded"}, 60, stack)
+        stopped = wait_for_job(
+            analyst, job["id"], {"cancelled", "failed", "succeeded"}, 60, stack.logs
+        )
         assert stopped["status"] == "cancelled" and stopped["result"] is None
         budget = analyst.get(f"/v1/datasets/{ds['id']}/budget").json()
         assert budget["mu_spent"] == pytest.approx(math.hypot(ds["count_mu"], job["privacy"]["mu"]))

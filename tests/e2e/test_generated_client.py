@@ -26,7 +26,8 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.e2e.conftest import Stack
+from tests.support.data import csv_bytes
+from tests.support.services import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -43,8 +44,7 @@ Loader = Callable[[str], Any]
 def _blobs_csv(seed: int = 11) -> bytes:
     rng = np.random.default_rng(seed)
     x = TRUE_CENTERS[np.arange(N_ROWS) % 3] + rng.normal(0.0, 0.8, (N_ROWS, 2))
-    rows = "\n".join(f"{a:.6f},{b:.6f}" for a, b in x)
-    return f"x,y\n{rows}\n".encode()
+    return csv_bytes(x, ["x", "y"], digits=6)
 
 
 @pytest.fixture
@@ -114,10 +114,30 @@ def _create_key(load: Loader, admin: Any, role: str) -> str:
     return str(r.parsed.key)
 
 
+def _new_keys(load: Loader, stack: Stack) -> tuple[str, str]:
+    """An owner's and an analyst's key, created by the admin through the generated client."""
+    with _connect(load, stack, stack.admin_key) as admin:
+        return _create_key(load, admin, "owner"), _create_key(load, admin, "analyst")
+
+
+def _upload(load: Loader, owner: Any, epsilon: float) -> Any:
+    """The blobs uploaded through the generated datasets_create: its detailed response."""
+    models, types = load("models"), load("types")
+    upload = models.BodyDatasetsCreate(
+        file=types.File(
+            payload=io.BytesIO(_blobs_csv()), file_name="blobs.csv", mime_type="text/csv"
+        ),
+        name="blobs",
+        epsilon=epsilon,
+        delta=1e-6,
+        radius=10.0,
+    )
+    return load("api.datasets.datasets_create").sync_detailed(client=owner, body=upload)
+
+
 def test_main_job_through_the_generated_client(stack: Stack, generated: Loader) -> None:
     load = generated
-    models, types = load("models"), load("types")
-    datasets_create = load("api.datasets.datasets_create")
+    models = load("models")
     datasets_get = load("api.datasets.datasets_get")
     budget_get = load("api.budget.budget_get")
     ledger_get = load("api.budget.ledger_get")
@@ -125,21 +145,9 @@ def test_main_job_through_the_generated_client(stack: Stack, generated: Loader) 
     jobs_create = load("api.jobs.jobs_create")
     jobs_get = load("api.jobs.jobs_get")
 
-    with _connect(load, stack, stack.admin_key) as admin:
-        owner_key = _create_key(load, admin, "owner")
-        analyst_key = _create_key(load, admin, "analyst")
-
+    owner_key, analyst_key = _new_keys(load, stack)
     with _connect(load, stack, owner_key) as owner:
-        upload = models.BodyDatasetsCreate(
-            file=types.File(
-                payload=io.BytesIO(_blobs_csv()), file_name="blobs.csv", mime_type="text/csv"
-            ),
-            name="blobs",
-            epsilon=3.0,
-            delta=1e-6,
-            radius=10.0,
-        )
-        r = datasets_create.sync_detailed(client=owner, body=upload)
+        r = _upload(load, owner, epsilon=3.0)
         assert r.status_code == 201, r.content
         ds = r.parsed
         assert isinstance(ds, models.DatasetOut)
@@ -250,26 +258,15 @@ def test_a_sweep_and_the_owners_labels_through_the_generated_client(
     stack: Stack, generated: Loader
 ) -> None:
     load = generated
-    models, types = load("models"), load("types")
+    models = load("models")
     sweeps_create = load("api.sweeps.sweeps_create")
     sweeps_get = load("api.sweeps.sweeps_get")
     jobs_get = load("api.jobs.jobs_get")
     jobs_labels = load("api.jobs.jobs_labels")
 
-    with _connect(load, stack, stack.admin_key) as admin:
-        owner_key = _create_key(load, admin, "owner")
-        analyst_key = _create_key(load, admin, "analyst")
+    owner_key, analyst_key = _new_keys(load, stack)
     with _connect(load, stack, owner_key) as owner:
-        upload = models.BodyDatasetsCreate(
-            file=types.File(
-                payload=io.BytesIO(_blobs_csv()), file_name="blobs.csv", mime_type="text/csv"
-            ),
-            name="blobs",
-            epsilon=20.0,
-            delta=1e-6,
-            radius=10.0,
-        )
-        ds = load("api.datasets.datasets_create").sync(client=owner, body=upload)
+        ds = _upload(load, owner, epsilon=20.0).parsed
         assert isinstance(ds, models.DatasetOut)
 
     with _connect(load, stack, analyst_key) as analyst:

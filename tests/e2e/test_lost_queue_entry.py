@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import signal
 import time
 
@@ -11,7 +10,9 @@ import pytest
 from redis import Redis
 from rq import Queue
 
-from tests.e2e.conftest import Stack
+from tests.support.api import uploaded, wait_for_job
+from tests.support.data import csv_bytes
+from tests.support.services import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -21,22 +22,12 @@ def test_a_job_whose_queue_entry_was_flushed_runs(stack: Stack) -> None:
     worker = stack.workers[0]
     worker.send_signal(signal.SIGTERM)
     worker.wait(30)
-    with stack.client(stack.admin_key) as admin:
-        owner_key = admin.post("/v1/api-keys", json={"tenant": "acme", "role": "owner"})
-        analyst_key = admin.post("/v1/api-keys", json={"tenant": "acme", "role": "analyst"})
-    rows = np.random.default_rng(1).normal(0, 1, (300, 2))
-    body = "a,b\n" + "\n".join(f"{x:.5f},{y:.5f}" for x, y in rows) + "\n"
-    with (
-        stack.client(owner_key.json()["key"]) as owner,
-        stack.client(analyst_key.json()["key"]) as analyst,
-    ):
-        r = owner.post(
-            "/v1/datasets",
-            data={"name": "lost", "epsilon": "2", "delta": "1e-6", "radius": "5"},
-            files={"file": ("x.csv", io.BytesIO(body.encode()), "text/csv")},
+    owner_key, analyst_key = stack.new_keys()
+    body = csv_bytes(np.random.default_rng(1).normal(0, 1, (300, 2)), ["a", "b"], digits=5)
+    with stack.client(owner_key) as owner, stack.client(analyst_key) as analyst:
+        dataset = uploaded(
+            owner, None, body, name="lost", filename="x.csv", epsilon="2", delta="1e-6", radius="5"
         )
-        assert r.status_code == 201, r.text
-        dataset = r.json()
         job = analyst.post(f"/v1/datasets/{dataset['id']}/jobs", json={"k": 2, "epsilon": 1.0})
         assert job.status_code == 202, job.text
         job_id = job.json()["id"]
@@ -52,13 +43,10 @@ def test_a_job_whose_queue_entry_was_flushed_runs(stack: Stack) -> None:
             assert time.monotonic() < deadline, "never enqueued again\n" + stack.logs()
             time.sleep(0.2)
         stack.start_worker()
-        while (status := analyst.get(f"/v1/jobs/{job_id}").json()["status"]) not in (
-            "succeeded",
-            "failed",
-        ):
-            assert time.monotonic() < deadline, f"still {status}\n" + stack.logs()
-            time.sleep(0.2)
-        assert status == "succeeded"
+        done = wait_for_job(
+            analyst, job_id, {"succeeded", "failed"}, deadline - time.monotonic(), stack.logs
+        )
+        assert done["status"] == "succeeded"
         entries = analyst.get(f"/v1/datasets/{dataset['id']}/ledger").json()["entries"]
         assert [e["kind"] for e in entries if e["job_id"] == job_id] == [
             "reserve",

@@ -6,7 +6,6 @@ The counters it reads are summed over both API processes (prometheus-client mult
 
 from __future__ import annotations
 
-import io
 import shutil
 import subprocess
 import time
@@ -17,8 +16,11 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.conftest import make_key
-from tests.e2e.conftest import Stack, free_port
+from tests.support.api import uploaded
+from tests.support.data import csv_bytes
+from tests.support.db import make_key
+from tests.support.processes import answers, free_port, log_tail, stop, wait_until
+from tests.support.services import Stack
 
 PROMETHEUS = shutil.which("prometheus")
 
@@ -60,39 +62,28 @@ scrape_configs:
 """
     )
     port = free_port()
-    log = open(tmp_path / "prometheus.log", "wb")  # noqa: SIM115
+    log_path = tmp_path / "prometheus.log"
     assert PROMETHEUS is not None
-    proc = subprocess.Popen(
-        [
-            PROMETHEUS,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [
+                PROMETHEUS,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, (tmp_path / "prometheus.log").read_text()[-3000:]
-            try:
-                if httpx.get(base + "/-/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, (tmp_path / "prometheus.log").read_text()
-            time.sleep(0.3)
+        ready = answers(base + "/-/ready")
+        wait_until(
+            ready, proc=proc, log=log_tail(log_path), what="Prometheus not ready", interval=0.3
+        )
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+        stop(proc, timeout=15)
 
 
 def _metric_file_pids(api_pid: int) -> set[str]:
@@ -138,17 +129,11 @@ def test_a_real_prometheus_scrapes_jobs_uploads_and_latency(
 
 
 def _exercise(prometheus: str, stack: Stack, owner: httpx.Client, analyst: httpx.Client) -> None:
-    rows = np.random.default_rng(3).normal(0.0, 1.0, (400, 2))
-    body = ("a,b\n" + "\n".join(f"{x:.4f},{y:.4f}" for x, y in rows) + "\n").encode()
+    body = csv_bytes(np.random.default_rng(3).normal(0.0, 1.0, (400, 2)), ["a", "b"], digits=4)
     datasets = []
     for i in range(4):  # spread over both API processes by the kernel
-        r = owner.post(
-            "/v1/datasets",
-            data={"name": f"p{i}", "epsilon": "3", "delta": "1e-6", "radius": "10"},
-            files={"file": ("d.csv", io.BytesIO(body), "text/csv")},
-        )
-        assert r.status_code == 201, r.text
-        datasets.append(r.json()["id"])
+        ds = uploaded(owner, None, body, name=f"p{i}", filename="d.csv", epsilon="3", delta="1e-6")
+        datasets.append(ds["id"])
     wait_for(prometheus, 'privclust_uploads_total{outcome="created"}', 4.0, stack)
     assert (query(prometheus, 'privclust_upload_bytes_total{outcome="created"}') or 0) > 4 * len(
         body

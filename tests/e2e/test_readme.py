@@ -13,26 +13,29 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.conftest import ROOT, free_port
+from tests.support.processes import (
+    alive,
+    cmdline,
+    descendants,
+    free_port,
+    logged,
+    run_cli,
+    serve_env,
+    start_cli,
+    wait_until,
+)
+from tests.support.repo import only_code_block
 
 pytestmark = [pytest.mark.e2e]
 
 
 def walkthrough() -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Walk-through", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
-    assert len(blocks) == 1
-    return blocks[0]
+    return only_code_block("Walk-through", "bash")
 
 
 def summaries_example() -> str:
     """The README's follow-on example (sweeps, summaries, labels), run after the walk-through."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Sizes, quality, choosing k", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
-    assert len(blocks) == 1
-    return blocks[0]
+    return only_code_block("Sizes, quality, choosing k", "bash")
 
 
 def run_walkthrough(
@@ -51,81 +54,23 @@ def run_walkthrough(
     )
 
 
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def descendants(pid: int) -> set[int]:
-    out: set[int] = set()
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        for task in Path(f"/proc/{p}/task").glob("*"):
-            try:
-                kids = (task / "children").read_text().split()
-            except OSError:
-                continue
-            for k in map(int, kids):
-                if k not in out:
-                    out.add(k)
-                    todo.append(k)
-    return out
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc")
 def test_serve_runs_the_readme_walkthrough_and_stops_cleanly(tmp_path: Path) -> None:
     port = free_port()
-    data_dir = tmp_path / "var"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVCLUST_")}
-    env.update(
-        PRIVCLUST_DATA_DIR=str(data_dir),
-        PRIVCLUST_PORT=str(port),
-        PRIVCLUST_WORKER_THREADS="1",
-        PYTHONUNBUFFERED="1",
-    )
-    log = open(tmp_path / "serve.log", "wb")  # noqa: SIM115
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve"],
-        env=env,
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    env = serve_env(tmp_path / "var", port, PRIVCLUST_WORKER_THREADS="1", PYTHONUNBUFFERED="1")
+    log_path = tmp_path / "serve.log"
+    serve = start_cli("serve", env, log_path)
     base = f"http://127.0.0.1:{port}"
-    started = time.monotonic()
     try:
-        while True:
-            assert serve.poll() is None, (tmp_path / "serve.log").read_text()
-            out = (tmp_path / "serve.log").read_text()
-            if "Press Ctrl-C to stop" in out:
-                break
-            assert time.monotonic() - started < 60, out
-            time.sleep(0.2)
+        wait_until(logged(log_path, "Press Ctrl-C to stop"), proc=serve, log=log_path.read_text)
+        out = log_path.read_text()
         assert f"{base}/docs" in out and "admin token:" in out
         assert httpx.get(base + "/healthz").status_code == 200
         assert httpx.get(base + "/docs").status_code == 200
         assert httpx.get(base + "/readyz").status_code == 200
 
         # A second serve on the same data dir refuses clearly.
-        second = subprocess.run(
-            [sys.executable, "-m", "app.cli", "serve"],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        second = run_cli("serve", env)
         assert second.returncode == 1 and "already running" in second.stderr
 
         # Twice on one service: nothing in the block collides with its earlier run.
@@ -169,7 +114,6 @@ def test_serve_runs_the_readme_walkthrough_and_stops_cleanly(tmp_path: Path) -> 
         except subprocess.TimeoutExpired:
             serve.kill()
             raise
-        log.close()
     assert serve.returncode == 0, (tmp_path / "serve.log").read_text()
     deadline = time.monotonic() + 10
     while any(alive(p) for p in children) and time.monotonic() < deadline:

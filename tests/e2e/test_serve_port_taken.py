@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import ROOT
+from tests.support.processes import run_cli, serve_env
 
 pytestmark = [pytest.mark.e2e]
 
@@ -20,16 +17,7 @@ def test_serve_refuses_a_taken_port_before_the_banner_and_the_admin_token(tmp_pa
         other.bind(("127.0.0.1", 0))
         other.listen()
         port = other.getsockname()[1]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVCLUST_")}
-        env.update(PRIVCLUST_DATA_DIR=str(tmp_path / "var"), PRIVCLUST_PORT=str(port))
-        result = subprocess.run(
-            [sys.executable, "-m", "app.cli", "serve"],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = run_cli("serve", serve_env(tmp_path / "var", port))
     assert result.returncode == 1, result.stdout + result.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr
     assert f"PRIVCLUST_PORT={port + 1}" in result.stderr

@@ -6,7 +6,6 @@ leaves no child behind.
 
 from __future__ import annotations
 
-import io
 import os
 import signal
 import subprocess
@@ -20,7 +19,21 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.e2e.conftest import ROOT, free_port
+from tests.support.api import bearer_client, new_keys, uploaded, wait_for_job
+from tests.support.data import csv_bytes
+from tests.support.processes import (
+    alive,
+    answers,
+    children_of,
+    cmdline,
+    descendants,
+    free_port,
+    logged,
+    serve_env,
+    start_cli,
+    stop,
+    wait_until,
+)
 
 pytestmark = [
     pytest.mark.e2e,
@@ -28,42 +41,6 @@ pytestmark = [
 ]
 
 ADMIN = "pck_supervision_test_admin_token"
-
-
-def children_of(pid: int) -> set[int]:
-    out: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            out.update(int(k) for k in (task / "children").read_text().split())
-        except OSError:
-            continue
-    return out
-
-
-def descendants(pid: int) -> set[int]:
-    out: set[int] = set()
-    todo = [pid]
-    while todo:
-        for kid in children_of(todo.pop()):
-            if kid not in out:
-                out.add(kid)
-                todo.append(kid)
-    return out
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 @dataclass
@@ -81,50 +58,29 @@ class Served:
         return found[0]
 
     def client(self, key: str = ADMIN) -> httpx.Client:
-        return httpx.Client(
-            base_url=self.base, timeout=30, headers={"Authorization": f"Bearer {key}"}
-        )
+        return bearer_client(self.base, key)
 
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVCLUST_")}
-    env.update(
-        PRIVCLUST_DATA_DIR=str(tmp_path / "var"),
-        PRIVCLUST_PORT=str(port),
+    env = serve_env(
+        tmp_path / "var",
+        port,
         PRIVCLUST_ADMIN_TOKEN=ADMIN,
         PRIVCLUST_WORKER_THREADS="1",
         PRIVCLUST_HEARTBEAT_SECONDS="0.5",
         PRIVCLUST_STALE_JOB_SECONDS="3",
         PYTHONUNBUFFERED="1",
     )
-    log_path = tmp_path / "serve.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve"],
-            env=env,
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    s = Served(proc, f"http://127.0.0.1:{port}", log_path)
+    proc = start_cli("serve", env, tmp_path / "serve.log")
+    s = Served(proc, f"http://127.0.0.1:{port}", tmp_path / "serve.log")
     try:
-        deadline = time.monotonic() + 60
-        while "Press Ctrl-C to stop" not in s.log():
-            assert proc.poll() is None, s.log()
-            assert time.monotonic() < deadline, s.log()
-            time.sleep(0.2)
+        wait_until(logged(s.log_path, "Press Ctrl-C to stop"), proc=proc, log=s.log)
         yield s
     finally:
         kids = descendants(proc.pid)
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc, timeout=30)
         for pid in kids:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
@@ -132,33 +88,14 @@ def served(tmp_path: Path) -> Iterator[Served]:
 
 def _keys(s: Served) -> tuple[str, str]:
     with s.client() as admin:
-        owner = admin.post("/v1/api-keys", json={"tenant": "acme", "role": "owner"})
-        analyst = admin.post("/v1/api-keys", json={"tenant": "acme", "role": "analyst"})
-    return owner.json()["key"], analyst.json()["key"]
+        return new_keys(admin)
 
 
 def _upload(owner: httpx.Client, n: int, d: int) -> dict:
-    rng = np.random.default_rng(5)
-    x = rng.normal(0, 3, (n, d))
-    body = ",".join(f"f{i}" for i in range(d)) + "\n"
-    body += "\n".join(",".join(f"{v:.5f}" for v in row) for row in x) + "\n"
-    r = owner.post(
-        "/v1/datasets",
-        data={"name": "sup", "epsilon": "20", "delta": "1e-6", "radius": "30"},
-        files={"file": ("x.csv", io.BytesIO(body.encode()), "text/csv")},
+    body = csv_bytes(np.random.default_rng(5).normal(0, 3, (n, d)), digits=5)
+    return uploaded(
+        owner, None, body, name="sup", filename="x.csv", epsilon="20", delta="1e-6", radius="30"
     )
-    assert r.status_code == 201, r.text
-    return r.json()
-
-
-def _wait(c: httpx.Client, job_id: str, statuses: set[str], timeout: float, s: Served) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        job = c.get(f"/v1/jobs/{job_id}").json()
-        if job["status"] in statuses:
-            return job
-        assert time.monotonic() < deadline, f"job stuck in {job}\n{s.log()}"
-        time.sleep(0.2)
 
 
 def _running_long_job(s: Served, analyst: httpx.Client, dataset: dict) -> dict:
@@ -166,7 +103,7 @@ def _running_long_job(s: Served, analyst: httpx.Client, dataset: dict) -> dict:
         f"/v1/datasets/{dataset['id']}/jobs",
         json={"k": 8, "epsilon": 1.0, "params": {"iterations": 1000}},
     ).json()
-    running = _wait(analyst, job["id"], {"running", "succeeded", "failed"}, 60, s)
+    running = wait_for_job(analyst, job["id"], {"running", "succeeded", "failed"}, 60, s.log)
     assert running["status"] == "running", running
     return job
 
@@ -185,11 +122,13 @@ def test_a_killed_worker_is_replaced_and_its_job_fails_charged(served: Served) -
         assert nxt.status_code == 202, nxt.text
         # The replacement worker imports numpy and scikit-learn before it takes the job: 30 s
         # leaves room for a loaded machine (10 s failed under a parallel benchmark).
-        taken = _wait(analyst, nxt.json()["id"], {"running", "succeeded", "failed"}, 30, served)
+        taken = wait_for_job(
+            analyst, nxt.json()["id"], {"running", "succeeded", "failed"}, 30, served.log
+        )
         assert taken["status"] != "failed", taken
         assert served.child("app.cli worker") != worker
 
-        failed = _wait(analyst, long_job["id"], {"failed", "succeeded"}, 60, served)
+        failed = wait_for_job(analyst, long_job["id"], {"failed", "succeeded"}, 60, served.log)
         assert failed["status"] == "failed" and "worker" in failed["error"], failed
         assert time.monotonic() - killed_at < 60
         entries = analyst.get(f"/v1/datasets/{dataset['id']}/ledger").json()["entries"]
@@ -203,22 +142,20 @@ def test_a_killed_redis_server_is_restarted(served: Served) -> None:
     owner_key, analyst_key = _keys(served)
     redis_pid = served.child("redis-server")
     os.kill(redis_pid, signal.SIGKILL)
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            if httpx.get(served.base + "/readyz", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, "not ready 15 s after redis-server was killed"
-        time.sleep(0.2)
+    wait_until(
+        answers(served.base + "/readyz", timeout=2),
+        proc=None,
+        log=served.log,
+        timeout=15,
+        what="not ready 15 s after redis-server was killed",
+    )
     assert served.child("redis-server") != redis_pid
     # The queue works again: a job submitted now is run by the (reconnected) worker.
     with served.client(owner_key) as owner, served.client(analyst_key) as analyst:
         dataset = _upload(owner, 300, 2)
         job = analyst.post(f"/v1/datasets/{dataset['id']}/jobs", json={"k": 2, "epsilon": 1.0})
         assert job.status_code == 202, job.text
-        done = _wait(analyst, job.json()["id"], {"succeeded", "failed"}, 60, served)
+        done = wait_for_job(analyst, job.json()["id"], {"succeeded", "failed"}, 60, served.log)
         assert done["status"] == "succeeded", done
 
 

@@ -6,70 +6,19 @@ import io
 import json
 import math
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
 from fastapi import APIRouter
 from fastapi.testclient import TestClient
 
-from app.kit.config import Settings
-from app.kit.deps import CurrentKey, TenantKey, UnitOfWorkRoute
-from tests.conftest import auth
+from app.keys.auth import CurrentKey, TenantKey
+from app.kit.deps import UnitOfWorkRoute
+from tests.support.api import auth, upload
+from tests.support.data import csv_bytes, two_blobs
+from tests.support.db import stored_files
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[TestClient]:
-    from app.main import create_app
-
-    with TestClient(create_app(settings)) as c:
-        yield c
-
-
-def csv_bytes(rows: np.ndarray, header: list[str] | None = None) -> bytes:
-    header = header or [f"f{i}" for i in range(rows.shape[1])]
-    lines = [",".join(header)] + [",".join(repr(float(v)) for v in row) for row in rows]
-    return ("\n".join(lines) + "\n").encode()
-
-
-def upload(
-    client: TestClient,
-    key: str,
-    data: bytes,
-    *,
-    filename: str = "data.csv",
-    epsilon: float = 2.0,
-    delta: float = 1e-6,
-    extra: dict[str, str] | None = None,
-    **domain: str,
-) -> dict:
-    form = {"name": "blobs", "epsilon": str(epsilon), "delta": str(delta), **(extra or {})}
-    form.update(domain or {"radius": "10"})
-    resp = client.post(
-        "/v1/datasets",
-        headers=auth(key),
-        data=form,
-        files={"file": (filename, io.BytesIO(data), "text/csv")},
-    )
-    return {
-        "status": resp.status_code,
-        "body": resp.json(),
-        "ctype": resp.headers.get("content-type", ""),
-    }
-
-
-def blobs(n: int = 300, d: int = 2, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    centers = np.array([[-3.0] * d, [3.0] * d])
-    return centers[rng.integers(0, 2, n)] + rng.normal(0, 0.5, (n, d))
-
-
-def stored_files(settings: Settings) -> list[Path]:
-    d = settings.datasets_dir
-    return sorted(d.iterdir()) if d.exists() else []
 
 
 def test_health(client: TestClient) -> None:
@@ -128,7 +77,7 @@ def test_admin_creates_lists_and_revokes_keys(client: TestClient, keys) -> None:
 
 
 def test_upload_then_read_budget_and_ledger(client: TestClient, keys, settings) -> None:
-    up = upload(client, keys["owner"], csv_bytes(blobs()), epsilon=2.0, delta=1e-6)
+    up = upload(client, keys["owner"], csv_bytes(two_blobs()), epsilon=2.0, delta=1e-6)
     assert up["status"] == 201, up
     ds = up["body"]
     assert (ds["n_rows"], ds["n_cols"], ds["columns"]) == (300, 2, ["f0", "f1"])
@@ -163,7 +112,7 @@ def _is_analyst_view(ds: dict, n_rows_dp: int) -> bool:
 
 
 def test_analysts_never_see_the_exact_row_count(client: TestClient, keys) -> None:
-    owner = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
+    owner = upload(client, keys["owner"], csv_bytes(two_blobs()))["body"]
     assert owner["n_rows"] == 300 and isinstance(owner["n_rows_dp"], int)
     n_dp = owner["n_rows_dp"]
     h = auth(keys["analyst"])
@@ -195,7 +144,7 @@ def test_analysts_never_see_the_exact_row_count(client: TestClient, keys) -> Non
 def test_a_declared_public_count_is_not_released_and_is_replace_one(
     client: TestClient, keys
 ) -> None:
-    up = upload(client, keys["owner"], csv_bytes(blobs()), extra={"count_public": "true"})
+    up = upload(client, keys["owner"], csv_bytes(two_blobs()), count_public="true")
     assert up["status"] == 201, up
     ds = up["body"]
     assert (ds["n_rows"], ds["n_rows_dp"], ds["count_mu"]) == (300, 300, None)
@@ -218,7 +167,7 @@ def test_a_declared_public_count_is_not_released_and_is_replace_one(
 
 
 def test_the_owner_may_choose_the_count_cost(client: TestClient, keys) -> None:
-    up = upload(client, keys["owner"], csv_bytes(blobs()), epsilon=2.0, extra={"count_mu": "0.2"})
+    up = upload(client, keys["owner"], csv_bytes(two_blobs()), epsilon=2.0, count_mu="0.2")
     assert up["status"] == 201, up
     ds = up["body"]
     assert ds["count_mu"] == 0.2 and ds["budget"]["mu_spent"] == pytest.approx(0.2)
@@ -248,21 +197,23 @@ def test_the_owner_may_choose_the_count_cost(client: TestClient, keys) -> None:
     ],
 )
 def test_bad_count_options_are_422_and_leave_nothing(client, keys, settings, extra) -> None:
-    up = upload(client, keys["owner"], csv_bytes(blobs()), epsilon=2.0, extra=extra)
+    up = upload(client, keys["owner"], csv_bytes(two_blobs()), epsilon=2.0, **extra)
     assert up["status"] == 422, up
     assert up["body"]["code"] == "invalid-parameter" and up["body"]["field"] == "count_mu"
     assert stored_files(settings) == []
 
 
 def test_a_delta_above_one_over_the_released_count_is_flagged(client, keys) -> None:
-    ds = upload(client, keys["owner"], csv_bytes(blobs()), delta=0.1)["body"]
+    ds = upload(client, keys["owner"], csv_bytes(two_blobs()), delta=0.1)["body"]
     assert len(ds["warnings"]) == 1 and "1/n_rows_dp" in ds["warnings"][0]
     got = client.get(f"/v1/datasets/{ds['id']}", headers=auth(keys["analyst"])).json()
     assert got["warnings"] == ds["warnings"]
 
 
 def test_box_domain_gives_center_and_radius(client: TestClient, keys) -> None:
-    up = upload(client, keys["owner"], csv_bytes(blobs()), lower="[-3, -4]", upper="[3, 4]")
+    up = upload(
+        client, keys["owner"], csv_bytes(two_blobs()), radius=None, lower="[-3, -4]", upper="[3, 4]"
+    )
     assert up["status"] == 201, up
     assert up["body"]["domain"] == {"center": [0.0, 0.0], "radius": 5.0}
 
@@ -307,15 +258,13 @@ def test_bad_files_are_400_and_leave_nothing(
     ],
 )
 def test_bad_domains_are_422_and_leave_nothing(client, keys, settings, form, field) -> None:
-    data = {"name": "x", "epsilon": "1", "delta": "1e-6", **form}
-    r = client.post(
-        "/v1/datasets",
-        headers=auth(keys["owner"]),
-        data=data,
-        files={"file": ("d.csv", io.BytesIO(csv_bytes(blobs())), "text/csv")},
-    )
-    assert r.status_code == 422, r.json()
-    assert r.json()["code"] == "invalid-parameter" and r.json()["field"] == field
+    domain = {"radius": None, **form}  # the case's domain fields only
+    r = upload(
+        client, keys["owner"], csv_bytes(two_blobs()), name="x", filename="d.csv",
+        epsilon="1", delta="1e-6", **domain,
+    )  # fmt: skip
+    assert r["status"] == 422, r["body"]
+    assert r["body"]["code"] == "invalid-parameter" and r["body"]["field"] == field
     assert stored_files(settings) == []
 
 
@@ -331,14 +280,12 @@ def test_bad_domains_are_422_and_leave_nothing(client, keys, settings, form, fie
     ],
 )
 def test_bad_dataset_budgets_are_422(client, keys, settings, epsilon, delta, field) -> None:
-    r = client.post(
-        "/v1/datasets",
-        headers=auth(keys["owner"]),
-        data={"name": "x", "epsilon": epsilon, "delta": delta, "radius": "1"},
-        files={"file": ("d.csv", io.BytesIO(csv_bytes(blobs())), "text/csv")},
-    )
-    assert r.status_code == 422
-    assert r.json()["field"] == field
+    r = upload(
+        client, keys["owner"], csv_bytes(two_blobs()), name="x", filename="d.csv",
+        epsilon=epsilon, delta=delta, radius="1",
+    )  # fmt: skip
+    assert r["status"] == 422
+    assert r["body"]["field"] == field
     assert stored_files(settings) == []
 
 
@@ -349,22 +296,22 @@ def test_upload_wrong_content_type_is_415(client, keys) -> None:
 
 def test_upload_over_the_limit_is_413(client, keys, settings) -> None:
     settings.max_upload_bytes = 100
-    up = upload(client, keys["owner"], csv_bytes(blobs(1000)))
+    up = upload(client, keys["owner"], csv_bytes(two_blobs(1000)))
     assert up["status"] == 413 and up["body"]["code"] == "too-large"
     assert stored_files(settings) == []
 
 
 def test_npy_upload(client, keys) -> None:
     buf = io.BytesIO()
-    np.save(buf, blobs(50, 3))
+    np.save(buf, two_blobs(50, 3))
     up = upload(client, keys["owner"], buf.getvalue(), filename="x.npy")
     assert up["status"] == 201, up
     assert up["body"]["columns"] == ["x0", "x1", "x2"]
 
 
 def test_analysts_cannot_upload_delete_or_change_budgets(client, keys) -> None:
-    ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
-    assert upload(client, keys["analyst"], csv_bytes(blobs()))["status"] == 403
+    ds = upload(client, keys["owner"], csv_bytes(two_blobs()))["body"]
+    assert upload(client, keys["analyst"], csv_bytes(two_blobs()))["status"] == 403
     assert (
         client.delete(f"/v1/datasets/{ds['id']}", headers=auth(keys["analyst"])).status_code == 403
     )
@@ -377,7 +324,7 @@ def test_analysts_cannot_upload_delete_or_change_budgets(client, keys) -> None:
 
 
 def test_other_tenants_get_404_never_403(client, keys) -> None:
-    ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
+    ds = upload(client, keys["owner"], csv_bytes(two_blobs()))["body"]
     other = auth(keys["other_owner"])
     for path in (
         f"/v1/datasets/{ds['id']}",
@@ -407,7 +354,7 @@ def test_other_tenants_get_404_never_403(client, keys) -> None:
     ],
 )
 def test_bad_job_parameters_are_422_and_charge_nothing(client, keys, body, field) -> None:
-    ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
+    ds = upload(client, keys["owner"], csv_bytes(two_blobs()))["body"]
     r = client.post(f"/v1/datasets/{ds['id']}/jobs", headers=auth(keys["analyst"]), json=body)
     assert r.status_code == 422, r.json()
     assert r.json()["code"] == "invalid-parameter"
@@ -418,7 +365,7 @@ def test_bad_job_parameters_are_422_and_charge_nothing(client, keys, body, field
 
 
 def test_nan_in_json_body_is_rejected(client, keys) -> None:
-    ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
+    ds = upload(client, keys["owner"], csv_bytes(two_blobs()))["body"]
     r = client.post(
         f"/v1/datasets/{ds['id']}/jobs",
         headers={**auth(keys["analyst"]), "content-type": "application/json"},
@@ -428,7 +375,7 @@ def test_nan_in_json_body_is_rejected(client, keys) -> None:
 
 
 def test_submit_estimate_budget_exceeded_idempotency_and_cancel(client, keys, settings) -> None:
-    ds = upload(client, keys["owner"], csv_bytes(blobs()), epsilon=1.0, delta=1e-6)["body"]
+    ds = upload(client, keys["owner"], csv_bytes(two_blobs()), epsilon=1.0, delta=1e-6)["body"]
     h = auth(keys["analyst"])
     est = client.post(
         f"/v1/datasets/{ds['id']}/jobs/estimate", headers=h, json={"k": 2, "epsilon": 0.5}
@@ -484,7 +431,7 @@ def test_submit_estimate_budget_exceeded_idempotency_and_cancel(client, keys, se
 
 
 def test_redis_down_means_503_and_nothing_charged(client, keys, settings) -> None:
-    ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
+    ds = upload(client, keys["owner"], csv_bytes(two_blobs()))["body"]
     settings.redis_url = "redis://127.0.0.1:1/0"
     r = client.post(
         f"/v1/datasets/{ds['id']}/jobs",
@@ -507,7 +454,7 @@ def test_a_lost_enqueue_reply_after_a_worker_took_the_job_is_no_refund(
     from app.jobs import repository as jobs_repo
     from app.kit.db.session import session_scope
 
-    ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
+    ds = upload(client, keys["owner"], csv_bytes(two_blobs()))["body"]
 
     def enqueue_then_lose_the_reply(settings_, job_id) -> None:
         with session_scope(settings.resolved_database_url) as s:
@@ -531,7 +478,7 @@ def test_the_queue_check_holds_no_database_connection(client, keys, monkeypatch)
 
     from app.kit.db import session as db_session
 
-    ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
+    ds = upload(client, keys["owner"], csv_bytes(two_blobs()))["body"]
     held: list[int] = []
     real_ping = Redis.ping
 
@@ -550,7 +497,7 @@ def test_the_queue_check_holds_no_database_connection(client, keys, monkeypatch)
 
 
 def test_budget_patch_is_audited(client, keys) -> None:
-    ds = upload(client, keys["owner"], csv_bytes(blobs()), epsilon=1.0)["body"]
+    ds = upload(client, keys["owner"], csv_bytes(two_blobs()), epsilon=1.0)["body"]
     r = client.patch(
         f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["owner"]), json={"epsilon": 3.0}
     )
@@ -563,7 +510,7 @@ def test_budget_patch_is_audited(client, keys) -> None:
 
 
 def test_pagination_walks_every_dataset_once(client, keys) -> None:
-    ids = {upload(client, keys["owner"], csv_bytes(blobs(20)))["body"]["id"] for _ in range(5)}
+    ids = {upload(client, keys["owner"], csv_bytes(two_blobs(20)))["body"]["id"] for _ in range(5)}
     seen: list[str] = []
     cursor = None
     while True:
@@ -579,7 +526,7 @@ def test_pagination_walks_every_dataset_once(client, keys) -> None:
 
 
 def test_delete_removes_rows_but_keeps_ledger(client, keys, settings) -> None:
-    ds = upload(client, keys["owner"], csv_bytes(blobs()))["body"]
+    ds = upload(client, keys["owner"], csv_bytes(two_blobs()))["body"]
     r = client.delete(f"/v1/datasets/{ds['id']}", headers=auth(keys["owner"]))
     assert r.status_code == 200 and r.json()["deleted_at"]
     assert stored_files(settings) == []

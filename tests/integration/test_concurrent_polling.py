@@ -16,15 +16,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.jobs import service as jobs_service
 from app.kit.config import Settings
-from app.kit.db.session import session_scope
-from tests.conftest import make_key
-from tests.integration.helpers import admit, make_dataset, running_api
+from tests.support.api import auth
+from tests.support.db import admitted_job, make_key
+from tests.support.services import running_api
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 CLIENTS = 60
 SECONDS = 4.0
 REQUEST_TIMEOUT = 15.0  # generous: a healthy server answers in milliseconds
@@ -33,26 +31,20 @@ REQUEST_TIMEOUT = 15.0  # generous: a healthy server answers in milliseconds
 @pytest.fixture
 def api_url(settings: Settings, tmp_path: Path) -> Iterator[str]:
     """`privclust api` (uvicorn) as a real process on this test's database and Redis."""
-    with running_api(tmp_path) as base:
-        yield base
+    with running_api(tmp_path) as api:
+        yield api.base_url
 
 
 def test_sixty_clients_polling_one_job_are_all_answered(settings: Settings, api_url: str) -> None:
     db_url = settings.resolved_database_url
     analyst = make_key(db_url, "acme", "analyst")
-    dataset_id = make_dataset(db_url, mu_cap=2.0)
-    with session_scope(db_url) as s:
-        admitted = admit(s, dataset_id, jobs_service.JobRequest(k=2, mu=0.5))
-    assert admitted is not None
-    job_id = admitted[0]
+    _, job_id = admitted_job(db_url)
     outcomes: Counter[str] = Counter()
 
     def poll_until_deadline(deadline: float) -> Counter[str]:
         seen: Counter[str] = Counter()
         with httpx.Client(
-            base_url=api_url,
-            timeout=REQUEST_TIMEOUT,
-            headers={"Authorization": f"Bearer {analyst}"},
+            base_url=api_url, timeout=REQUEST_TIMEOUT, headers=auth(analyst)
         ) as client:
             while True:  # at least one request per client, then until the deadline
                 try:

@@ -6,32 +6,22 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
 from app.console import STATIC_DIR
-from app.kit.config import Settings
-from tests.conftest import auth
+from tests.support.api import auth
+from tests.support.repo import ROOT
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted(p for p in STATIC_DIR.rglob("*") if p.is_file())
 # A URL with a host: "//host", "http://host", "https://host". The SVG namespace is a name that
 # is never fetched, so it is the one allowed.
 HOST_URL = re.compile(r"(?:https?:)?//[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 NAMESPACES = {"//www.w3.org"}
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[TestClient]:
-    from app.main import create_app
-
-    with TestClient(create_app(settings)) as c:
-        yield c
 
 
 def test_console_is_served_with_a_same_origin_policy(client: TestClient) -> None:

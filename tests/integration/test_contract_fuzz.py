@@ -10,7 +10,6 @@ Bounded: EXAMPLES cases per operation, mode and role, derandomized so a run is r
 
 from __future__ import annotations
 
-import io
 import zlib
 from collections import Counter
 from collections.abc import Callable
@@ -27,8 +26,8 @@ from schemathesis.core.parameters import ParameterLocation
 from schemathesis.specs.openapi import checks as oas_checks
 
 from app.kit.config import Settings
-from tests.conftest import auth
-from tests.integration.test_api import blobs, csv_bytes
+from tests.support.api import auth, uploaded
+from tests.support.data import csv_bytes, two_blobs
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -78,14 +77,10 @@ class RealRows:
     """Real rows for the fuzzer to find: a dataset with a job, and a spare key to revoke."""
 
     def __init__(self, client: TestClient, keys: dict[str, str]) -> None:
-        up = client.post(
-            "/v1/datasets",
-            headers=auth(keys["owner"]),
-            data={"name": "fuzz", "epsilon": "50", "delta": "1e-6", "radius": "10"},
-            files={"file": ("d.csv", io.BytesIO(csv_bytes(blobs(300))), "text/csv")},
-        )
-        assert up.status_code == 201, up.text
-        self.dataset_id = up.json()["id"]
+        self.dataset_id = uploaded(
+            client, keys["owner"], csv_bytes(two_blobs(300)), name="fuzz", filename="d.csv",
+            epsilon="50", delta="1e-6",
+        )["id"]  # fmt: skip
         job = client.post(
             f"/v1/datasets/{self.dataset_id}/jobs",
             headers=auth(keys["analyst"]),

@@ -8,28 +8,18 @@ from __future__ import annotations
 import math
 import sys
 import threading
-from collections.abc import Iterator
 from datetime import datetime
 
 import pytest
 from fastapi.testclient import TestClient
 
-from app.kit.config import Settings
-from tests.conftest import auth
-from tests.integration.helpers import make_dataset
-from tests.integration.test_api import blobs, csv_bytes, stored_files, upload
+from tests.support.api import auth, upload
+from tests.support.data import csv_bytes, two_blobs
+from tests.support.db import make_dataset, stored_files
 
 pytestmark = pytest.mark.integration
 
 HUGE = sys.float_info.max  # 1.7976931348623157e308
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[TestClient]:
-    from app.main import create_app
-
-    with TestClient(create_app(settings)) as c:
-        yield c
 
 
 def _budget(client: TestClient, key: str, dataset_id: object) -> dict:
@@ -259,7 +249,7 @@ def test_a_cap_at_the_top_of_the_float_range_is_saved_whole_or_not_at_all(
 ) -> None:
     """PATCH to epsilon 1.7976931348623157e308 used to answer 500 *and* save the cap, after
     which every read of the dataset, the tenant's list included, answered 500."""
-    ds = upload(client, keys["owner"], csv_bytes(blobs()), epsilon=1.0)["body"]
+    ds = upload(client, keys["owner"], csv_bytes(two_blobs()), epsilon=1.0)["body"]
     r = client.patch(
         f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["owner"]), json={"epsilon": HUGE}
     )
@@ -281,7 +271,7 @@ def test_a_cap_at_the_top_of_the_float_range_is_saved_whole_or_not_at_all(
 def test_an_upload_with_a_huge_epsilon_is_created_whole_or_not_at_all(
     settings, client, keys
 ) -> None:
-    up = upload(client, keys["owner"], csv_bytes(blobs()), epsilon=HUGE)
+    up = upload(client, keys["owner"], csv_bytes(two_blobs()), epsilon=HUGE)
     listing = client.get("/v1/datasets", headers=auth(keys["owner"]))
     assert listing.status_code == 200, listing.text
     if up["status"] == 201:

@@ -19,7 +19,7 @@ from app.ledger import service as ledger
 from app.models import Job
 from privclust.privacy import budget as bmath
 from privclust.privacy import gdp
-from tests.integration.helpers import admit, make_dataset
+from tests.support.db import admit, make_dataset
 
 pytestmark = pytest.mark.integration
 

@@ -3,9 +3,7 @@ parser), and every counter and gauge moves when its event happens (real database
 
 from __future__ import annotations
 
-import io
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 
 import numpy as np
@@ -16,17 +14,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.kit.config import Settings
 from app.kit.db.session import session_scope
 from app.models import Job
-from tests.conftest import auth
+from tests.support.api import auth, upload, uploaded
+from tests.support.data import csv_bytes
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def client(settings: Settings) -> Iterator[TestClient]:
-    from app.main import create_app
-
-    with TestClient(create_app(settings)) as c:
-        yield c
 
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -47,23 +38,6 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-def _csv(n: int) -> bytes:
-    rng = np.random.default_rng(1)
-    rows = rng.normal(0.0, 1.0, (n, 2))
-    return ("a,b\n" + "\n".join(f"{x:.5f},{y:.5f}" for x, y in rows) + "\n").encode()
-
-
-def _upload(client: TestClient, owner: str, body: bytes, epsilon: str = "3") -> uuid.UUID:
-    r = client.post(
-        "/v1/datasets",
-        headers=auth(owner),
-        data={"name": "m", "epsilon": epsilon, "delta": "1e-6", "radius": "10"},
-        files={"file": ("d.csv", io.BytesIO(body), "text/csv")},
-    )
-    assert r.status_code == 201, r.json()
-    return uuid.UUID(r.json()["id"])
-
-
 def test_metrics_are_for_admin_keys_only(client: TestClient, keys) -> None:
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", headers=auth(keys["owner"])).status_code == 403
@@ -82,15 +56,14 @@ def test_every_metric_moves_when_its_event_happens(client: TestClient, keys, set
     assert value(before, "privclust_queue_up") == 1
 
     # An upload: created, with its body's bytes; a bad file: refused.
-    body = _csv(300)
-    dataset = _upload(client, owner, body)
-    bad = client.post(
-        "/v1/datasets",
-        headers=auth(owner),
-        data={"name": "bad", "epsilon": "1", "delta": "1e-6", "radius": "1"},
-        files={"file": ("d.csv", io.BytesIO(b"a,b\n1,x\n"), "text/csv")},
-    )
-    assert bad.status_code == 400
+    body = csv_bytes(np.random.default_rng(1).normal(0.0, 1.0, (300, 2)), ["a", "b"], digits=5)
+    created = uploaded(client, owner, body, name="m", filename="d.csv", epsilon="3", delta="1e-6")
+    dataset = uuid.UUID(created["id"])
+    bad = upload(
+        client, owner, b"a,b\n1,x\n", name="bad", filename="d.csv", epsilon="1", delta="1e-6",
+        radius="1",
+    )  # fmt: skip
+    assert bad["status"] == 400
     s = scrape(client, admin)
     assert value(s, "privclust_uploads_total", outcome="created") == 1
     assert value(s, "privclust_uploads_total", outcome="refused") == 1

@@ -7,7 +7,7 @@ from sqlalchemy import text
 from sqlalchemy.pool import NullPool
 
 from app.kit.db import session as db_session
-from tests.conftest import TEST_DB_URL
+from tests.support.db import TEST_DB_URL
 
 pytestmark = [
     pytest.mark.integration,

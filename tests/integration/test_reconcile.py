@@ -9,24 +9,14 @@ import pytest
 from redis import Redis
 
 from app.jobs import queue, reconcile
-from app.jobs import service as jobs_service
 from app.kit.config import Settings
 from app.kit.db.session import session_factory, session_scope
 from app.ledger import repository as ledger_repo
 from app.ledger import service as ledger
 from app.models import Dataset, Job
-from tests.integration.helpers import admit, make_dataset
+from tests.support.db import admitted_job
 
 pytestmark = pytest.mark.integration
-
-
-def _admitted_job(settings: Settings) -> tuple[uuid.UUID, uuid.UUID]:
-    url = settings.resolved_database_url
-    dataset_id = make_dataset(url, mu_cap=2.0)
-    with session_scope(url) as s:
-        admitted = admit(s, dataset_id, jobs_service.JobRequest(k=2, mu=0.5))
-    assert admitted is not None
-    return dataset_id, admitted[0]
 
 
 def _reconcile(settings: Settings, grace: float = 0.0) -> reconcile.Reconciled:
@@ -44,7 +34,8 @@ def _ledger_kinds(settings: Settings, job_id: uuid.UUID) -> list[str]:
 
 
 def test_a_queued_job_missing_from_the_queue_is_enqueued_again(settings: Settings) -> None:
-    _, job_id = _admitted_job(settings)  # committed, never enqueued: as if the API died here
+    # Committed, never enqueued: as if the API died here.
+    _, job_id = admitted_job(settings.resolved_database_url)
     q = queue.get_queue(settings)
     assert str(job_id) not in q.get_job_ids()
 
@@ -62,9 +53,9 @@ def test_a_queued_job_missing_from_the_queue_is_enqueued_again(settings: Setting
 
 
 def test_an_enqueued_or_recent_job_is_left_alone(settings: Settings) -> None:
-    _, enqueued = _admitted_job(settings)
+    _, enqueued = admitted_job(settings.resolved_database_url)
     queue.enqueue_job(settings, enqueued)
-    _, recent = _admitted_job(settings)
+    _, recent = admitted_job(settings.resolved_database_url)
     done = _reconcile(settings, grace=60)
     assert done == reconcile.Reconciled()
     done = _reconcile(settings)
@@ -90,20 +81,20 @@ def _taken_by_a_worker(settings: Settings, job_id: uuid.UUID, ttl: int) -> None:
 
 
 def test_a_job_running_on_a_worker_is_not_enqueued_again(settings: Settings) -> None:
-    _, job_id = _admitted_job(settings)
+    _, job_id = admitted_job(settings.resolved_database_url)
     _taken_by_a_worker(settings, job_id, ttl=90)
     assert _reconcile(settings) == reconcile.Reconciled()
 
 
 def test_a_job_taken_by_a_worker_that_died_is_enqueued_again(settings: Settings) -> None:
-    _, job_id = _admitted_job(settings)
+    _, job_id = admitted_job(settings.resolved_database_url)
     _taken_by_a_worker(settings, job_id, ttl=-1)
     assert _reconcile(settings).requeued == [job_id]
     assert queue.get_queue(settings).get_job_ids() == [str(job_id)]
 
 
 def test_a_job_lost_too_often_is_failed_and_refunded(settings: Settings) -> None:
-    dataset_id, job_id = _admitted_job(settings)
+    dataset_id, job_id = admitted_job(settings.resolved_database_url)
     conn = Redis.from_url(settings.redis_url or "")
     conn.set(f"privclust:requeued:{job_id}", reconcile.MAX_REQUEUES)
     done = _reconcile(settings)

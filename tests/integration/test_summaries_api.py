@@ -9,43 +9,26 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.kit.config import Settings
 from privclust.clustering import summaries as sm
-from tests.conftest import auth
+from tests.support.api import auth, uploaded
+from tests.support.data import csv_bytes, rows_around
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def client(settings: Settings) -> Iterator[TestClient]:
-    from app.main import create_app
-
-    with TestClient(create_app(settings)) as c:
-        yield c
-
-
 def _rows(n: int = 600, seed: int = 4) -> np.ndarray:
-    rng = np.random.default_rng(seed)
     centres = np.array([[-3.0, -3.0], [3.0, 3.0], [3.0, -3.0]])
-    return centres[rng.integers(0, 3, n)] + rng.normal(0.0, 0.4, (n, 2))
+    return rows_around(centres, n, 0.4, np.random.default_rng(seed))
 
 
 def _upload(client: TestClient, key: str, rows: np.ndarray, epsilon: str = "4") -> dict:
-    lines = ["a,b"] + [",".join(repr(float(v)) for v in row) for row in rows]
-    r = client.post(
-        "/v1/datasets",
-        headers=auth(key),
-        data={"name": "s", "epsilon": epsilon, "delta": "1e-6", "radius": "10"},
-        files={"file": ("d.csv", io.BytesIO(("\n".join(lines) + "\n").encode()), "text/csv")},
-    )
-    assert r.status_code == 201, r.json()
-    return r.json()
+    body = csv_bytes(rows, ["a", "b"])
+    return uploaded(client, key, body, name="s", filename="d.csv", epsilon=epsilon, delta="1e-6")
 
 
 def _run_all(job_ids: list[str]) -> None:

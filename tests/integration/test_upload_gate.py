@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from app.kit.config import Settings
-from tests.conftest import make_key
-from tests.integration.helpers import running_api
+from tests.support.db import make_key
+from tests.support.services import running_api
 
 pytestmark = pytest.mark.integration
 
@@ -81,8 +81,8 @@ def _stream_upload(base: str, key: str | None) -> tuple[int, int]:
 
 @pytest.fixture
 def limited_api(settings: Settings, tmp_path: Path) -> str:
-    with running_api(tmp_path, PRIVCLUST_MAX_UPLOAD_BYTES=str(LIMIT)) as base:
-        yield base  # type: ignore[misc]
+    with running_api(tmp_path, PRIVCLUST_MAX_UPLOAD_BYTES=str(LIMIT)) as api:
+        yield api.base_url  # type: ignore[misc]
 
 
 @pytest.mark.parametrize("who", ["owner", "analyst", "nobody"])

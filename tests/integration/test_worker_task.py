@@ -6,39 +6,22 @@ RQ task function directly, as a worker would, so its state changes and ledger en
 
 from __future__ import annotations
 
-import io
 import math
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.kit.config import Settings
 from privclust.clustering import choose_algorithm
 from privclust.privacy.gdp import noise_multiplier
-from tests.conftest import auth
+from tests.support.api import auth, uploaded
+from tests.support.data import csv_bytes, rows_around
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def client(settings: Settings) -> Iterator[TestClient]:
-    from app.main import create_app
-
-    with TestClient(create_app(settings)) as c:
-        yield c
-
-
-def _csv(rows: np.ndarray) -> bytes:
-    lines = ["a,b"] + [",".join(repr(float(v)) for v in row) for row in rows]
-    return ("\n".join(lines) + "\n").encode()
-
-
 def _rows(extreme: bool) -> np.ndarray:
-    rng = np.random.default_rng(4)
-    rows = np.array([[-3.0, -3.0], [3.0, 3.0]])[rng.integers(0, 2, 400)]
-    rows = rows + rng.normal(0.0, 0.5, rows.shape)
+    rows = rows_around(np.array([[-3.0, -3.0], [3.0, 3.0]]), 400, 0.5, np.random.default_rng(4))
     if extreme:
         # Far outside the declared ball: clipped at upload, so it cannot make the job fail.
         rows[7] = [1.5e308, -1.7e308]
@@ -46,14 +29,10 @@ def _rows(extreme: bool) -> np.ndarray:
 
 
 def _upload(client: TestClient, key: str, rows: np.ndarray, **extra: str) -> dict:
-    r = client.post(
-        "/v1/datasets",
-        headers=auth(key),
-        data={"name": "w", "epsilon": "3", "delta": "1e-6", "radius": "10", **extra},
-        files={"file": ("d.csv", io.BytesIO(_csv(rows)), "text/csv")},
+    body = csv_bytes(rows, ["a", "b"])
+    return uploaded(
+        client, key, body, name="w", filename="d.csv", epsilon="3", delta="1e-6", **extra
     )
-    assert r.status_code == 201, r.json()
-    return r.json()
 
 
 def _run(client: TestClient, key: str, dataset_id: str, body: dict) -> dict:

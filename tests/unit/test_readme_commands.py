@@ -5,14 +5,13 @@ from __future__ import annotations
 import re
 import shlex
 import tomllib
-from pathlib import Path
 
 import pytest
 
 from app.cli import build_parser
+from tests.support.repo import ROOT, code_blocks, only_code_block, readme
 
-ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+README = readme()
 
 
 def test_every_relative_link_in_the_readme_and_docs_resolves_inside_the_repository() -> None:
@@ -46,7 +45,7 @@ def test_the_readme_runs_privclust_from_where_make_installs_it() -> None:
     assert scripts["privclust"] == "app.cli:main"
     assert "$(BIN)/pip install --quiet -e ." in (ROOT / "Makefile").read_text()
     # No code block tells the reader to run a bare `privclust ...`, which is not on PATH.
-    for block in re.findall(r"```bash\n(.*?)```", README, flags=re.S):
+    for block in code_blocks(README, "bash"):
         for line in block.splitlines():
             assert not re.match(r"\s*privclust\s", line), line
     assert len(_privclust_commands()) >= 3
@@ -59,8 +58,7 @@ def test_each_privclust_command_in_the_readme_parses(argv: list[str]) -> None:
 
 
 def test_the_readme_estimator_example_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
-    section = README.split("## As a scikit-learn estimator", 1)[1].split("\n## ", 1)[0]
-    (block,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    block = only_code_block("As a scikit-learn estimator", "python")
     assert len([line for line in block.splitlines() if line.strip()]) == 5
     exec(compile(block, "README.md", "exec"), {})
     assert "'relation': 'add-remove'" in capsys.readouterr().out
