@@ -11,7 +11,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.support.api import uploaded, wait_for_job
+from tests.support.api import running_long_job, uploaded, wait_for_job
 from tests.support.data import blobs_and_centres, csv_bytes
 from tests.support.services import Stack
 
@@ -102,13 +102,7 @@ def _start_long_job(stack: Stack, owner: httpx.Client, analyst: httpx.Client) ->
     """A dataset and a job of 1000 iterations (tens of seconds), once it is running."""
     data, _ = _blobs_csv(20000, 8, 8)
     ds = _upload(owner, data, epsilon=8.0, radius=20.0)
-    job = analyst.post(
-        f"/v1/datasets/{ds['id']}/jobs",
-        json={"k": 8, "epsilon": 1.0, "params": {"iterations": 1000}},
-    ).json()
-    running = wait_for_job(analyst, job["id"], {"running", "succeeded", "failed"}, 60, stack.logs)
-    assert running["status"] == "running", running
-    return ds, job
+    return ds, running_long_job(analyst, ds["id"], stack.logs)
 
 
 def test_worker_killed_mid_job(stack: Stack) -> None:

@@ -120,8 +120,9 @@ def _new_keys(load: Loader, stack: Stack) -> tuple[str, str]:
         return _create_key(load, admin, "owner"), _create_key(load, admin, "analyst")
 
 
-def _upload(load: Loader, owner: Any, epsilon: float) -> Any:
-    """The blobs uploaded through the generated datasets_create: its detailed response."""
+def _upload(load: Loader, stack: Stack, owner_key: str, epsilon: float) -> Any:
+    """The blobs uploaded by the owner through the generated datasets_create: its detailed
+    response."""
     models, types = load("models"), load("types")
     upload = models.BodyDatasetsCreate(
         file=types.File(
@@ -132,7 +133,8 @@ def _upload(load: Loader, owner: Any, epsilon: float) -> Any:
         delta=1e-6,
         radius=10.0,
     )
-    return load("api.datasets.datasets_create").sync_detailed(client=owner, body=upload)
+    with _connect(load, stack, owner_key) as owner:
+        return load("api.datasets.datasets_create").sync_detailed(client=owner, body=upload)
 
 
 def test_main_job_through_the_generated_client(stack: Stack, generated: Loader) -> None:
@@ -146,21 +148,20 @@ def test_main_job_through_the_generated_client(stack: Stack, generated: Loader) 
     jobs_get = load("api.jobs.jobs_get")
 
     owner_key, analyst_key = _new_keys(load, stack)
-    with _connect(load, stack, owner_key) as owner:
-        r = _upload(load, owner, epsilon=3.0)
-        assert r.status_code == 201, r.content
-        ds = r.parsed
-        assert isinstance(ds, models.DatasetOut)
-        # The owner's view has the exact count; everyone sees the noisy one released at upload
-        # (std 1/count_mu = 15 rows here: 300 is about 20 standard deviations).
-        assert (ds.n_rows, ds.n_cols, ds.columns) == (N_ROWS, 2, ["x", "y"])
-        assert isinstance(ds.n_rows_dp, int) and abs(ds.n_rows_dp - N_ROWS) < 300
-        assert ds.relation == models.DatasetOutRelation.ADD_REMOVE and not ds.count_public
-        assert ds.warnings == []
-        assert ds.domain.radius == 10.0 and ds.domain.center == [0.0, 0.0]
-        assert (ds.budget.epsilon, ds.budget.delta) == (3.0, 1e-6)
-        assert ds.count_mu == pytest.approx(0.1 * ds.budget.mu_cap)
-        assert ds.budget.mu_spent == pytest.approx(ds.count_mu)
+    r = _upload(load, stack, owner_key, epsilon=3.0)
+    assert r.status_code == 201, r.content
+    ds = r.parsed
+    assert isinstance(ds, models.DatasetOut)
+    # The owner's view has the exact count; everyone sees the noisy one released at upload
+    # (std 1/count_mu = 15 rows here: 300 is about 20 standard deviations).
+    assert (ds.n_rows, ds.n_cols, ds.columns) == (N_ROWS, 2, ["x", "y"])
+    assert isinstance(ds.n_rows_dp, int) and abs(ds.n_rows_dp - N_ROWS) < 300
+    assert ds.relation == models.DatasetOutRelation.ADD_REMOVE and not ds.count_public
+    assert ds.warnings == []
+    assert ds.domain.radius == 10.0 and ds.domain.center == [0.0, 0.0]
+    assert (ds.budget.epsilon, ds.budget.delta) == (3.0, 1e-6)
+    assert ds.count_mu == pytest.approx(0.1 * ds.budget.mu_cap)
+    assert ds.budget.mu_spent == pytest.approx(ds.count_mu)
 
     with _connect(load, stack, analyst_key) as analyst:
         seen = datasets_get.sync(ds.id, client=analyst)
@@ -265,9 +266,8 @@ def test_a_sweep_and_the_owners_labels_through_the_generated_client(
     jobs_labels = load("api.jobs.jobs_labels")
 
     owner_key, analyst_key = _new_keys(load, stack)
-    with _connect(load, stack, owner_key) as owner:
-        ds = _upload(load, owner, epsilon=20.0).parsed
-        assert isinstance(ds, models.DatasetOut)
+    ds = _upload(load, stack, owner_key, epsilon=20.0).parsed
+    assert isinstance(ds, models.DatasetOut)
 
     with _connect(load, stack, analyst_key) as analyst:
         body = models.SweepCreate(ks=[2, 3, 4], epsilon=15.0)

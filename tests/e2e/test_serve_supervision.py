@@ -19,7 +19,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.support.api import bearer_client, new_keys, uploaded, wait_for_job
+from tests.support.api import bearer_client, new_keys, running_long_job, uploaded, wait_for_job
 from tests.support.data import csv_bytes
 from tests.support.processes import (
     alive,
@@ -98,21 +98,11 @@ def _upload(owner: httpx.Client, n: int, d: int) -> dict:
     )
 
 
-def _running_long_job(s: Served, analyst: httpx.Client, dataset: dict) -> dict:
-    job = analyst.post(
-        f"/v1/datasets/{dataset['id']}/jobs",
-        json={"k": 8, "epsilon": 1.0, "params": {"iterations": 1000}},
-    ).json()
-    running = wait_for_job(analyst, job["id"], {"running", "succeeded", "failed"}, 60, s.log)
-    assert running["status"] == "running", running
-    return job
-
-
 def test_a_killed_worker_is_replaced_and_its_job_fails_charged(served: Served) -> None:
     owner_key, analyst_key = _keys(served)
     with served.client(owner_key) as owner, served.client(analyst_key) as analyst:
         dataset = _upload(owner, 20000, 8)
-        long_job = _running_long_job(served, analyst, dataset)
+        long_job = running_long_job(analyst, dataset["id"], served.log)
         worker = served.child("app.cli worker")
         os.kill(worker, signal.SIGKILL)
         killed_at = time.monotonic()
@@ -163,7 +153,7 @@ def test_no_child_outlives_a_killed_serve(served: Served) -> None:
     owner_key, analyst_key = _keys(served)
     with served.client(owner_key) as owner, served.client(analyst_key) as analyst:
         dataset = _upload(owner, 20000, 8)
-        _running_long_job(served, analyst, dataset)
+        running_long_job(analyst, dataset["id"], served.log)
     family = descendants(served.proc.pid)
     # redis-server, the API, the worker and the work horse running the job
     assert len(family) >= 4, [cmdline(p) for p in family]

@@ -83,3 +83,15 @@ def wait_for_job(
             return job
         assert time.monotonic() < deadline, f"job stuck in {job}\n{logs()}"
         time.sleep(0.2)
+
+
+def running_long_job(analyst: httpx.Client, dataset_id: str, logs: Callable[[], str]) -> dict:
+    """A job of 1000 iterations (k = 8, epsilon 1: tens of seconds) submitted on the dataset,
+    once a worker runs it."""
+    job = analyst.post(
+        f"/v1/datasets/{dataset_id}/jobs",
+        json={"k": 8, "epsilon": 1.0, "params": {"iterations": 1000}},
+    ).json()
+    running = wait_for_job(analyst, job["id"], {"running", "succeeded", "failed"}, 60, logs)
+    assert running["status"] == "running", running
+    return job
