@@ -21,12 +21,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import io
 import os
 import resource
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,18 +37,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import numpy as np
 
+# The service is started, and its data built, with the tests' own helpers (tests/support), so a
+# change to how the service starts is made in one place; bench, like tests, is development
+# tooling, and product code carries no test helpers.
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.api import auth, bearer_client, new_keys, uploaded  # noqa: E402
+from tests.support.data import blobs, csv_bytes  # noqa: E402
+from tests.support.processes import (  # noqa: E402
+    answers,
+    free_port,
+    log_tail,
+    serve_env,
+    start_cli,
+    stop,
+    wait_until,
+)
+
 PG_ADMIN_URL = os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
 LOG_PATTERNS = ("QueuePool limit", "database is locked", "Traceback", " 500 ", " 503 ")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # --- the service under test --------------------------------------------------------------------
@@ -79,10 +87,9 @@ def serve(name: str, data_dir: Path, extra_env: dict[str, str]) -> Iterator[Serv
     """`privclust serve` on a free port; stopped (SIGTERM, then SIGKILL) at exit."""
     port = free_port()
     admin = "pck_bench_" + secrets.token_urlsafe(16)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVCLUST_")}
-    env.update(
-        PRIVCLUST_DATA_DIR=str(data_dir),
-        PRIVCLUST_PORT=str(port),
+    env = serve_env(
+        data_dir,
+        port,
         PRIVCLUST_HOST="127.0.0.1",
         PRIVCLUST_ADMIN_TOKEN=admin,
         PRIVCLUST_WORKER_THREADS="1",
@@ -91,40 +98,18 @@ def serve(name: str, data_dir: Path, extra_env: dict[str, str]) -> Iterator[Serv
     )
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir.parent / f"{name}-serve.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve"],
-            env=env,
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    proc = start_cli("serve", env, log_path)
     database = (
         extra_env.get("PRIVCLUST_DATABASE_URL", "").rsplit("/", 1)[-1] if name != "sqlite" else ""
     )
     svc = Service(name, f"http://127.0.0.1:{port}", port, proc, log_path, admin, database)
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"serve exited:\n{log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(svc.base + "/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"serve did not get ready:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.3)
+        ready = answers(svc.base + "/readyz", timeout=2)
+        log = log_tail(log_path)
+        wait_until(ready, proc=proc, log=log, timeout=90, what="serve not ready", interval=0.3)
         yield svc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc, timeout=20)
 
 
 @contextlib.contextmanager
@@ -153,13 +138,9 @@ def postgres_database() -> Iterator[str | None]:
 
 
 def blobs_csv(rows: int, cols: int, seed: int = 0) -> bytes:
-    rng = np.random.default_rng(seed)
-    centers = rng.uniform(-5, 5, (8, cols))
-    x = centers[rng.integers(0, 8, rows)] + rng.normal(0, 0.5, (rows, cols))
-    buf = io.BytesIO()
-    buf.write((",".join(f"c{i}" for i in range(cols)) + "\n").encode())
-    np.savetxt(buf, x, delimiter=",", fmt="%.5f")
-    return buf.getvalue()
+    """rows x cols around 8 centres in [-5, 5]^cols, as CSV with 5 decimals."""
+    x = blobs(rows, cols, 8, seed, spread=0.5, half_width=5)
+    return csv_bytes(x, [f"c{i}" for i in range(cols)], digits=5)
 
 
 @dataclass
@@ -171,30 +152,16 @@ class Fixture:
 
 
 def setup(svc: Service) -> Fixture:
+    with bearer_client(svc.base, svc.admin) as admin:
+        owner, analyst = new_keys(admin, tenant="bench")
     with httpx.Client(base_url=svc.base, timeout=60) as c:
-        admin = {"Authorization": f"Bearer {svc.admin}"}
-
-        def new_key(role: str) -> str:
-            r = c.post("/v1/api-keys", headers=admin, json={"tenant": "bench", "role": role})
-            r.raise_for_status()
-            return str(r.json()["key"])
-
-        owner, analyst = new_key("owner"), new_key("analyst")
+        body = blobs_csv(2000, 4)
+        ds = uploaded(c, owner, body, name="poll", filename="poll.csv", epsilon="100", radius="20")
         r = c.post(
-            "/v1/datasets",
-            headers={"Authorization": f"Bearer {owner}"},
-            data={"name": "poll", "epsilon": "100", "delta": "1e-6", "radius": "20"},
-            files={"file": ("poll.csv", blobs_csv(2000, 4), "text/csv")},
+            f"/v1/datasets/{ds['id']}/jobs", headers=auth(analyst), json={"k": 4, "epsilon": 1.0}
         )
         r.raise_for_status()
-        dataset_id = r.json()["id"]
-        r = c.post(
-            f"/v1/datasets/{dataset_id}/jobs",
-            headers={"Authorization": f"Bearer {analyst}"},
-            json={"k": 4, "epsilon": 1.0},
-        )
-        r.raise_for_status()
-        return Fixture(owner, analyst, dataset_id, r.json()["id"])
+        return Fixture(owner, analyst, ds["id"], r.json()["id"])
 
 
 # --- the polling client ------------------------------------------------------------------------
@@ -394,6 +361,27 @@ def server_cpu(svc: Service) -> tuple[float, float]:
     return api, db
 
 
+def measure(
+    svc: Service, path: str, key: str, conns: int, args: argparse.Namespace
+) -> tuple[Stats, float, float, tuple[float, float]]:
+    """One level: `conns` connections polling `path` for args.duration s. Its stats, the elapsed
+    seconds, the client's CPU (% of one core) and the server's CPU seconds (API, database)."""
+    server0 = server_cpu(svc)
+    cpu0, t0 = client_cpu(), time.monotonic()
+    stats = poll(svc.port, path, key, conns, args.duration, args.timeout)
+    elapsed = time.monotonic() - t0
+    cpu = 100 * (client_cpu() - cpu0) / elapsed
+    api, db = (b - a for a, b in zip(server0, server_cpu(svc), strict=True))
+    return stats, elapsed, cpu, (api, db)
+
+
+def print_log_counts(svc: Service, since: int) -> None:
+    """The server log's warning lines (LOG_PATTERNS) written since byte `since`, if any."""
+    counts = {k: v for k, v in svc.log_counts(since).items() if v}
+    if counts:
+        print(f"|   | server log: {counts} |", flush=True)
+
+
 def run_backend(
     name: str, svc: Service, args: argparse.Namespace, upload_body: bytes | None
 ) -> None:
@@ -402,28 +390,16 @@ def run_backend(
     poll(svc.port, path, fx.analyst, 10, 1.0, args.timeout)  # warm-up
     for conns in args.connections:
         since = svc.log_size()
-        server0 = server_cpu(svc)
-        cpu0, t0 = client_cpu(), time.monotonic()
-        stats = poll(svc.port, path, fx.analyst, conns, args.duration, args.timeout)
-        elapsed = time.monotonic() - t0
-        cpu = 100 * (client_cpu() - cpu0) / elapsed
-        server = tuple(b - a for a, b in zip(server0, server_cpu(svc), strict=True))
+        stats, elapsed, cpu, server = measure(svc, path, fx.analyst, conns, args)
         print(row(name, "polling", conns, elapsed, stats, cpu, server), flush=True)
-        counts = {k: v for k, v in svc.log_counts(since).items() if v}
-        if counts:
-            print(f"|   | server log: {counts} |", flush=True)
+        print_log_counts(svc, since)
     if upload_body is not None and args.uploads:
         conns = max(args.connections)
         since = svc.log_size()
         outcomes, threads = upload_storm(
             svc, fx.owner, upload_body, args.uploads, args.upload_timeout
         )
-        server0 = server_cpu(svc)
-        cpu0, t0 = client_cpu(), time.monotonic()
-        stats = poll(svc.port, path, fx.analyst, conns, args.duration, args.timeout)
-        elapsed = time.monotonic() - t0
-        cpu = 100 * (client_cpu() - cpu0) / elapsed
-        server = tuple(b - a for a, b in zip(server0, server_cpu(svc), strict=True))
+        stats, elapsed, cpu, server = measure(svc, path, fx.analyst, conns, args)
         for t in threads:
             t.join(args.upload_timeout + 5)
         label = f"polling + {args.uploads} uploads"
@@ -437,9 +413,7 @@ def run_backend(
             else "|   | no upload answered |",
             flush=True,
         )
-        counts = {k: v for k, v in svc.log_counts(since).items() if v}
-        if counts:
-            print(f"|   | server log: {counts} |", flush=True)
+        print_log_counts(svc, since)
 
 
 def main() -> None:
