@@ -25,8 +25,7 @@ from app.kit.errors import InvalidParameter, NotFound
 from app.ledger import service as ledger
 from app.ledger.service import BudgetView
 from app.models import ApiKey, Dataset
-from privclust.privacy import budget as bmath
-from privclust.privacy import gdp, noise
+from privclust.privacy import noise
 
 if TYPE_CHECKING:  # the ingest imports pyarrow: loaded by the first upload, not at start-up
     from app.datasets.ingest import IngestedMatrix
@@ -102,14 +101,6 @@ def check_count_options(count_mu: float | None, count_public: bool, mu_cap: floa
             field=field,
         )
     return chosen
-
-
-def check_budget(epsilon: float, delta: float) -> float:
-    """Validate a dataset cap and return mu_cap (errors name the field)."""
-    try:
-        return bmath.cap_from_epsilon_delta(epsilon, delta)
-    except gdp.PrivacyParameterError as exc:
-        raise InvalidParameter(str(exc), field=exc.field or "epsilon") from exc
 
 
 @dataclass(frozen=True)
@@ -190,7 +181,7 @@ def _check_terms(new: NewDataset) -> _Terms:
     name = new.name.strip()
     if not name or len(name) > 200:
         raise InvalidParameter("name must be 1 to 200 characters", field="name")
-    mu_cap = check_budget(new.epsilon, new.delta)
+    mu_cap = ledger.check_cap(new.epsilon, new.delta)
     count_cost = check_count_options(new.count_mu, new.count_public, mu_cap)
     # The budget the new dataset would show, before a byte is stored: a cap the budget
     # arithmetic cannot represent is refused here, not after the dataset exists.

@@ -40,6 +40,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.jobs import queue
+from app.jobs.service import LOST_WORKER
 from app.kit.config import Settings
 from app.models import JobStatus
 from app.ops import repository as repo
@@ -88,8 +89,6 @@ class StateCollector(Collector):
         yield queue_up
 
     def _from_database(self) -> Iterator[Metric]:
-        from app.jobs.service import LOST_WORKER
-
         with self.sessions() as session:
             counts = repo.job_counts(session)
             swept = repo.count_failed_jobs_with_error(session, LOST_WORKER)
