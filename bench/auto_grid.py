@@ -11,7 +11,7 @@ each (data set, epsilon) a dataset whose whole budget is that epsilon (the job f
 N~ with a tenth of its mu and plans with it), generators seeded [seed, epsilon index] so every
 method sees the same seeds. Methods: pe-means, hdpe-means, fastlloyd, lsh-coreset, pe-lloyd
 (defaults), and pe-lloyd:SHARE:STEPS[:RULE] (the Lloyd steps' share of mu^2, their number and
-the step radius rule, privclust.clustering.pe_lloyd.step_radii).
+the step radius rule, privclust.clustering.methods.pe_lloyd.step_radii).
 
     PYTHONPATH=. .venv/bin/python bench/auto_grid.py run --out grid.jsonl --seeds 3 \\
         --datasets sklearn_4_4 --methods pe-means pe-lloyd:0.3:2
@@ -34,13 +34,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import EPSILONS, TABLE_I_SETS, auc, load
 
-from privclust.clustering.auto import choose_algorithm
-from privclust.clustering.fastlloyd import fastlloyd
-from privclust.clustering.hdpe import hdpe_means
-from privclust.clustering.lsh_coreset import lsh_coreset
+from privclust.clustering import (
+    choose_algorithm,
+    fastlloyd,
+    hdpe_means,
+    lsh_coreset,
+    pe_lloyd,
+    pe_means,
+)
 from privclust.clustering.metrics import kmeans_loss
-from privclust.clustering.pe import pe_means
-from privclust.clustering.pe_lloyd import pe_lloyd
 from privclust.privacy.gdp import mu_from_epsilon_delta
 
 GRID = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)

@@ -1,7 +1,7 @@
 """Benchmark: where HDPE-means loses utility (bench/RESULTS.md, "HDPE-means: the loss").
 
 For each epsilon and seed it runs HDPE-means step by step (the code of
-privclust.clustering.hdpe.hdpe_means, with the same generator) and measures, besides the released
+privclust.clustering.methods.hdpe, with the same generator) and measures, besides the released
 centres' loss:
 - "labels, exact means": the loss of the exact means of the clusters HDPE's projected labelling
   forms (benchmark only, not private): what the final step would give without noise, so the
@@ -29,11 +29,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import load
 
-from privclust.clustering.hdpe import cluster_grid_sums, noisy_means, project_rows
+from privclust.clustering.evolution import evolve
+from privclust.clustering.grid import cluster_grid_sums
+from privclust.clustering.methods import hdpe
+from privclust.clustering.methods.hdpe import default_hdpe_iterations, noisy_means, project_rows
 from privclust.clustering.metrics import kmeans_loss
 from privclust.clustering.nearest import nearest_candidates
-from privclust.clustering.params import default_hdpe_iterations, default_pe_iterations, start_run
-from privclust.clustering.pe import evolve
+from privclust.clustering.options import Options
+from privclust.clustering.plan import default_pe_iterations
+from privclust.clustering.runner import start_run
 
 
 def exact_means_loss(X: np.ndarray, labels: np.ndarray, k: int) -> float:
@@ -54,11 +58,11 @@ def one_run(
     if rule == "scaled":
         iterations = default_pe_iterations(p, epsilon) - 2
     rng = np.random.default_rng([seed, int(epsilon * 100)])
-    run = start_run(
-        data.X, data.k, radius=1.0, center=None, n_public=None, relation="add-remove", rng=rng,
-        algorithm="hdpe-means", epsilon=epsilon, delta=data.delta, iterations=iterations,
+    options = Options(
+        radius=1.0, rng=rng, epsilon=epsilon, delta=data.delta, iterations=iterations,
         projection_dim=p, sum_weight=sum_weight,
     )  # fmt: skip
+    run = start_run(hdpe.METHOD, data.X, data.k, options)
     points, plan, noise_rng = run.points, run.plan, run.rng
     matrix = noise_rng.standard_normal(size=(p, points.shape[1]))
     projected = project_rows(points, matrix)

@@ -49,15 +49,16 @@ from datasets import EPSILONS, PAPER, PAPER_FASTLLOYD, PAPER_GOOGLE, auc, load
 from privclust.clustering import (
     DEFAULT_MAX_POPULATION,
     cluster,
+    fastlloyd,
     hdpe_means,
-    params,
+    lsh_coreset,
     pe_lloyd,
     pe_means,
     selection,
 )
-from privclust.clustering.fastlloyd import DEFAULT_RESEED_RATIO, fastlloyd
-from privclust.clustering.lsh_coreset import lsh_coreset
 from privclust.clustering.metrics import kmeans_loss
+from privclust.clustering.options import DEFAULT_RESEED_RATIO
+from privclust.privacy import noise
 
 # Half a unit in the last published digit.
 PAPER_ROUNDING = 0.00005
@@ -94,7 +95,7 @@ def run_task(task: Task) -> tuple[Task, list[float], float, int, list[str]]:
     if task.restarts is not None:
         selection.KMEANS_RESTARTS = task.restarts
     if task.count_fraction is not None:
-        params.COUNT_MU_FRACTION = task.count_fraction
+        noise.COUNT_MU_FRACTION = task.count_fraction
     data = load(task.dataset)
     losses = []
     ran: list[str] = []
@@ -163,7 +164,7 @@ def main() -> None:
         "--count-fraction",
         type=float,
         help=f"share of each job's mu spent on the noisy row count "
-        f"(default {params.COUNT_MU_FRACTION})",
+        f"(default {noise.COUNT_MU_FRACTION})",
     )
     parser.add_argument(
         "--count-public",
@@ -226,7 +227,7 @@ def main() -> None:
         + (
             "count=public (replace-one)"
             if args.count_public
-            else f"count_fraction={args.count_fraction or params.COUNT_MU_FRACTION}"
+            else f"count_fraction={args.count_fraction or noise.COUNT_MU_FRACTION}"
         )
         + (" domain=box [-1,1]^d (FastLloyd radius sqrt(d))" if args.box_domain else "")
         + (" no-reseed" if args.no_reseed else "")

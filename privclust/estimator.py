@@ -16,7 +16,7 @@ from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
 from sklearn.metrics import euclidean_distances, pairwise_distances_argmin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from privclust.clustering import ClusteringResult, cluster
+from privclust.clustering import Algorithm, ClusteringResult, Relation, cluster
 
 DEFAULT_DELTA = 1e-6
 
@@ -81,7 +81,7 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         delta: float | None = None,
         radius: float | None = None,
         center: Any = None,
-        algorithm: str = "auto",
+        algorithm: str = Algorithm.AUTO.value,  # a plain str: scikit-learn's parameter checks
         count_public: bool = False,
     ) -> None:
         self.n_clusters = n_clusters
@@ -117,21 +117,11 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             center=None if self.center is None else np.asarray(self.center, dtype=np.float64),
             epsilon=self.epsilon,
             delta=DEFAULT_DELTA if self.delta is None else self.delta,
-            relation="replace-one" if self.count_public else "add-remove",
+            relation=Relation.REPLACE_ONE if self.count_public else Relation.ADD_REMOVE,
         )
         self.cluster_centers_ = np.array(result.centers)  # a writable copy
         self.algorithm_ = result.algorithm
-        self.privacy_ = {
-            "mu": result.mu,
-            "epsilon": result.epsilon,
-            "delta": result.delta,
-            "sigma": result.sigma,
-            "releases": result.releases,
-            "iterations": result.iterations,
-            "relation": result.relation,
-            "count_mu": result.count_mu,
-            "n_rows_dp": None if self.count_public else result.n_public,
-        }
+        self.privacy_ = result.privacy_spent()
         self.labels_ = self._nearest(X)
         return self
 

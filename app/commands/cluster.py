@@ -20,6 +20,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# The names only: the package loads numpy and the methods on first use of a function, so that
+# `privclust worker` can still limit BLAS threads before numpy loads.
+from privclust.clustering import Algorithm, Relation
+
 DEFAULT_DELTA = 1e-6
 
 
@@ -70,8 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--algorithm",
-        choices=["auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd"],
-        default="auto",
+        choices=[algorithm.value for algorithm in Algorithm],
+        default=Algorithm.AUTO.value,
         help="auto = chosen from d, the row count, k and mu (docs/algorithms.md; default auto)",
     )
     p.add_argument("--iterations", type=int, help="override the number of PE iterations")
@@ -122,11 +126,6 @@ def _read_matrix(path: Path) -> tuple[Any, list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
-
-    from privclust.clustering import ClusteringInputError, cluster
-    from privclust.privacy.gdp import PrivacyParameterError
-
     if args.mu is not None and args.delta is not None:
         print("privclust cluster: error: --delta goes with --epsilon, not --mu", file=sys.stderr)
         return 2
@@ -140,6 +139,16 @@ def run(args: argparse.Namespace) -> int:
         delta = DEFAULT_DELTA
     if len(args.k) > 1:
         return _run_sweep(args, X, delta)
+    return _run_once(args, X, columns, delta)
+
+
+def _run_once(args: argparse.Namespace, X: Any, columns: list[str], delta: float | None) -> int:
+    """One private run: the centres (CSV or JSON) and the privacy spent."""
+    import numpy as np
+
+    from privclust.clustering import ClusteringInputError, cluster
+    from privclust.privacy.gdp import PrivacyParameterError
+
     try:
         result = cluster(
             X,
@@ -153,27 +162,15 @@ def run(args: argparse.Namespace) -> int:
             iterations=args.iterations,
             variations=args.variations,
             projection_dim=args.projection_dim,
-            relation="replace-one" if args.count_public else "add-remove",
+            relation=_relation(args),
             summaries=args.summaries,
         )
     except (ClusteringInputError, PrivacyParameterError) as exc:
         return _error(exc)
-
-    privacy = {
-        "mu": result.mu,
-        "epsilon": result.epsilon,
-        "delta": result.delta,
-        "sigma": result.sigma,
-        "releases": result.releases,
-        "iterations": result.iterations,
-        "relation": result.relation,
-        "count_mu": result.count_mu,
-        "n_rows_dp": None if args.count_public else result.n_public,
-    }
+    privacy = result.privacy_spent()
     centres = result.centers.tolist()
     summary = None
     if result.sizes is not None:
-        privacy["summary_mu"] = result.summary_mu
         summary = {
             "sizes": [int(v) for v in result.sizes],
             "loss": result.loss,
@@ -190,19 +187,24 @@ def run(args: argparse.Namespace) -> int:
         if summary is not None:
             document.update(summary)
         print(json.dumps(document, indent=2))
-    else:
-        print(",".join(_csv_field(name) for name in columns))
-        for centre in centres:
-            print(",".join(repr(value) for value in centre))
-        if summary is not None:
-            print(
-                f"sizes={summary['sizes']} loss={summary['loss']:.6g} "
-                f"(standard error {summary['loss_se']:.3g})",
-                file=sys.stderr,
-            )
-        spent = ", ".join(f"{key}={value}" for key, value in privacy.items())
-        print(f"{result.algorithm}: privacy spent: {spent}", file=sys.stderr)
+        return 0
+    print(",".join(_csv_field(name) for name in columns))
+    for centre in centres:
+        print(",".join(repr(value) for value in centre))
+    if summary is not None:
+        print(
+            f"sizes={summary['sizes']} loss={summary['loss']:.6g} "
+            f"(standard error {summary['loss_se']:.3g})",
+            file=sys.stderr,
+        )
+    spent = ", ".join(f"{key}={value}" for key, value in privacy.items())
+    print(f"{result.algorithm}: privacy spent: {spent}", file=sys.stderr)
     return 0
+
+
+def _relation(args: argparse.Namespace) -> Relation:
+    """Replace-one neighbours when the file's row count is declared public."""
+    return Relation.REPLACE_ONE if args.count_public else Relation.ADD_REMOVE
 
 
 def _error(exc: Exception) -> int:
@@ -230,7 +232,7 @@ def _run_sweep(args: argparse.Namespace, X: Any, delta: float | None) -> int:
             epsilon=args.epsilon,
             delta=delta if args.epsilon is not None else None,
             mu=args.mu,
-            relation="replace-one" if args.count_public else "add-remove",
+            relation=_relation(args),
             iterations=args.iterations,
             variations=args.variations,
             projection_dim=args.projection_dim,

@@ -6,56 +6,87 @@ Public entry points: `pe_means`, `hdpe_means`, `fastlloyd`, `lsh_coreset`, `pe_l
 `ClusteringResult`; `plan_run` prices and validates a job from public inputs only;
 `cluster(..., summaries=True)` adds private cluster sizes and loss, and `sweep` runs one
 summarised job per k and suggests one; `ClusteringInputError` names the argument at fault.
+`Algorithm` and `Relation` are the names a caller chooses from.
 Public: d, k, the declared domain and the released noisy row count N~ (the exact N only when the
 owner declared it public, which makes neighbouring datasets replace one row instead of adding or
 removing one).
+
+The package: choices, options and errors (what a caller gives); domain, plan, result and
+summaries (the rows in their ball, the public plan, what a run returns); the mechanisms the
+methods share (grid sums, the Lloyd step, the PE loop and its vote, packing, selection); one
+module per method in methods/, each registered by name in registry; dispatch (plan_run,
+cluster) and sweeps on top.
+
+The names below are loaded on first use: reading `Algorithm` (a CLI's choices, a service's
+schemas) does not import numpy, scipy or scikit-learn.
 """
 
-from privclust.clustering.auto import (
-    AUTO_HDPE_ABOVE_DIM,
-    AUTO_PE_LLOYD_MAX_MU_HIGH_DIM,
-    choose_algorithm,
-)
-from privclust.clustering.choices import ALGORITHMS, RELATIONS, Algorithm, Relation
-from privclust.clustering.dispatch import cluster
-from privclust.clustering.errors import ClusteringInputError
-from privclust.clustering.fastlloyd import fastlloyd
-from privclust.clustering.hdpe import hdpe_means
-from privclust.clustering.lsh_coreset import lsh_coreset
-from privclust.clustering.params import (
-    DEFAULT_MAX_POPULATION,
-    DEFAULT_PROJECTION_DIM,
-    RunPlan,
-    plan_run,
-    resolve_algorithm,
-)
-from privclust.clustering.pe import pe_means
-from privclust.clustering.pe_lloyd import pe_lloyd
-from privclust.clustering.result import ClusteringResult
-from privclust.clustering.summaries import SweepResult, suggest_k, sweep
+from __future__ import annotations
 
-__all__ = [
-    "ALGORITHMS",
-    "AUTO_HDPE_ABOVE_DIM",
-    "AUTO_PE_LLOYD_MAX_MU_HIGH_DIM",
-    "DEFAULT_MAX_POPULATION",
-    "DEFAULT_PROJECTION_DIM",
-    "RELATIONS",
-    "Algorithm",
-    "ClusteringInputError",
-    "ClusteringResult",
-    "Relation",
-    "RunPlan",
-    "SweepResult",
-    "choose_algorithm",
-    "cluster",
-    "fastlloyd",
-    "hdpe_means",
-    "lsh_coreset",
-    "pe_lloyd",
-    "pe_means",
-    "plan_run",
-    "resolve_algorithm",
-    "suggest_k",
-    "sweep",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from privclust.clustering.choices import ALGORITHMS, RELATIONS, Algorithm, Relation
+
+if TYPE_CHECKING:  # the names, for type checkers (re-exported)
+    from privclust.clustering.auto import AUTO_HDPE_ABOVE_DIM as AUTO_HDPE_ABOVE_DIM
+    from privclust.clustering.auto import (
+        AUTO_PE_LLOYD_MAX_MU_HIGH_DIM as AUTO_PE_LLOYD_MAX_MU_HIGH_DIM,
+    )
+    from privclust.clustering.auto import choose_algorithm as choose_algorithm
+    from privclust.clustering.auto import resolve_algorithm as resolve_algorithm
+    from privclust.clustering.dispatch import cluster as cluster
+    from privclust.clustering.dispatch import plan_run as plan_run
+    from privclust.clustering.domain import clip_into_ball as clip_into_ball
+    from privclust.clustering.domain import prepare_rows as prepare_rows
+    from privclust.clustering.errors import ClusteringInputError as ClusteringInputError
+    from privclust.clustering.methods.fastlloyd import fastlloyd as fastlloyd
+    from privclust.clustering.methods.hdpe import hdpe_means as hdpe_means
+    from privclust.clustering.methods.lsh_coreset import lsh_coreset as lsh_coreset
+    from privclust.clustering.methods.pe import pe_means as pe_means
+    from privclust.clustering.methods.pe_lloyd import pe_lloyd as pe_lloyd
+    from privclust.clustering.options import DEFAULT_MAX_POPULATION as DEFAULT_MAX_POPULATION
+    from privclust.clustering.options import DEFAULT_PROJECTION_DIM as DEFAULT_PROJECTION_DIM
+    from privclust.clustering.plan import RunPlan as RunPlan
+    from privclust.clustering.result import ClusteringResult as ClusteringResult
+    from privclust.clustering.summaries import SWEEP_SUMMARY_FRACTION as SWEEP_SUMMARY_FRACTION
+    from privclust.clustering.summaries import nearest_centre_blocks as nearest_centre_blocks
+    from privclust.clustering.sweeps import SweepResult as SweepResult
+    from privclust.clustering.sweeps import suggest_k as suggest_k
+    from privclust.clustering.sweeps import sweep as sweep
+
+# The names each module defines for the package (loaded on first use, see __getattr__).
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "privclust.clustering.auto": (
+        "AUTO_HDPE_ABOVE_DIM",
+        "AUTO_PE_LLOYD_MAX_MU_HIGH_DIM",
+        "choose_algorithm",
+        "resolve_algorithm",
+    ),
+    "privclust.clustering.dispatch": ("cluster", "plan_run"),
+    "privclust.clustering.domain": ("clip_into_ball", "prepare_rows"),
+    "privclust.clustering.errors": ("ClusteringInputError",),
+    "privclust.clustering.methods.fastlloyd": ("fastlloyd",),
+    "privclust.clustering.methods.hdpe": ("hdpe_means",),
+    "privclust.clustering.methods.lsh_coreset": ("lsh_coreset",),
+    "privclust.clustering.methods.pe": ("pe_means",),
+    "privclust.clustering.methods.pe_lloyd": ("pe_lloyd",),
+    "privclust.clustering.options": ("DEFAULT_MAX_POPULATION", "DEFAULT_PROJECTION_DIM"),
+    "privclust.clustering.plan": ("RunPlan",),
+    "privclust.clustering.result": ("ClusteringResult",),
+    "privclust.clustering.summaries": ("SWEEP_SUMMARY_FRACTION", "nearest_centre_blocks"),
+    "privclust.clustering.sweeps": ("SweepResult", "suggest_k", "sweep"),
+}
+_HOMES = {name: module for module, names in _EXPORTS.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'privclust.clustering' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later reads skip this function
+    return value
+
+
+__all__ = ["ALGORITHMS", "RELATIONS", "Algorithm", "Relation", *_HOMES]

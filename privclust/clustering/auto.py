@@ -1,8 +1,10 @@
-"""The `auto` rule: which method a job runs, from public facts only (d, N~, k, the job's mu)."""
+"""The `auto` rule: which method a job runs, from public facts only (d, N~, k, the job's mu), and
+the resolution of a caller's algorithm choice."""
 
 from __future__ import annotations
 
-from privclust.clustering.result import Algorithm
+from privclust.clustering.choices import ALGORITHMS, Algorithm
+from privclust.clustering.errors import ClusteringInputError
 
 # Above this many columns "auto" runs HDPE-means unless the budget is small (bench/RESULTS.md,
 # "auto: the rule and the benchmark behind it", and "every method in one run").
@@ -34,5 +36,17 @@ def choose_algorithm(n_rows: int, n_cols: int, k: int, mu: float) -> Algorithm:
     """
     del n_rows, k
     if n_cols <= AUTO_HDPE_ABOVE_DIM or mu <= AUTO_PE_LLOYD_MAX_MU_HIGH_DIM:
-        return "pe-lloyd"
-    return "hdpe-means"
+        return Algorithm.PE_LLOYD
+    return Algorithm.HDPE_MEANS
+
+
+def resolve_algorithm(algorithm: str, n_cols: int, *, n_rows: int, k: int, mu: float) -> Algorithm:
+    """The concrete algorithm for a choice: "auto" is `choose_algorithm(n_rows, n_cols, k, mu)`
+    with the public row count and the job's mu; any other choice is itself."""
+    if algorithm not in ALGORITHMS:
+        raise ClusteringInputError(
+            "algorithm", f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}"
+        )
+    if algorithm == Algorithm.AUTO:
+        return choose_algorithm(n_rows, n_cols, k, mu)
+    return Algorithm(algorithm)

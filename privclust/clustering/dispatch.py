@@ -1,41 +1,113 @@
-"""`cluster`: one entry point that resolves "auto" (privclust.clustering.auto) and runs the
-method."""
+"""The library's two entry points over every method: `plan_run` prices and validates a job from
+public inputs, `cluster` runs one. Both resolve the algorithm ("auto" by privclust.clustering.auto)
+and reach the method through the registry; `cluster` also composes a run with its private
+summaries (privclust.clustering.summaries)."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import numpy as np
 
-from privclust.clustering import params
-from privclust.clustering.errors import ClusteringInputError
-from privclust.clustering.fastlloyd import fastlloyd
-from privclust.clustering.hdpe import hdpe_means
-from privclust.clustering.lsh_coreset import lsh_coreset
-from privclust.clustering.params import (
+from privclust.clustering.auto import resolve_algorithm
+from privclust.clustering.choices import Algorithm, Relation
+from privclust.clustering.errors import (
+    ClusteringInputError,
+    check_integer,
+    check_positive,
+    data_shape,
+)
+from privclust.clustering.method import Method, plan_method
+from privclust.clustering.options import (
     DEFAULT_MAX_POPULATION,
     DEFAULT_PROJECTION_DIM,
-    check_integer,
-    data_shape,
-    default_pe_iterations,
-    job_generator,
-    plan_run,
-    resolve_algorithm,
+    Options,
+    Progress,
     resolve_privacy,
 )
-from privclust.clustering.pe import Progress, pe_means
-from privclust.clustering.pe_lloyd import pe_lloyd
+from privclust.clustering.plan import RunPlan, plan_basis
+from privclust.clustering.registry import METHODS
 from privclust.clustering.result import ClusteringResult
+from privclust.clustering.runner import run_method
+from privclust.clustering.summaries import centres_mu, exact_summary, release_summary, summary_mu
+from privclust.privacy import noise
 from privclust.privacy.gdp import remaining_after
-from privclust.privacy.noise import release_count
+
+
+def plan_run(
+    n_rows: int,
+    n_cols: int,
+    k: int,
+    *,
+    algorithm: str = Algorithm.AUTO,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    mu: float | None = None,
+    iterations: int | None = None,
+    variations: int | None = None,
+    projection_dim: int | None = DEFAULT_PROJECTION_DIM,
+    max_population: int = DEFAULT_MAX_POPULATION,
+    relation: str = Relation.ADD_REMOVE,
+    count_mu: float | None = None,
+    bits_per_level: int | None = None,
+    sum_weight: int | None = None,
+    step_fraction: float | None = None,
+    count_share: float | None = None,
+    summaries: bool = False,
+    summary_fraction: float | None = None,
+    lloyd_steps: int | None = None,
+    lloyd_share: float | None = None,
+) -> RunPlan:
+    """Validate the non-data arguments of a run and fix its T, L, sigma and release count.
+
+    `n_rows` is the public row count: the dataset's noisy count N~ (add/remove neighbours, the
+    default) or the exact N only when it is public (`relation="replace-one"`). `count_mu`, when
+    given, is a part of the job's mu set aside for a noisy row count the run releases itself;
+    the Gaussian releases then share what is left. `summaries` sets `summary_fraction` of mu
+    (default SUMMARY_MU_FRACTION) aside for the private sizes and loss. The other arguments are
+    the methods' (privclust.clustering.methods: each method's `plan` reads its own, and says
+    what `iterations` counts for it); `variations` and `max_population` are PE-means's L and
+    population cap, for the methods that evolve a population.
+    """
+    options = Options(
+        algorithm=algorithm,
+        epsilon=epsilon,
+        delta=delta,
+        mu=mu,
+        iterations=iterations,
+        variations=variations,
+        projection_dim=projection_dim,
+        max_population=max_population,
+        relation=relation,
+        bits_per_level=bits_per_level,
+        sum_weight=sum_weight,
+        step_fraction=step_fraction,
+        count_share=count_share,
+        summaries=summaries,
+        summary_fraction=summary_fraction,
+        lloyd_steps=lloyd_steps,
+        lloyd_share=lloyd_share,
+    )
+    return plan_options(n_rows, n_cols, k, options, count_mu)
+
+
+def plan_options(
+    n_rows: int, n_cols: int, k: int, options: Options, count_mu: float | None = None
+) -> RunPlan:
+    """`plan_run` with its arguments as one Options: the checks every plan shares, the method
+    (resolved from the public row count and the job's mu), then the method's plan."""
+    basis = plan_basis(n_rows, n_cols, k, options, count_mu)
+    chosen = resolve_algorithm(
+        options.algorithm, basis.n_cols, n_rows=basis.n_rows, k=basis.k, mu=basis.mu
+    )
+    return plan_method(METHODS[chosen], basis, options)
 
 
 def cluster(
     X: np.ndarray,
     k: int,
     *,
-    algorithm: str = "auto",
+    algorithm: str = Algorithm.AUTO,
     radius: float,
     center: np.ndarray | None = None,
     epsilon: float | None = None,
@@ -48,7 +120,7 @@ def cluster(
     progress: Progress | None = None,
     max_population: int = DEFAULT_MAX_POPULATION,
     n_public: int | None = None,
-    relation: str = "add-remove",
+    relation: str = Relation.ADD_REMOVE,
     summaries: bool = False,
     summary_fraction: float | None = None,
 ) -> ClusteringResult:
@@ -65,126 +137,144 @@ def cluster(
     same mu: `summary_fraction` of it (default SUMMARY_MU_FRACTION); without summaries it must
     be None.
     """
-    if summaries:
-        from privclust.clustering.summaries import cluster_with_summaries
-
-        return cluster_with_summaries(
-            cluster,
-            X,
-            k,
-            algorithm=algorithm,
-            radius=radius,
-            center=center,
-            epsilon=epsilon,
-            delta=delta,
-            mu=mu,
-            iterations=iterations,
-            rng=rng,
-            n_public=n_public,
-            relation=relation,
-            variations=variations,
-            projection_dim=projection_dim,
-            progress=progress,
-            max_population=max_population,
-            summary_fraction=summary_fraction,
-        )
-    if summary_fraction is not None:
-        raise ClusteringInputError("summary_fraction", "summary_fraction needs summaries=True")
-    n_rows, n_cols = data_shape(X)
-    options: dict[str, Any] = {
-        "X": X,
-        "k": k,
-        "radius": radius,
-        "center": center,
-        "iterations": iterations,
-        "variations": variations,
-        "projection_dim": projection_dim,
-        "rng": rng,
-        "progress": progress,
-        "max_population": max_population,
-        "relation": relation,
-    }
-    if algorithm != "auto" or relation == "replace-one" or n_public is not None:
-        count = n_rows if relation == "replace-one" else max(int(n_public or 1), 1)
-        job_mu = resolve_privacy(epsilon, delta, mu)[0] if algorithm == "auto" else 0.0
-        chosen = resolve_algorithm(algorithm, n_cols, n_rows=count, k=k, mu=job_mu)
-        return _run(chosen, epsilon=epsilon, delta=delta, mu=mu, n_public=n_public, **options)
-
-    # "auto" needs N~ before it can choose: validate everything with a stand-in count (no
-    # noise drawn yet), release N~ as plan_for_rows would, then run the choice on what is left.
-    k = check_integer("k", k, 1)
-    plan_run(
-        k,
-        n_cols,
-        k,
-        algorithm="auto",
+    options = Options(
+        algorithm=algorithm,
+        radius=radius,
+        center=center,
         epsilon=epsilon,
         delta=delta,
         mu=mu,
         iterations=iterations,
         variations=variations,
         projection_dim=projection_dim,
+        rng=rng,
+        progress=progress,
         max_population=max_population,
+        n_public=n_public,
         relation=relation,
+        summaries=summaries,
+        summary_fraction=summary_fraction,
     )
-    job_mu, job_epsilon, job_delta = resolve_privacy(epsilon, delta, mu)
-    count_mu = params.COUNT_MU_FRACTION * job_mu
-    n_tilde = max(release_count(n_rows, count_mu, job_generator(rng)), k)
-    chosen = resolve_algorithm("auto", n_cols, n_rows=n_tilde, k=k, mu=job_mu)
-    if iterations is None and chosen in ("pe-means", "pe-lloyd"):
-        # PE-means scales its T with epsilon (> 1): keep the T a direct call would plan.
-        options["iterations"] = default_pe_iterations(n_cols, job_epsilon)
-    result = _run(
-        chosen,
+    return cluster_options(X, k, options)
+
+
+def cluster_options(X: np.ndarray, k: int, options: Options) -> ClusteringResult:
+    """`cluster` with its arguments as one Options."""
+    if options.summaries:
+        return _with_summaries(X, k, options)
+    if options.summary_fraction is not None:
+        raise ClusteringInputError("summary_fraction", "summary_fraction needs summaries=True")
+    n_rows, n_cols = data_shape(X)
+    replace_one = options.relation == Relation.REPLACE_ONE
+    if options.algorithm != Algorithm.AUTO or replace_one or options.n_public is not None:
+        count = n_rows if replace_one else max(int(options.n_public or 1), 1)
+        job_mu = 0.0
+        if options.algorithm == Algorithm.AUTO:
+            job_mu = resolve_privacy(options.epsilon, options.delta, options.mu)[0]
+        chosen = resolve_algorithm(options.algorithm, n_cols, n_rows=count, k=k, mu=job_mu)
+        return _run(METHODS[chosen], X, k, options)
+    return _auto_with_own_count(X, k, n_rows, n_cols, options)
+
+
+def _run(method: Method, X: np.ndarray, k: int, options: Options) -> ClusteringResult:
+    """`method` on X. `max_population` caps a PE population: a method without one runs with
+    the default, as its own function would."""
+    if not method.evolves:
+        options = dataclasses.replace(options, max_population=DEFAULT_MAX_POPULATION)
+    return run_method(method, X, k, options)
+
+
+def _iterations(method: Method, options: Options, n_cols: int, epsilon: float | None) -> int | None:
+    """The caller's T, or, for a method whose default T grows with epsilon (PE-means'), the T
+    the job's epsilon plans: the run itself will see only a part of the job's mu."""
+    if options.iterations is None and method.epsilon_iterations is not None:
+        return method.epsilon_iterations(n_cols, epsilon)
+    return options.iterations
+
+
+def _auto_with_own_count(
+    X: np.ndarray, k: int, n_rows: int, n_cols: int, options: Options
+) -> ClusteringResult:
+    """ "auto" under add/remove neighbours without a public count needs N~ before it can choose:
+    validate everything with a stand-in count (no noise drawn yet), release N~ as
+    runner.plan_for_rows would, then run the choice on what is left of the mu."""
+    k = check_integer("k", k, 1)
+    plan_options(k, n_cols, k, options)
+    job_mu, job_epsilon, job_delta = resolve_privacy(options.epsilon, options.delta, options.mu)
+    count_mu = noise.COUNT_MU_FRACTION * job_mu
+    n_tilde = max(noise.release_count(n_rows, count_mu, noise.job_generator(options.rng)), k)
+    method = METHODS[resolve_algorithm(Algorithm.AUTO, n_cols, n_rows=n_tilde, k=k, mu=job_mu)]
+    run_options = dataclasses.replace(
+        options,
         epsilon=None,
         delta=None,
         mu=remaining_after(job_mu, count_mu),
         n_public=n_tilde,
-        **options,
+        iterations=_iterations(method, options, n_cols, job_epsilon),
     )
+    result = _run(method, X, k, run_options)
     return dataclasses.replace(
         result, mu=job_mu, epsilon=job_epsilon, delta=job_delta, count_mu=count_mu
     )
 
 
-def _run(
-    chosen: str,
-    *,
+def _with_summaries(X: np.ndarray, k: int, options: Options) -> ClusteringResult:
+    """The centres computed with remaining_after(mu, summary_mu), then the summaries released
+    with summary_mu, so the whole is mu-GDP (plan_run(summaries=True) prices exactly this).
+
+    The method and PE-means' default T are fixed here, from the job's whole mu and epsilon as
+    the planner sees them (a library call without a released count stands in k for N~: the
+    count is released inside the centres' run): the run itself sees only the centres' mu."""
+    job_mu, job_epsilon, job_delta = resolve_privacy(options.epsilon, options.delta, options.mu)
+    mu_summary = summary_mu(job_mu, options.summary_fraction)
+    n_rows, n_cols = data_shape(X)
+    replace_one = options.relation == Relation.REPLACE_ONE
+    count = n_rows if replace_one else max(int(options.n_public or k), 1)
+    chosen = resolve_algorithm(options.algorithm, n_cols, n_rows=count, k=k, mu=job_mu)
+    known_count = options.n_public is not None or replace_one
+    result = cluster_options(
+        X,
+        k,
+        dataclasses.replace(
+            options,
+            algorithm=chosen if known_count else options.algorithm,
+            epsilon=None,
+            delta=None,
+            mu=centres_mu(job_mu, mu_summary),
+            iterations=_iterations(METHODS[chosen], options, n_cols, job_epsilon),
+            summaries=False,
+            summary_fraction=None,
+        ),
+    )
+    return _summarised(X, result, options, mu_summary, (job_mu, job_epsilon, job_delta))
+
+
+def _summarised(
     X: np.ndarray,
-    k: int,
-    radius: float,
-    center: np.ndarray | None,
-    epsilon: float | None,
-    delta: float | None,
-    mu: float | None,
-    iterations: int | None,
-    variations: int | None,
-    projection_dim: int,
-    rng: np.random.Generator | None,
-    progress: Progress | None,
-    max_population: int,
-    n_public: int | None,
-    relation: str,
+    result: ClusteringResult,
+    options: Options,
+    mu_summary: float,
+    job: tuple[float, float | None, float | None],
 ) -> ClusteringResult:
-    """Run one concrete method with the arguments it takes."""
-    privacy = {"epsilon": epsilon, "delta": delta, "mu": mu}
-    common = {
-        "radius": radius,
-        "center": center,
-        "iterations": iterations,
-        "n_public": n_public,
-        "relation": relation,
-        "rng": rng,
-        "progress": progress,
-        **privacy,
-    }
-    if chosen == "lsh-coreset":
-        return lsh_coreset(X, k, **common)  # type: ignore[arg-type]
-    if chosen == "fastlloyd":
-        return fastlloyd(X, k, **common)  # type: ignore[arg-type]
-    pe_options = {**common, "variations": variations, "max_population": max_population}
-    if chosen == "hdpe-means":
-        return hdpe_means(X, k, projection_dim=projection_dim, **pe_options)  # type: ignore[arg-type]
-    if chosen == "pe-lloyd":
-        return pe_lloyd(X, k, **pe_options)  # type: ignore[arg-type]
-    return pe_means(X, k, **pe_options)  # type: ignore[arg-type]
+    """`result` with its private sizes and loss released from `mu_summary` (on the job's
+    generator: the caller's, or a fresh ChaCha20 from OS entropy), and the job's privacy."""
+    radius = check_positive("radius", options.radius)  # checked by the run already
+    exact = exact_summary(X, result.centers, radius=radius, center=options.center)
+    summary = release_summary(
+        exact,
+        mu=mu_summary,
+        relation=result.relation,
+        n_public=result.n_public,
+        rng=noise.job_generator(options.rng),
+    )
+    job_mu, job_epsilon, job_delta = job
+    return dataclasses.replace(
+        result,
+        mu=job_mu,
+        epsilon=job_epsilon,
+        delta=job_delta,
+        sizes=summary.sizes,
+        loss=summary.loss,
+        loss_se=summary.loss_se,
+        summary_mu=summary.mu,
+    )

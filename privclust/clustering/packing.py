@@ -1,9 +1,13 @@
-"""Sphere-packing initial population (Su et al., adapted to an l2 ball): the PE-means RANDOM_API.
+"""Sphere-packing initial population (Su et al., adapted to an l2 ball): the PE-means RANDOM_API,
+and the initial centres of FastLloyd and the LSH coreset's padding.
 
-It never looks at private data, so it costs no privacy budget.
+It never looks at private data, so it costs no privacy budget, and one packing per shape may
+serve every job of a process.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 from scipy import sparse
@@ -11,6 +15,12 @@ from scipy.spatial import cKDTree
 
 MAX_CONSECUTIVE_REJECTIONS = 100
 TREE_MAX_DIM = 8
+# Packings up to this many coordinates (16 MiB) are cached per shape; bigger ones are rare
+# (high-dimensional PE-means) and would pin too much memory in a long-running worker.
+PACKING_CACHE_MAX_VALUES = 1 << 21
+# Cached packings are made for populations rounded up to a multiple of this and cut to size: the
+# population follows the noisy row count, so an exact-size cache would rarely be hit.
+PACKING_CACHE_STEP = 512
 
 
 def uniform_in_ball(rng: np.random.Generator, n: int, d: int, radius: float) -> np.ndarray:
@@ -169,3 +179,29 @@ def pack_ball(
         if points is not None:
             return points, a
         a /= 2.0
+
+
+@functools.lru_cache(maxsize=8)
+def _unit_packing(n: int, d: int) -> np.ndarray:
+    # Data-independent, so one packing per shape can serve every job in this process.
+    points = sphere_packing(n, d, 1.0, np.random.default_rng())
+    points.flags.writeable = False
+    return points
+
+
+def initial_population(
+    n: int, d: int, radius: float, rng: np.random.Generator | None
+) -> np.ndarray:
+    """The sphere-packing population of n candidates in the ball of `radius` around 0.
+
+    With a caller's generator (tests, benchmarks) it is drawn from it; otherwise a packing of the
+    unit ball of n rounded up to PACKING_CACHE_STEP points per d is computed once from OS entropy,
+    and its first n points (a packing too: the points are accepted in a uniformly random order)
+    are rescaled. It uses no private data, so sharing it between jobs costs no privacy.
+    """
+    if rng is not None:
+        return sphere_packing(n, d, radius, rng)
+    size = -(-n // PACKING_CACHE_STEP) * PACKING_CACHE_STEP
+    if size * d > PACKING_CACHE_MAX_VALUES:
+        return sphere_packing(n, d, radius, np.random.default_rng())
+    return _unit_packing(size, d)[:n] * radius

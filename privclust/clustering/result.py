@@ -1,13 +1,39 @@
-"""The value a clustering run returns: the private centres and the privacy it spent."""
+"""The value a clustering run returns: the private centres, rounded for release, and the privacy
+it spent."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any
 
 import numpy as np
 
-Algorithm = Literal["pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd"]
+from privclust.clustering.choices import Relation
+
+# Released centres are rounded, in centred coordinates, to multiples of R / 2^RELEASE_BITS
+# (a relative precision of 2.3e-10 of the radius): no released digit is finer than that.
+RELEASE_BITS = 32
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a method's run found: its centres in centred coordinates (not yet released) and,
+    for PE-means and the methods built on it, the final number of variations L."""
+
+    centres: np.ndarray
+    final_variations: int = 0
+
+
+def released_centres(centred: np.ndarray, center: np.ndarray, radius: float) -> np.ndarray:
+    """`centred` centres snapped to the release grid R / 2^RELEASE_BITS and moved back to the
+    original coordinates around `center`, read-only.
+
+    Snapping truncates towards the domain centre, so a centre inside the ball stays inside.
+    """
+    step = float(radius) * 2.0**-RELEASE_BITS
+    centres = np.trunc(np.asarray(centred, dtype=np.float64) / step) * step + center
+    centres.flags.writeable = False
+    return centres
 
 
 @dataclass(frozen=True)
@@ -23,7 +49,8 @@ class ClusteringResult:
     planned with (N~, or N when it is public). `iterations` counts the
     PE-means iterations (for HDPE-means the PE iterations in the projected space; its two final
     noisy releases are counted in `releases`, not here). `epsilon`/`delta` are set when the
-    budget was given as (epsilon, delta).
+    budget was given as (epsilon, delta). `algorithm` and `relation` are the plain values of
+    an `Algorithm` and a `Relation` (privclust.clustering.choices).
 
     With summaries (privclust.clustering.summaries), `sizes` (noisy per-centre row counts, floored
     at 0) and `loss` (the noisy clipped k-means loss over N~, with the standard deviation of
@@ -33,7 +60,7 @@ class ClusteringResult:
     """
 
     centers: np.ndarray
-    algorithm: Algorithm
+    algorithm: str
     mu: float
     sigma: float
     releases: int
@@ -45,9 +72,28 @@ class ClusteringResult:
     population_size: int = 0
     projection_dim: int | None = None
     n_public: int = 0
-    relation: str = "add-remove"
+    relation: str = Relation.ADD_REMOVE.value
     count_mu: float | None = None
     sizes: np.ndarray | None = None
     loss: float | None = None
     loss_se: float | None = None
     summary_mu: float | None = None
+
+    def privacy_spent(self) -> dict[str, Any]:
+        """What the run spent and planned with, as `privclust cluster` and `PrivateKMeans`
+        report it: `n_rows_dp` is the noisy row count it planned with (DP output itself), None
+        when the count was public; `summary_mu` only for a run with summaries."""
+        spent = {
+            "mu": self.mu,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "sigma": self.sigma,
+            "releases": self.releases,
+            "iterations": self.iterations,
+            "relation": self.relation,
+            "count_mu": self.count_mu,
+            "n_rows_dp": None if self.relation == Relation.REPLACE_ONE else self.n_public,
+        }
+        if self.sizes is not None:
+            spent["summary_mu"] = self.summary_mu
+        return spent

@@ -1,5 +1,5 @@
-"""Private summaries of released centres (cluster sizes, k-means loss), the owner's labels, and a
-private sweep over k with its elbow rule (docs/algorithms.md section 12).
+"""Private summaries of released centres (cluster sizes, k-means loss), their share of a job's
+budget, and the owner's labels (docs/algorithms.md section 12).
 
 Everything here reads the rows only through blocks of at most BLOCK_ROWS rows: a dataset may be
 a memory-mapped matrix of millions of rows. The two summary releases are integer releases
@@ -15,31 +15,25 @@ a memory-mapped matrix of millions of rows. The two summary releases are integer
   relation, whatever B is.
 
 The loss released is the noisy sum over N~ (the public planning count, never the exact N).
+A run with summaries is composed in privclust.clustering.dispatch; a sweep over k in
+privclust.clustering.sweeps.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from privclust.clustering.errors import ClusteringInputError
+from privclust.clustering.choices import Relation
+from privclust.clustering.domain import prepare_rows
+from privclust.clustering.errors import ClusteringInputError, data_shape
 from privclust.clustering.nearest import nearest_candidates
-from privclust.clustering.params import (
-    check_integer,
-    data_shape,
-    job_generator,
-    prepare_rows,
-    resolve_algorithm,
-    resolve_privacy,
-)
-from privclust.clustering.result import ClusteringResult
 from privclust.privacy import noise
-from privclust.privacy.gdp import equal_share, noise_multiplier, remaining_after
+from privclust.privacy.gdp import noise_multiplier, remaining_after
 
 # The summaries' default share of a job's mu: summary_mu = SUMMARY_MU_FRACTION * mu (4% of the
 # job in GDP terms, mu^2); the centres keep sqrt(1 - 0.2^2) = 98.0% of mu. Measured in
@@ -68,10 +62,6 @@ LOSS_BOUND_STEPS = 200
 LOSS_BOUND_GRID = 2.0**-10
 # Rows per block when reading a dataset (bounds the working memory of summaries and labels).
 BLOCK_ROWS = 1 << 16
-# The elbow rule (suggest_k): a larger k must lower the noisy loss by more than this fraction,
-# plus ELBOW_SE_MULTIPLIER standard errors of the difference, to count as an improvement.
-ELBOW_DROP = 0.2
-ELBOW_SE_MULTIPLIER = 2.0
 
 
 def summary_mu(job_mu: float, fraction: float | None = None) -> float:
@@ -259,9 +249,8 @@ def release_summary(
     error is B sigma_l / N~.
     """
     sizes_sigma, loss_sigma = summary_sigmas(mu)
-    count_sensitivity = math.sqrt(2.0) if relation == "replace-one" else 1.0
     sizes = noise.integer_release(
-        exact.counts, sensitivity=count_sensitivity, sigma=sizes_sigma, rng=rng
+        exact.counts, sensitivity=Relation(relation).count_sensitivity, sigma=sizes_sigma, rng=rng
     )
     loss_sum = noise.integer_release(
         np.array([exact.loss_units], dtype=np.int64),
@@ -282,220 +271,4 @@ def release_summary(
         mu=mu,
         sizes_sigma=sizes_sigma,
         loss_sigma=loss_sigma,
-    )
-
-
-def cluster_with_summaries(
-    run: Callable[..., ClusteringResult],
-    X: np.ndarray,
-    k: int,
-    *,
-    algorithm: str,
-    radius: float,
-    center: np.ndarray | None,
-    epsilon: float | None,
-    delta: float | None,
-    mu: float | None,
-    iterations: int | None,
-    rng: np.random.Generator | None,
-    n_public: int | None,
-    relation: str,
-    summary_fraction: float | None = None,
-    **options: Any,
-) -> ClusteringResult:
-    """`run` (privclust.clustering.cluster) with summaries: the centres are computed with
-    remaining_after(mu, summary_mu) and then the summaries are released with summary_mu, so the
-    whole is mu-GDP (the planner, plan_run(summaries=True), prices exactly this).
-
-    PE-means' default T scales with epsilon: it is fixed here from the job's epsilon before the
-    centres run on a mu, so the run is the one planned.
-    """
-    from privclust.clustering.params import default_pe_iterations
-
-    job_mu, job_epsilon, job_delta = resolve_privacy(epsilon, delta, mu)
-    mu_summary = summary_mu(job_mu, summary_fraction)
-    n_rows, n_cols = data_shape(X)
-    # The method "auto" will run, from public facts as the planner sees them (a library call
-    # without a released count stands in k for N~: the count is released inside `run`).
-    count = n_rows if relation == "replace-one" else max(int(n_public or k), 1)
-    chosen = resolve_algorithm(algorithm, n_cols, n_rows=count, k=k, mu=job_mu)
-    if iterations is None and chosen in ("pe-means", "pe-lloyd"):
-        iterations = default_pe_iterations(n_cols, job_epsilon)
-    # With a public count the method is fixed here, from the job's whole mu as the planner
-    # chose it: "auto" inside `run` would see only the centres' part of the mu.
-    known_count = n_public is not None or relation == "replace-one"
-    result = run(
-        X,
-        k,
-        algorithm=chosen if known_count else algorithm,
-        radius=radius,
-        center=center,
-        mu=centres_mu(job_mu, mu_summary),
-        iterations=iterations,
-        rng=rng,  # None keeps the run's own choices (its secure generator, cached packings)
-        n_public=n_public,
-        relation=relation,
-        **options,
-    )
-    exact = exact_summary(X, result.centers, radius=radius, center=center)
-    noise_rng = job_generator(rng)  # the caller's (tests) or a fresh ChaCha20 from OS entropy
-    summary = release_summary(
-        exact,
-        mu=mu_summary,
-        relation=result.relation,
-        n_public=result.n_public,
-        rng=noise_rng,
-    )
-    return dataclasses.replace(
-        result,
-        mu=job_mu,
-        epsilon=job_epsilon,
-        delta=job_delta,
-        sizes=summary.sizes,
-        loss=summary.loss,
-        loss_se=summary.loss_se,
-        summary_mu=summary.mu,
-    )
-
-
-def suggest_k(ks: Sequence[int], losses: Sequence[float], ses: Sequence[float]) -> int:
-    """The elbow of a sweep, from its noisy losses alone (post-processing).
-
-    With the ks in increasing order, the suggestion is the smallest k_i that no larger k_j
-    improves on by a clear margin:
-
-        L_j >= (1 - ELBOW_DROP) * L_i - ELBOW_SE_MULTIPLIER * sqrt(SE_i^2 + SE_j^2)  for all j > i
-
-    i.e. no larger k lowers the loss by more than 20% once two standard errors of noise are
-    allowed for. The largest k always qualifies, so there is always an answer.
-    """
-    if not (len(ks) == len(losses) == len(ses)) or len(ks) == 0:
-        raise ValueError("ks, losses and ses must be non-empty and of equal length")
-    order = sorted(range(len(ks)), key=lambda i: ks[i])
-    for pos, i in enumerate(order):
-        margin_ok = all(
-            losses[j]
-            >= (1.0 - ELBOW_DROP) * losses[i] - ELBOW_SE_MULTIPLIER * math.hypot(ses[i], ses[j])
-            for j in order[pos + 1 :]
-        )
-        if margin_ok:
-            return int(ks[i])
-    raise AssertionError("unreachable: the largest k always qualifies")  # pragma: no cover
-
-
-@dataclass(frozen=True)
-class SweepResult:
-    """A private sweep over k: one summarised run per k (`results`, in the order of `ks`), each
-    `job_mu`-GDP, composing with the sweep's own noisy count (`count_mu`, library runs without a
-    public count) to at most `mu`. `suggested_k` is suggest_k on the noisy losses."""
-
-    ks: tuple[int, ...]
-    results: tuple[ClusteringResult, ...]
-    suggested_k: int
-    mu: float
-    job_mu: float
-    n_public: int
-    relation: str
-    count_mu: float | None
-
-
-def check_ks(ks: Sequence[object]) -> tuple[int, ...]:
-    """Distinct integers k >= 1, in increasing order (at least two, at most 32)."""
-    values = [check_integer("k", k, 1) for k in ks]
-    if not 2 <= len(values) <= 32:
-        raise ClusteringInputError("k", f"a sweep needs 2 to 32 values of k, got {len(values)}")
-    if len(set(values)) != len(values):
-        raise ClusteringInputError("k", "the values of k must be distinct")
-    return tuple(sorted(values))
-
-
-def sweep(
-    X: np.ndarray,
-    ks: Sequence[int],
-    *,
-    radius: float,
-    center: np.ndarray | None = None,
-    algorithm: str = "auto",
-    epsilon: float | None = None,
-    delta: float | None = None,
-    mu: float | None = None,
-    n_public: int | None = None,
-    relation: str = "add-remove",
-    rng: np.random.Generator | None = None,
-    run: Callable[..., ClusteringResult] | None = None,
-    **options: Any,
-) -> SweepResult:
-    """Summarised runs of `run` for every k in `ks`, mu split equally (mu / sqrt(m) each).
-
-    Without a public count under add/remove neighbours the sweep first releases one noisy count
-    with COUNT_MU_FRACTION of mu (shared by every run) and splits the rest. `run` is
-    privclust.clustering.cluster unless given; `options` are its other keyword arguments. Each run
-    spends SWEEP_SUMMARY_FRACTION of its mu on its summaries unless `options` name another
-    `summary_fraction`.
-    """
-    from privclust.clustering.params import plan_run
-
-    if run is None:
-        from privclust.clustering.dispatch import cluster
-
-        run = cluster
-
-    values = check_ks(ks)
-    options.setdefault("summary_fraction", SWEEP_SUMMARY_FRACTION)
-    n_rows, n_cols = data_shape(X)
-    total_mu, _, _ = resolve_privacy(epsilon, delta, mu)
-    for k in values:  # every argument checked before any noise is drawn
-        if relation == "replace-one":
-            stand_in = n_rows  # public under replace-one
-        else:  # N is private: the released N~, or k itself before the sweep releases one
-            stand_in = k if n_public is None else max(int(n_public), 1)
-        plan_run(
-            stand_in,
-            n_cols,
-            k,
-            algorithm=algorithm,
-            mu=total_mu,
-            relation=relation,
-            summaries=True,
-            **{
-                name: options[name]
-                for name in ("iterations", "variations", "summary_fraction")
-                if name in options
-            },
-        )
-    noise_rng = job_generator(rng)
-    count_mu = None
-    budget = total_mu
-    if relation != "replace-one" and n_public is None:
-        count_mu = noise.COUNT_MU_FRACTION * total_mu
-        n_public = max(noise.release_count(n_rows, count_mu, noise_rng), max(values))
-        budget = remaining_after(total_mu, count_mu)
-    job_mu = equal_share(budget, len(values))
-    results = tuple(
-        run(
-            X,
-            k,
-            algorithm=algorithm,
-            radius=radius,
-            center=center,
-            mu=job_mu,
-            n_public=n_public,
-            relation=relation,
-            rng=rng,
-            summaries=True,
-            **options,
-        )
-        for k in values
-    )
-    losses = [float(r.loss) for r in results if r.loss is not None]
-    ses = [float(r.loss_se) for r in results if r.loss_se is not None]
-    return SweepResult(
-        ks=values,
-        results=results,
-        suggested_k=suggest_k(values, losses, ses),
-        mu=total_mu,
-        job_mu=job_mu,
-        n_public=results[0].n_public,
-        relation=results[0].relation,
-        count_mu=count_mu,
     )

@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from privclust.clustering.domain import project_into_ball
+
 LEVY_BETA = 1.75
 VARIATION_GAMMA = 0.01
 
@@ -33,15 +35,6 @@ def levy_steps(rng: np.random.Generator, n: int, d: int, beta: float = LEVY_BETA
     np.power(v, np.float32(1.0 / beta), out=v)
     u /= v
     return u.astype(np.float64)
-
-
-def project_into_ball(points: np.ndarray, radius: float) -> np.ndarray:
-    """Rescale (in place) every row whose norm exceeds `radius` onto the sphere of that radius."""
-    norms = np.sqrt(np.einsum("ij,ij->i", points, points))
-    outside = norms > radius
-    if outside.any():
-        points[outside] *= (radius / norms[outside])[:, None]
-    return points
 
 
 def levy_variations(

@@ -46,6 +46,7 @@ __all__ = [
     "COUNT_MU_FRACTION",
     "MAX_NOISE_STD",
     "default_count_mu",
+    "job_generator",
     "noise_std",
     "release_count",
     "rounded_gaussian",
@@ -66,6 +67,12 @@ MAX_NOISE_STD = 1e13
 def secure_generator() -> np.random.Generator:
     """A numpy Generator over ChaCha20 keyed with 256 bits of OS entropy (never caller-seeded)."""
     return np.random.Generator(ChaCha(key=secrets.randbits(256), rounds=20))
+
+
+def job_generator(rng: np.random.Generator | None) -> np.random.Generator:
+    """The caller's generator (tests and benchmarks only), else a ChaCha20 one from OS entropy:
+    the one source of a job's noise."""
+    return rng if rng is not None else secure_generator()
 
 
 def variation_generator(rng: np.random.Generator) -> np.random.Generator:
@@ -124,7 +131,6 @@ def release_count(n_rows: int, mu: float, rng: np.random.Generator | None = None
     """
     if not (math.isfinite(mu) and mu > 0.0):
         raise PrivacyParameterError(f"count mu must be finite and > 0, got {mu!r}", field="mu")
-    generator = rng if rng is not None else secure_generator()
     count = np.array([int(n_rows)], dtype=np.int64)
     sigma = noise_multiplier(mu, 1)  # 1/mu rounded up
-    return int(integer_release(count, sensitivity=1.0, sigma=sigma, rng=generator)[0])
+    return int(integer_release(count, sensitivity=1.0, sigma=sigma, rng=job_generator(rng))[0])

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from scipy.special import gamma
 
 from privclust.clustering import histogram, nearest, packing, selection
-from privclust.clustering.params import prepare_rows
+from privclust.clustering.domain import prepare_rows
 from privclust.clustering.variation import (
     LEVY_BETA,
     levy_steps,

@@ -19,9 +19,10 @@ from privclust.clustering import (
     pe_means,
     plan_run,
 )
-from privclust.clustering.hdpe import grid_sensitivity, noisy_means
-from privclust.clustering.params import COUNT_MU_FRACTION
+from privclust.clustering.grid import grid_sensitivity
+from privclust.clustering.methods.hdpe import noisy_means
 from privclust.privacy.gdp import PrivacyParameterError, mu_from_epsilon_delta, noise_multiplier
+from privclust.privacy.noise import COUNT_MU_FRACTION
 from tests.support.clustering import Cancelled, ReleaseLog, cancelling_at, composed_mu
 from tests.support.data import blobs
 

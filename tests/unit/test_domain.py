@@ -11,7 +11,7 @@ from app.datasets import storage
 from app.datasets.domain import DomainSpec, check_domain_shape, resolve_domain
 from app.datasets.storage import clip_into_domain
 from app.kit.errors import InvalidParameter
-from privclust.clustering.params import prepare_rows
+from privclust.clustering import prepare_rows
 
 
 @pytest.mark.parametrize(

@@ -9,19 +9,12 @@ import numpy as np
 import pytest
 
 from privclust.clustering import ClusteringInputError, cluster, plan_run
-from privclust.clustering.fastlloyd import (
-    count_multiplier,
-    default_count_share,
-    default_iterations,
-    fastlloyd,
-    relative_grid_sums,
-    reseed_starving,
-    step_radius,
-)
-from privclust.clustering.hdpe import grid_sensitivity
+from privclust.clustering.grid import grid_sensitivity, relative_grid_sums
+from privclust.clustering.lloyd import count_multiplier, default_count_share, step_radius
+from privclust.clustering.methods.fastlloyd import default_iterations, fastlloyd, reseed_starving
 from privclust.clustering.metrics import kmeans_loss
-from privclust.clustering.params import COUNT_MU_FRACTION
 from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
+from privclust.privacy.noise import COUNT_MU_FRACTION
 from tests.support.clustering import (
     Cancelled,
     ReleaseLog,

@@ -9,16 +9,18 @@ import numpy as np
 import pytest
 
 from privclust.clustering import ClusteringInputError, cluster, plan_run
-from privclust.clustering.fastlloyd import (
-    count_multiplier,
-    default_count_share,
-    moved_centres,
-    relative_grid_sums,
+from privclust.clustering.grid import relative_grid_sums
+from privclust.clustering.lloyd import count_multiplier, default_count_share, moved_centres
+from privclust.clustering.methods.pe_lloyd import (
+    lloyd_weight,
+    pe_lloyd,
+    plan_lloyd_releases,
+    step_radii,
 )
 from privclust.clustering.metrics import kmeans_loss
-from privclust.clustering.params import COUNT_MU_FRACTION, default_pe_iterations
-from privclust.clustering.pe_lloyd import lloyd_weight, pe_lloyd, plan_lloyd_releases, step_radii
+from privclust.clustering.plan import default_pe_iterations
 from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
+from privclust.privacy.noise import COUNT_MU_FRACTION
 from tests.support.clustering import ReleaseLog, composed_mu, joint_sensitivity
 from tests.support.data import blobs
 

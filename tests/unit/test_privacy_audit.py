@@ -124,9 +124,10 @@ class Target:
 
 def current_code_target() -> Target:
     """The current library: integer releases, post-processing with max(N~, 1)."""
-    from privclust.clustering.hdpe import cluster_grid_sums, noisy_means
+    from privclust.clustering import plan_run
+    from privclust.clustering.grid import cluster_grid_sums
     from privclust.clustering.histogram import postprocess_votes
-    from privclust.clustering.params import plan_run
+    from privclust.clustering.methods.hdpe import noisy_means
     from privclust.privacy import noise
 
     def release_votes(votes: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
@@ -177,10 +178,12 @@ def old_code_target() -> Target:
     with the exact row count instead of N~, and its float `noisy_means(sums, counts, *, radius,
     sigma, rng)` on float sums. That code released no noisy count; the adapter draws N~ the way
     the fix does, so both outputs have the same form (the old post-processing ignores it)."""
-    from privclust.clustering.hdpe import cluster_sums, noisy_means
     from privclust.clustering.histogram import postprocess_votes
 
-    # A module of the old tree only (the current one has privclust.privacy.noise).
+    # Modules of the old tree only (the current one has privclust.privacy.noise, and HDPE-means
+    # in privclust.clustering.methods.hdpe).
+    old_hdpe = importlib.import_module("privclust.clustering.hdpe")
+    cluster_sums, noisy_means = old_hdpe.cluster_sums, old_hdpe.noisy_means
     gaussian_release = importlib.import_module("privclust.clustering.noise").gaussian_release
 
     def release_votes(votes: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:

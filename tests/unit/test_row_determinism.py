@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-from privclust.clustering.hdpe import project_rows
 from privclust.clustering.kernels import ordered_products
-from privclust.clustering.lsh_coreset import hash_codes
+from privclust.clustering.lsh_tree import hash_codes
+from privclust.clustering.methods.hdpe import project_rows
 
 # The modules (the package exports functions of the same names).
-hdpe = importlib.import_module("privclust.clustering.hdpe")
-lsh_coreset = importlib.import_module("privclust.clustering.lsh_coreset")
+hdpe = importlib.import_module("privclust.clustering.methods.hdpe")
+lsh_coreset = importlib.import_module("privclust.clustering.lsh_tree")
 
 BLOCK_SIZES = (2, 3, 17)
 

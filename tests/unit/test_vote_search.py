@@ -9,9 +9,8 @@ from scipy.spatial.distance import cdist
 from sklearn.cluster import KMeans
 
 from privclust.clustering import nearest, selection, vote, vote_cells
-from privclust.clustering.packing import sphere_packing
-from privclust.clustering.params import prepare_rows
-from privclust.clustering.pe import initial_population
+from privclust.clustering.domain import prepare_rows
+from privclust.clustering.packing import initial_population, sphere_packing
 from privclust.clustering.variation import levy_variations
 
 

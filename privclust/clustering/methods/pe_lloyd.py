@@ -8,7 +8,7 @@ mu on PE-means and a share of it on `lloyd_steps` noisy Lloyd steps:
 
 - PE-means exactly as `pe_means` (same T, L, population), its T vote histograms released with
   noise multiplier sigma.
-- Then each Lloyd step (privclust.clustering.fastlloyd.lloyd_step): every row labelled with its
+- Then each Lloyd step (privclust.clustering.lloyd.lloyd_step): every row labelled with its
   nearest current centre, its offset from it clipped to its cluster's step radius r_j (by
   default half the distance from that centre to the nearest other one, within
   [R/1000, min(R, 2R / k^(1/d))]: see `step_radii`; public, since the centres are released
@@ -29,27 +29,34 @@ from __future__ import annotations
 
 import numpy as np
 
-from privclust.clustering.errors import ClusteringInputError
-from privclust.clustering.fastlloyd import (
-    DEFAULT_STEP_FRACTION,
+from privclust.clustering.choices import Algorithm, Relation
+from privclust.clustering.errors import ClusteringInputError, check_below_one, check_integer
+from privclust.clustering.evolution import evolve
+from privclust.clustering.lloyd import (
     count_multiplier,
     default_count_share,
+    largest_lloyd_sensitivity,
     lloyd_step,
     step_radius,
 )
+from privclust.clustering.method import Method, RunStart
 from privclust.clustering.nearest import nearest_other_distances
-from privclust.clustering.params import (
+from privclust.clustering.options import (
     DEFAULT_MAX_POPULATION,
-    check_integer,
-    check_positive,
-    start_run,
+    DEFAULT_STEP_FRACTION,
+    DEFAULT_STEP_RULE,
+    Options,
+    Progress,
 )
-from privclust.clustering.pe import Progress, evolve
-from privclust.clustering.result import ClusteringResult
+from privclust.clustering.plan import PlanBasis, Releases, default_pe_iterations, planned_iterations
+from privclust.clustering.result import ClusteringResult, Outcome
+from privclust.clustering.runner import run_method
 from privclust.clustering.vote_cells import VOTE_DTYPE
 
-STEP_RULES = ("fastlloyd", "centres")
-DEFAULT_STEP_RULE = "centres"
+# The clipping radius of a Lloyd step: FastLloyd's own (the rule is named after the method), or
+# one per cluster from the released centres (the default).
+FASTLLOYD_STEP_RULE = Algorithm.FASTLLOYD.value
+STEP_RULES = (FASTLLOYD_STEP_RULE, DEFAULT_STEP_RULE)
 # The smallest per-cluster step radius, in units of R (two released centres may coincide).
 MIN_STEP_FRACTION = 1e-3
 DEFAULT_LLOYD_STEPS = 1
@@ -58,14 +65,6 @@ MAX_LLOYD_STEPS = 10
 # A Lloyd step priced as more releases than this would be a tiny share of nothing useful; the
 # cap keeps the release count (stored with the job) a modest integer.
 MAX_LLOYD_WEIGHT = 100_000
-
-
-def check_lloyd_share(value: object) -> float:
-    """`lloyd_share` as a float strictly between 0 and 1, or ClusteringInputError."""
-    share = check_positive("lloyd_share", value)
-    if not share < 1.0:
-        raise ClusteringInputError("lloyd_share", f"lloyd_share must be below 1, got {share!r}")
-    return share
 
 
 def lloyd_weight(pe_iterations: int, steps: int, share: float) -> int:
@@ -82,7 +81,7 @@ def step_radii(centres: np.ndarray, radius: float, k: int, rule: str) -> float |
     centres are released PE-means output), so the step's sensitivity is data-independent."""
     d = centres.shape[1]
     fixed = step_radius(2, radius, d, k, DEFAULT_STEP_FRACTION)
-    if rule == "fastlloyd" or len(centres) < 2:
+    if rule == FASTLLOYD_STEP_RULE or len(centres) < 2:
         return fixed
     gaps = nearest_other_distances(np.asarray(centres, dtype=np.float64))
     return np.clip(gaps / 2.0, MIN_STEP_FRACTION * radius, fixed)
@@ -101,9 +100,83 @@ def plan_lloyd_releases(
         raise ClusteringInputError(
             "lloyd_steps", f"lloyd_steps must be at most {MAX_LLOYD_STEPS}, got {steps}"
         )
-    share = check_lloyd_share(DEFAULT_LLOYD_SHARE if lloyd_share is None else lloyd_share)
+    share = check_below_one(
+        "lloyd_share", DEFAULT_LLOYD_SHARE if lloyd_share is None else lloyd_share
+    )
     weight = lloyd_weight(pe_iterations, steps, share)
     return steps, weight, pe_iterations + steps * weight, pe_iterations + steps
+
+
+def plan(basis: PlanBasis, options: Options) -> Releases:
+    """PE-means's T vote histograms, then the Lloyd steps (plan_lloyd_releases)."""
+    iterations = planned_iterations(
+        options, lambda: default_pe_iterations(basis.n_cols, basis.epsilon)
+    )
+    _, _, releases, progress_total = plan_lloyd_releases(
+        iterations, options.lloyd_steps, options.lloyd_share
+    )
+    return Releases(iterations=iterations, releases=releases, progress_total=progress_total)
+
+
+def prepare(options: Options) -> Options:
+    """`step_rule` checked before the run starts."""
+    if options.step_rule not in STEP_RULES:
+        raise ClusteringInputError(
+            "step_rule",
+            f"step_rule must be one of {', '.join(STEP_RULES)}, got {options.step_rule!r}",
+        )
+    return options
+
+
+def run(start: RunStart, options: Options) -> Outcome:
+    """The PE-means loop, then the noisy Lloyd steps from its centres."""
+    points, plan, radius = start.points, start.plan, start.radius
+    n_cols = points.shape[1]
+    steps, weight, releases, _ = plan_lloyd_releases(
+        plan.iterations, options.lloyd_steps, options.lloyd_share
+    )
+    if releases != plan.releases:  # the plan and the run must price the same releases
+        raise ArithmeticError("pe-lloyd release count does not match its plan")
+    outcome = evolve(
+        points,
+        plan,
+        radius=radius,
+        rng=start.rng,
+        packing_rng=options.rng,
+        progress=options.progress,
+    )
+    multiplier = count_multiplier(n_cols, default_count_share(n_cols))
+    centres = outcome.centres
+    for i in range(1, steps + 1):
+        centres, _ = lloyd_step(
+            points,
+            centres,
+            step=step_radii(centres, radius, plan.k, options.step_rule),
+            radius=radius,
+            plan=plan,
+            multiplier=multiplier,
+            rng=start.rng,
+            weight=weight,
+        )
+        if options.progress is not None:
+            options.progress(plan.iterations + i, plan.progress_total)
+    return Outcome(centres=centres, final_variations=outcome.final_variations)
+
+
+METHOD = Method(
+    name=Algorithm.PE_LLOYD,
+    plan=plan,
+    run=run,
+    sensitivity=largest_lloyd_sensitivity,
+    prepare=prepare,
+    # float32 as PE-means: the Lloyd steps' clipped offsets are rounded to a grid of
+    # step / 2^20, far coarser than float32's 6e-8 R, and each row is rounded once, before
+    # anything else reads it (the sums' sensitivity holds whatever the rows). A float64
+    # copy cost 1.28 GB more at 10,000,000 x 16.
+    rows_dtype=VOTE_DTYPE,
+    evolves=True,
+    epsilon_iterations=default_pe_iterations,
+)
 
 
 def pe_lloyd(
@@ -118,7 +191,7 @@ def pe_lloyd(
     iterations: int | None = None,
     variations: int | None = None,
     n_public: int | None = None,
-    relation: str = "add-remove",
+    relation: str = Relation.ADD_REMOVE,
     rng: np.random.Generator | None = None,
     progress: Progress | None = None,
     max_population: int = DEFAULT_MAX_POPULATION,
@@ -135,55 +208,21 @@ def pe_lloyd(
     see `step_radii`). `progress(t, T + lloyd_steps)` is
     called after each PE iteration and each Lloyd step.
     """
-    if step_rule not in STEP_RULES:
-        raise ClusteringInputError(
-            "step_rule", f"step_rule must be one of {', '.join(STEP_RULES)}, got {step_rule!r}"
-        )
-    run = start_run(
-        X,
-        k,
+    options = Options(
         radius=radius,
         center=center,
-        n_public=n_public,
-        relation=relation,
-        rng=rng,
-        # float32 as PE-means: the Lloyd steps' clipped offsets are rounded to a grid of
-        # step / 2^20, far coarser than float32's 6e-8 R, and each row is rounded once, before
-        # anything else reads it (the sums' sensitivity holds whatever the rows). A float64
-        # copy cost 1.28 GB more at 10,000,000 x 16.
-        dtype=VOTE_DTYPE,
-        algorithm="pe-lloyd",
         epsilon=epsilon,
         delta=delta,
         mu=mu,
         iterations=iterations,
         variations=variations,
+        n_public=n_public,
+        relation=relation,
+        rng=rng,
+        progress=progress,
         max_population=max_population,
         lloyd_steps=lloyd_steps,
         lloyd_share=lloyd_share,
+        step_rule=step_rule,
     )
-    points, c, plan, noise_rng = run.points, run.center, run.plan, run.rng
-    del run  # `points` is the one N x d working copy: freed with it below
-    radius = float(radius)
-    n_cols = points.shape[1]
-    steps, weight, releases, _ = plan_lloyd_releases(plan.iterations, lloyd_steps, lloyd_share)
-    if releases != plan.releases:  # the plan and the run must price the same releases
-        raise ArithmeticError("pe-lloyd release count does not match its plan")
-    outcome = evolve(points, plan, radius=radius, rng=noise_rng, packing_rng=rng, progress=progress)
-    multiplier = count_multiplier(n_cols, default_count_share(n_cols))
-    centres = outcome.centres
-    for i in range(1, steps + 1):
-        centres, _ = lloyd_step(
-            points,
-            centres,
-            step=step_radii(centres, radius, plan.k, step_rule),
-            radius=radius,
-            plan=plan,
-            multiplier=multiplier,
-            rng=noise_rng,
-            weight=weight,
-        )
-        if progress is not None:
-            progress(plan.iterations + i, plan.progress_total)
-    del points
-    return plan.result(centres, c, radius, outcome.final_variations)
+    return run_method(METHOD, X, k, options)

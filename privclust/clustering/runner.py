@@ -1,0 +1,88 @@
+"""The run every method shares: its arguments checked, the rows read into the domain, the job's
+generator, the plan with the public row count, the method's own run, and the release of its
+centres; in the order that keeps it private (no noise is drawn before every argument is
+validated)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from privclust.clustering.choices import Relation
+from privclust.clustering.domain import prepare_rows
+from privclust.clustering.errors import (
+    ClusteringInputError,
+    check_integer,
+    check_positive,
+    data_shape,
+)
+from privclust.clustering.method import Method, RunStart, plan_method
+from privclust.clustering.options import Options
+from privclust.clustering.plan import RunPlan, plan_basis
+from privclust.clustering.result import ClusteringResult
+from privclust.privacy import noise
+
+
+def run_method(method: Method, X: np.ndarray, k: int, options: Options) -> ClusteringResult:
+    """`method` on the rows X: its own arguments checked (`method.prepare`), the run started
+    (`start_run`), its centres found (`method.run`) and released on the grid of the plan."""
+    options = method.prepare(options)
+    start = start_run(method, X, k, options)
+    outcome = method.run(start, options)
+    return start.plan.result(outcome.centres, start.center, start.radius, outcome.final_variations)
+
+
+def start_run(method: Method, X: np.ndarray, k: int, options: Options) -> RunStart:
+    """The common start of a run, in the order that keeps it private: validate X and the
+    domain and clip the rows (`prepare_rows`, as `method.rows_dtype`: float32 halves the copy
+    where only votes read it), take the job's generator (`noise.job_generator`), then plan with the
+    public row count (`plan_for_rows`: no noise is drawn before every argument is validated)."""
+    n_rows, n_cols = data_shape(X)
+    points, c = prepare_rows(X, options.radius, options.center, dtype=method.rows_dtype)
+    noise_rng = noise.job_generator(options.rng)
+    plan = plan_for_rows(
+        n_rows,
+        k=k,
+        n_public=options.n_public,
+        relation=options.relation,
+        rng=noise_rng,
+        plan=lambda count, count_mu: plan_method(
+            method, plan_basis(count, n_cols, k, options, count_mu), options
+        ),
+    )
+    radius = check_positive("radius", options.radius)  # checked by prepare_rows already
+    return RunStart(points=points, center=c, radius=radius, plan=plan, rng=noise_rng)
+
+
+def plan_for_rows(
+    n_rows: int,
+    *,
+    k: int,
+    n_public: int | None,
+    relation: str,
+    rng: np.random.Generator,
+    plan: Callable[[int, float | None], RunPlan],
+) -> RunPlan:
+    """The plan of a library run on N rows, choosing the public row count it may use.
+
+    `plan(count, count_mu)` plans with every other argument bound.
+    - `relation="replace-one"`: N is public; the plan uses it exactly (`n_public` must be None
+      or N).
+    - add/remove with `n_public` (the dataset's released N~): the plan uses max(N~, 1).
+    - add/remove without one: the run first releases its own N~ = N + round(N(0, 1/mu_c^2)),
+      with mu_c = COUNT_MU_FRACTION of the job's mu, and plans with max(N~, k) (a k above N~ is
+      not an error here, since every argument was already validated before that release; the
+      clamp is post-processing). The plan records mu_c as `count_mu`.
+    Every argument is validated (with a stand-in count) before any noise is drawn.
+    """
+    if relation == Relation.REPLACE_ONE:
+        if n_public is not None and int(n_public) != n_rows:
+            raise ClusteringInputError(
+                "n_public", "under replace-one neighbours the public count is the exact N"
+            )
+        return plan(n_rows, None)
+    if n_public is not None:
+        return plan(max(check_integer("n_public", n_public, -(2**62)), 1), None)
+    count_mu = noise.COUNT_MU_FRACTION * plan(max(int(k), 1), None).mu
+    return plan(max(noise.release_count(n_rows, count_mu, rng), int(k)), count_mu)
