@@ -101,6 +101,18 @@ LOW_EXPONENT = 8
 
 
 @dataclass(frozen=True)
+class Labelled:
+    """What HDPE's final step averages: rows labelled with k clusters, the ball's radius, and the
+    sigma of the noise on their sums and counts."""
+
+    points: np.ndarray
+    labels: np.ndarray
+    k: int
+    radius: float
+    sigma: float
+
+
+@dataclass(frozen=True)
 class Target:
     """The release functions of one version of the library, in batch form.
 
@@ -108,7 +120,7 @@ class Target:
     release_counts(counts, mu, rng): a noisy row count N~ for every entry of `counts`.
     postprocess(noisy, public_count): the library's post-processing of one noisy histogram.
     public_counts(n_exact, n_noisy): the row count the post-processing reads, per release.
-    hdpe_centres(points, labels, k, radius, sigma, copies, rng): `copies` independent runs of
+    hdpe_centres(labelled, copies, rng): `copies` independent runs of
         HDPE's final noisy averaging on these labelled rows, shape (copies, k, d).
     """
 
@@ -117,9 +129,7 @@ class Target:
     release_counts: Callable[[np.ndarray, float, np.random.Generator], np.ndarray]
     postprocess: Callable[[np.ndarray, int], np.ndarray]
     public_counts: Callable[[int, np.ndarray], np.ndarray]
-    hdpe_centres: Callable[
-        [np.ndarray, np.ndarray, int, float, float, int, np.random.Generator], np.ndarray
-    ]
+    hdpe_centres: Callable[[Labelled, int, np.random.Generator], np.ndarray]
 
 
 def current_code_target() -> Target:
@@ -141,19 +151,11 @@ def current_code_target() -> Target:
     def public_counts(n_exact: int, n_noisy: np.ndarray) -> np.ndarray:
         return np.maximum(n_noisy, 1)
 
-    def hdpe_centres(
-        points: np.ndarray,
-        labels: np.ndarray,
-        k: int,
-        radius: float,
-        sigma: float,
-        copies: int,
-        rng: np.random.Generator,
-    ) -> np.ndarray:
-        sums, counts = cluster_grid_sums(points, labels, k, radius)
-        d = points.shape[1]
+    def hdpe_centres(rows: Labelled, copies: int, rng: np.random.Generator) -> np.ndarray:
+        k, radius, d = rows.k, rows.radius, rows.points.shape[1]
+        sums, counts = cluster_grid_sums(rows.points, rows.labels, k, radius)
         plan = plan_run(k, d, k, algorithm="hdpe-means", mu=1.0, projection_dim=1)
-        plan = dataclasses.replace(plan, sigma=sigma)
+        plan = dataclasses.replace(plan, sigma=rows.sigma)
         assert plan.relation == "add-remove"
         # noisy_means draws i.i.d. noise per entry and works row by row, so `copies` stacked
         # copies of the k clusters are `copies` independent runs of it.
@@ -196,24 +198,16 @@ def old_code_target() -> Target:
     def public_counts(n_exact: int, n_noisy: np.ndarray) -> np.ndarray:
         return np.full(n_noisy.shape, n_exact, dtype=np.int64)
 
-    def hdpe_centres(
-        points: np.ndarray,
-        labels: np.ndarray,
-        k: int,
-        radius: float,
-        sigma: float,
-        copies: int,
-        rng: np.random.Generator,
-    ) -> np.ndarray:
-        sums, counts = cluster_sums(points, labels, k)
+    def hdpe_centres(rows: Labelled, copies: int, rng: np.random.Generator) -> np.ndarray:
+        sums, counts = cluster_sums(rows.points, rows.labels, rows.k)
         centres = noisy_means(
             np.tile(sums, (copies, 1)),
             np.tile(counts, copies),
-            radius=radius,
-            sigma=sigma,
+            radius=rows.radius,
+            sigma=rows.sigma,
             rng=rng,
         )
-        return centres.reshape(copies, k, points.shape[1])
+        return centres.reshape(copies, rows.k, rows.points.shape[1])
 
     return Target(
         name="old",
@@ -471,7 +465,8 @@ def hdpe_final_step_audit(target: Target) -> Audit:
         if with_canary:
             points = np.concatenate([points, HDPE_CANARY])
             labels = np.append(labels, HDPE_CANARY_CLUSTER)
-        centres = target.hdpe_centres(points, labels, HDPE_K, HDPE_RADIUS, sigma, rows, rng)
+        labelled = Labelled(points, labels, HDPE_K, HDPE_RADIUS, sigma)
+        centres = target.hdpe_centres(labelled, rows, rng)
         c = centres[:, HDPE_CANARY_CLUSTER, 0]
         scaled = c / HDPE_RADIUS  # R = 1: exact
         return {
