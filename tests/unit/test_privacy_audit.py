@@ -165,12 +165,7 @@ def current_code_target() -> Target:
         return centres.reshape(copies, k, d)
 
     return Target(
-        name="new",
-        release_votes=release_votes,
-        release_counts=release_counts,
-        postprocess=postprocess_votes,
-        public_counts=public_counts,
-        hdpe_centres=hdpe_centres,
+        "new", release_votes, release_counts, postprocess_votes, public_counts, hdpe_centres
     )
 
 
@@ -210,12 +205,7 @@ def old_code_target() -> Target:
         return centres.reshape(copies, rows.k, rows.points.shape[1])
 
     return Target(
-        name="old",
-        release_votes=release_votes,
-        release_counts=release_counts,
-        postprocess=postprocess_votes,
-        public_counts=public_counts,
-        hdpe_centres=hdpe_centres,
+        "old", release_votes, release_counts, postprocess_votes, public_counts, hdpe_centres
     )
 
 
