@@ -77,12 +77,9 @@ def cancelling_at(iteration: int, seen: list[int]) -> Callable[[int, int], None]
     return progress
 
 
-def refused_field(
-    monkeypatch: pytest.MonkeyPatch, run: Callable[..., Any], kwargs: dict[str, object]
-) -> str:
+def refused_field(log: ReleaseLog, run: Callable[..., Any], kwargs: dict[str, object]) -> str:
     """The field a run on 10 x 2 zeros (k = 2, radius 1, mu 1, then `kwargs`) refuses, checked
     to be refused before anything was released (not even a noisy count)."""
-    log = ReleaseLog(monkeypatch)
     args: dict[str, object] = {"k": 2, "radius": 1.0, "mu": 1.0, **kwargs}
     with pytest.raises(ClusteringInputError) as info:
         run(np.zeros((10, 2)), **args)

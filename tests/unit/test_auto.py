@@ -45,9 +45,8 @@ def test_the_result_names_the_method_that_ran(d: int, k: int) -> None:
 
 @pytest.mark.parametrize("epsilon", [0.5, 3.0])
 def test_without_a_public_count_auto_pays_for_it_and_spends_exactly_mu(
-    monkeypatch: pytest.MonkeyPatch, epsilon: float
+    log: ReleaseLog, epsilon: float
 ) -> None:
-    log = ReleaseLog(monkeypatch)
     X = blobs(800, 4, 3)
     delta = 1e-6
     result = cluster(X, 3, algorithm="auto", radius=1.5, epsilon=epsilon, delta=delta,
@@ -74,8 +73,7 @@ def test_without_a_public_count_auto_pays_for_it_and_spends_exactly_mu(
         assert result.iterations == default_pe_iterations(4, epsilon)
 
 
-def test_auto_refuses_bad_arguments_before_any_noise(monkeypatch: pytest.MonkeyPatch) -> None:
-    log = ReleaseLog(monkeypatch)
+def test_auto_refuses_bad_arguments_before_any_noise(log: ReleaseLog) -> None:
     X = blobs(100, 3, 2)
     with pytest.raises(ValueError):
         cluster(X, 2, algorithm="auto", radius=1.5, epsilon=1.0)  # no delta

@@ -31,10 +31,7 @@ from tests.support.data import blobs
 
 
 @pytest.mark.parametrize("epsilon", [0.25, 1.0, 3.0])
-def test_pe_means_spends_exactly_the_requested_mu(
-    monkeypatch: pytest.MonkeyPatch, epsilon: float
-) -> None:
-    log = ReleaseLog(monkeypatch)
+def test_pe_means_spends_exactly_the_requested_mu(log: ReleaseLog, epsilon: float) -> None:
     X = blobs(600, 3, 3)
     delta = 1e-6
     result = pe_means(
@@ -52,10 +49,9 @@ def test_pe_means_spends_exactly_the_requested_mu(
     assert math.sqrt(result.releases) / result.sigma <= mu
 
 
-def test_without_a_public_count_the_run_pays_for_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_public_count_the_run_pays_for_its_own(log: ReleaseLog) -> None:
     # No N~ given: a tenth of mu buys a noisy count (sensitivity 1, one value), and the
     # histograms share the rest; together they compose to exactly mu.
-    log = ReleaseLog(monkeypatch)
     result = pe_means(blobs(600, 3, 3), 3, radius=1.5, mu=0.9, rng=np.random.default_rng(1))
     assert result.count_mu == pytest.approx(COUNT_MU_FRACTION * 0.9, rel=1e-15)
     assert log.calls[0] == (1.0, noise_multiplier(result.count_mu, 1), (1,))
@@ -68,9 +64,8 @@ def test_without_a_public_count_the_run_pays_for_its_own(monkeypatch: pytest.Mon
 
 
 def test_replace_one_uses_the_exact_count_and_doubled_sensitivities(
-    monkeypatch: pytest.MonkeyPatch,
+    log: ReleaseLog,
 ) -> None:
-    log = ReleaseLog(monkeypatch)
     X = blobs(800, 40, 4)
     result = hdpe_means(
         X, 4, radius=2.0, mu=0.8, relation="replace-one", rng=np.random.default_rng(2)
@@ -88,8 +83,7 @@ def test_replace_one_uses_the_exact_count_and_doubled_sensitivities(
         hdpe_means(X, 4, radius=2.0, mu=0.8, relation="replace-one", n_public=799)
 
 
-def test_hdpe_means_spends_exactly_the_requested_mu(monkeypatch: pytest.MonkeyPatch) -> None:
-    log = ReleaseLog(monkeypatch)
+def test_hdpe_means_spends_exactly_the_requested_mu(log: ReleaseLog) -> None:
     X = blobs(800, 40, 4)
     result = hdpe_means(X, 4, radius=2.0, mu=0.8, n_public=812, rng=np.random.default_rng(2))
     # 14 PE iterations in R^16 (floor(4 sqrt(16)) - 2), the noisy counts (one release) and the

@@ -30,9 +30,8 @@ from tests.support.data import blobs_and_centres
 
 @pytest.mark.parametrize("epsilon", [0.25, 1.0, 4.0])
 def test_each_step_is_one_joint_release_and_the_run_spends_exactly_mu(
-    monkeypatch: pytest.MonkeyPatch, epsilon: float
+    log: ReleaseLog, epsilon: float
 ) -> None:
-    log = ReleaseLog(monkeypatch)
     X, _ = blobs_and_centres(2000, 3, 3)
     delta = 1e-6
     result = fastlloyd(
@@ -65,8 +64,7 @@ def test_the_counts_get_the_papers_share_of_each_release() -> None:
     assert count_multiplier(4, 0.5) == round(grid_sensitivity(4))
 
 
-def test_without_a_public_count_the_run_pays_for_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
-    log = ReleaseLog(monkeypatch)
+def test_without_a_public_count_the_run_pays_for_its_own(log: ReleaseLog) -> None:
     X, _ = blobs_and_centres(600, 4, 3)
     result = fastlloyd(X, 3, radius=1.5, mu=0.9, rng=np.random.default_rng(1))
     assert result.count_mu == pytest.approx(COUNT_MU_FRACTION * 0.9, rel=1e-15)
@@ -78,9 +76,8 @@ def test_without_a_public_count_the_run_pays_for_its_own(monkeypatch: pytest.Mon
 
 
 def test_replace_one_uses_the_exact_count_and_its_sensitivity(
-    monkeypatch: pytest.MonkeyPatch,
+    log: ReleaseLog,
 ) -> None:
-    log = ReleaseLog(monkeypatch)
     X, _ = blobs_and_centres(800, 5, 4)
     result = fastlloyd(
         X, 4, radius=2.0, mu=0.8, relation="replace-one", rng=np.random.default_rng(2)
@@ -172,10 +169,10 @@ def test_the_plan_follows_the_papers_rules() -> None:
     ],
 )
 def test_invalid_parameters_name_the_field_before_any_noise(
-    monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, object], field: str
+    log: ReleaseLog, kwargs: dict[str, object], field: str
 ) -> None:
     # Refused before anything was released (not even a noisy count).
-    assert refused_field(monkeypatch, fastlloyd, kwargs) == field
+    assert refused_field(log, fastlloyd, kwargs) == field
 
 
 # ---------------------------------------------------------------------------------------------

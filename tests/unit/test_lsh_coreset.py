@@ -30,9 +30,8 @@ from tests.support.data import blobs
 
 @pytest.mark.parametrize("n_public", [1190, None])
 def test_every_release_is_calibrated_and_they_compose_to_mu(
-    monkeypatch: pytest.MonkeyPatch, n_public: int | None
+    log: ReleaseLog, n_public: int | None
 ) -> None:
-    log = ReleaseLog(monkeypatch)
     X = blobs(1200, 6, 3)
     result = lsh_coreset(X, 3, radius=2.0, mu=0.8, n_public=n_public, rng=np.random.default_rng(4))
     plan = plan_run(
@@ -65,9 +64,8 @@ def test_every_release_is_calibrated_and_they_compose_to_mu(
 
 
 def test_replace_one_uses_the_exact_count_and_replace_one_sensitivities(
-    monkeypatch: pytest.MonkeyPatch,
+    log: ReleaseLog,
 ) -> None:
-    log = ReleaseLog(monkeypatch)
     X = blobs(1000, 5, 4)
     result = lsh_coreset(
         X, 4, radius=2.0, epsilon=1.0, delta=1e-6, relation="replace-one",
@@ -87,11 +85,10 @@ def test_replace_one_uses_the_exact_count_and_replace_one_sensitivities(
 
 
 def test_a_tree_that_stops_early_still_makes_every_planned_release(
-    monkeypatch: pytest.MonkeyPatch,
+    log: ReleaseLog,
 ) -> None:
     # A branching threshold above N~: the root never branches; each level still releases (an
     # empty vector), so the sequence of releases never depends on the data.
-    log = ReleaseLog(monkeypatch)
     result = lsh_coreset(
         blobs(40, 3, 4), 4, radius=2.0, mu=0.5, n_public=40, branch_count=41,
         rng=np.random.default_rng(0),
@@ -157,8 +154,7 @@ def test_progress_reports_every_level_and_the_final_step() -> None:
     assert seen == [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]
 
 
-def test_an_exception_from_progress_stops_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    log = ReleaseLog(monkeypatch)
+def test_an_exception_from_progress_stops_the_run(log: ReleaseLog) -> None:
     calls: list[int] = []
     progress = cancelling_at(2, calls)
     with pytest.raises(Cancelled):
@@ -214,9 +210,9 @@ def test_loss_on_a_small_blob_set_stays_near_the_optimum() -> None:
     ],
 )
 def test_invalid_parameters_name_the_field(
-    monkeypatch: pytest.MonkeyPatch, kwargs: dict[str, object], field: str
+    log: ReleaseLog, kwargs: dict[str, object], field: str
 ) -> None:
-    assert refused_field(monkeypatch, lsh_coreset, kwargs) == field  # refused before any noise
+    assert refused_field(log, lsh_coreset, kwargs) == field  # refused before any noise
 
 
 def test_one_extreme_row_never_makes_a_run_fail() -> None:
@@ -235,10 +231,9 @@ def test_one_extreme_row_never_makes_a_run_fail() -> None:
             assert (np.abs(result.centers[:, 1]) <= 1.0).all()
 
 
-def test_tiny_thresholds_cannot_grow_an_unbounded_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tiny_thresholds_cannot_grow_an_unbounded_tree(log: ReleaseLog) -> None:
     # min_count = branch_count = 1: most empty children pass on noise alone, and each level
     # would multiply the frontier by ~4; at most MAX_BRANCHING_NODES nodes branch per level.
-    log = ReleaseLog(monkeypatch)
     result = lsh_coreset(
         blobs(50, 3, 2), 3, radius=2.0, mu=0.3, n_public=50, min_count=1, branch_count=1,
         rng=np.random.default_rng(1),

@@ -29,9 +29,8 @@ from tests.support.data import blobs
     ("n_public", "steps", "share"), [(1190, None, None), (None, 2, 0.3), (1190, 1, 0.5)]
 )
 def test_the_releases_compose_to_the_planned_mu(
-    monkeypatch: pytest.MonkeyPatch, n_public: int | None, steps: int | None, share: float | None
+    log: ReleaseLog, n_public: int | None, steps: int | None, share: float | None
 ) -> None:
-    log = ReleaseLog(monkeypatch)
     X = blobs(1200, 5, 3)
     epsilon, delta = 2.0, 1e-6
     result = pe_lloyd(

@@ -142,9 +142,8 @@ def test_release_normalises_by_the_public_count_and_states_its_se() -> None:
     ],
 )
 def test_a_summarised_job_spends_exactly_its_mu(
-    monkeypatch: pytest.MonkeyPatch, algorithm: str, relation: str, count_sensitivity: float
+    log: ReleaseLog, algorithm: str, relation: str, count_sensitivity: float
 ) -> None:
-    log = ReleaseLog(monkeypatch)
     d = 40 if algorithm == "hdpe-means" else 3
     X = blobs(800, d, 3)
     epsilon, delta = 2.0, 1e-6
@@ -259,9 +258,8 @@ def test_suggest_k_is_the_first_k_no_larger_k_clearly_improves_on() -> None:
 
 
 def test_a_seeded_sweep_orders_its_losses_and_finds_the_true_k(
-    monkeypatch: pytest.MonkeyPatch,
+    log: ReleaseLog,
 ) -> None:
-    log = ReleaseLog(monkeypatch)
     X = blobs(6000, 2, 4, seed=2, spread=0.04)
     result = sweep(
         X, [1, 2, 4, 8], radius=1.0, epsilon=4.0, delta=1e-6, rng=np.random.default_rng(7)
@@ -297,8 +295,7 @@ def test_a_summary_share_needs_summaries() -> None:
     assert result.summary_mu == pytest.approx(0.5, rel=1e-15)
 
 
-def test_a_sweep_checks_every_k_before_drawing_noise(monkeypatch: pytest.MonkeyPatch) -> None:
-    log = ReleaseLog(monkeypatch)
+def test_a_sweep_checks_every_k_before_drawing_noise(log: ReleaseLog) -> None:
     with pytest.raises(ClusteringInputError):
         sweep(blobs(100, 2, 2), [2, 2], radius=1.0, mu=1.0)
     with pytest.raises(ClusteringInputError):
