@@ -150,10 +150,10 @@ class RunPlan:
     sqrt(releases)/sigma <= mu_releases <= mu; `count_mu` is the part of mu the run spent on its
     own noisy row count (library calls without a public count), else None, and
     sqrt(mu_releases^2 + count_mu^2) <= mu. Under `relation` "replace-one" every release is
-    calibrated to its replace-one sensitivity (`sensitivity_scale` = sqrt(2) for a vote
-    histogram or count vector, 2 for a sum of rows). `progress_total` is the `total` passed to
-    progress callbacks: the PE iterations, plus one final step for HDPE-means. `algorithm` and
-    `relation` are plain values of an `Algorithm` and a `Relation`.
+    calibrated to its replace-one sensitivity (`count_sensitivity` sqrt(2) for a vote histogram
+    or count vector, `sum_sensitivity_factor` 2 for a sum of rows). `progress_total` is the
+    `total` passed to progress callbacks: the PE iterations, plus one final step for
+    HDPE-means. `algorithm` and `relation` are plain values of an `Algorithm` and a `Relation`.
     """
 
     algorithm: str

@@ -19,13 +19,9 @@ The run (centred coordinates, every row of norm <= R):
   the box's half diagonal): r_1 = R, and r_t = min(R, alpha R / k^(1/d)) for t >= 2, with
   alpha = `step_fraction` (default 2, the paper's). Offsets of norm <= r_t make the sum's l2
   sensitivity r_t (<= R) under add/remove neighbours, however large the cluster.
-- Budget split between sums and counts: the paper gives the counts a share
-  1 / (1 + sqrt(4d)) of each iteration's budget (in squared-mu terms) and the sums the rest.
-  Here that split is a sensitivity scaling inside one release: the counts are multiplied by an
-  integer M and appended to the sums, so a row moves the joint vector by at most
-  sqrt(S^2 + M^2) (S = the sum's sensitivity in grid units) and one noise multiplier sigma
-  covers both; M = S * sqrt(share / (1 - share)) gives the counts exactly the requested share
-  (up to rounding M to an integer). Every release of the run shares sigma = sqrt(T) / mu.
+- Budget split between sums and counts: the paper's share 1 / (1 + sqrt(4d)) of each
+  iteration's budget for the counts, as a sensitivity scaling inside the one release
+  (privclust.clustering.lloyd). Every release of the run shares sigma = sqrt(T) / mu.
 - T (the paper's rule, Su et al.'s error bound with its step radius): the largest T whose
   expected centroid error stays below 0.004, 0.016 N~^2 mu^2 / (k^3 eta^2 (1 + sqrt(4d))^2)
   with eta = r_2 / R, truncated to [2, 7]. Only public values enter: N~, d, k, mu.
