@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from app.datasets.storage import STALE_AFTER_SECONDS
 from app.kit.config import Settings
+from tests.support.api import uploaded
 
 pytestmark = pytest.mark.integration
 
@@ -49,13 +50,8 @@ def test_start_up_removes_a_complete_upload_no_dataset_refers_to(
 
     directory = settings.datasets_dir
     with TestClient(create_app(settings)) as client:
-        r = client.post(
-            "/v1/datasets",
-            headers={"Authorization": f"Bearer {keys['owner']}"},
-            data={"name": "kept", "epsilon": "1", "delta": "1e-6", "radius": "10"},
-            files={"file": ("kept.csv", b"x,y\n1,2\n3,4\n5,6\n", "text/csv")},
-        )
-        assert r.status_code == 201, r.text
+        rows = b"x,y\n1,2\n3,4\n5,6\n"
+        uploaded(client, keys["owner"], rows, name="kept", filename="kept.csv", epsilon="1")
     (kept,) = directory.glob("*.npy")
     orphan = directory / (uuid.uuid4().hex + ".npy")
     orphan.write_bytes(kept.read_bytes())
