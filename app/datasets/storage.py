@@ -38,6 +38,8 @@ from typing import IO, BinaryIO
 import numpy as np
 import numpy.typing as npt
 
+from privclust.clustering import clip_into_ball
+
 PARTIAL_PREFIX, PARTIAL_SUFFIX = ".ingest-", ".npy.part"
 PARTIAL_UPLOAD_GLOB = f"{PARTIAL_PREFIX}*{PARTIAL_SUFFIX}"
 DATASET_FILE = re.compile(r"[0-9a-f]{32}\.npy")  # a dataset id's hex: rows_name()
@@ -168,8 +170,6 @@ def clip_into_domain(stored: str | Path, center: Sequence[float], radius: float)
     rows were clipped is never recorded. (The clustering code clips again in centred
     coordinates; that clip is the one its sensitivities rely on.)
     """
-    from privclust.clustering.params import clip_into_ball  # heavy (scikit-learn); uploads only
-
     c = np.asarray(center, dtype=np.float64)
     changed_any = False
     with open(stored, "r+b") as fh:

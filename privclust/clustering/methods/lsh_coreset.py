@@ -37,8 +37,6 @@ import math
 import warnings
 
 import numpy as np
-from sklearn.cluster import KMeans
-from sklearn.exceptions import ConvergenceWarning
 
 from privclust.clustering.choices import Algorithm, Relation
 from privclust.clustering.domain import project_into_ball
@@ -156,6 +154,10 @@ def weighted_kmeans(
             return points.copy()
         pad = initial_population(k - len(points), points.shape[1], radius, packing_rng)
         return np.concatenate([points, pad])
+    # Imported here, by the run: planning a job (in the API process) must not load scikit-learn.
+    from sklearn.cluster import KMeans
+    from sklearn.exceptions import ConvergenceWarning
+
     model = KMeans(
         n_clusters=k,
         init="k-means++",
