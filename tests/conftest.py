@@ -97,6 +97,7 @@ def settings(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("PRIVCLUST_ADMIN_TOKEN", raising=False)
+    monkeypatch.delenv("PRIVCLUST_ADMIN_TOKEN_FILE", raising=False)
     get_settings.cache_clear()
     yield get_settings()
     get_settings.cache_clear()

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from app.kit.config import Settings, get_settings
+from app.kit.config import Settings, default_password_warning, get_settings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,6 +37,8 @@ def announce_admin_token(token: str | None, settings: Settings) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings = get_settings()
+    if warning := default_password_warning(settings):
+        print(warning, file=sys.stderr, flush=True)
     token = migrate_and_bootstrap(settings)
     print("database is at the newest schema", flush=True)
     announce_admin_token(token, settings)

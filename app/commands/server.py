@@ -74,12 +74,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import sys
+
     import uvicorn
 
-    from app.kit.config import get_settings
+    from app.kit.config import default_password_warning, get_settings
     from app.main import create_app
 
     settings = get_settings()
+    if warning := default_password_warning(settings):
+        print(warning, file=sys.stderr, flush=True)
     options: dict[str, Any] = {
         "host": args.host or settings.host,
         "port": args.port or settings.port,

@@ -1,9 +1,13 @@
-"""`privclust worker`: one RQ worker that runs clustering jobs (fork per job)."""
+"""`privclust worker`: one RQ worker that runs clustering jobs (fork per job); its health probe."""
 
 from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from app.kit.config import Settings
 
 BLAS_ENV = (
     "OMP_NUM_THREADS",
@@ -17,13 +21,50 @@ BLAS_ENV = (
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("worker", help="run one job worker")
     p.add_argument("--burst", action="store_true", help="exit when the queue is empty")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="health probe: exit 0 if a live worker of this host is registered in Redis",
+    )
     p.set_defaults(func=run)
+
+
+def check(settings: Settings) -> int:
+    """Healthy while a worker process on this host (a container: its own hostname) is alive
+    and registered in Redis. RQ lets a worker's registration expire when its heartbeats stop
+    (worker_ttl + 60 s: 8 minutes by default), so a stuck worker turns unhealthy too."""
+    import socket
+    import sys
+
+    from rq import Worker
+
+    from app.services import queue
+
+    conn = queue.redis_connection(queue.resolve_redis_url(settings))
+    host = socket.gethostname()
+    for w in Worker.all(connection=conn, queue=queue.get_queue(settings, conn)):
+        if w.hostname == host and w.pid is not None and _alive(w.pid):
+            return 0
+    print(f"no live worker of {host} is registered in Redis", file=sys.stderr)
+    return 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def run(args: argparse.Namespace) -> int:
     from app.kit.config import get_settings
 
     settings = get_settings()
+    if args.check:
+        return check(settings)
     # Thread limits must be in the environment before numpy (and its BLAS) is first imported.
     if settings.worker_threads:
         for name in BLAS_ENV:

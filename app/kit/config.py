@@ -6,8 +6,9 @@ import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -34,6 +35,11 @@ class Settings(BaseSettings):
         default=None,
         description="An admin API key accepted on every start. Unset: one is generated on first "
         "start and printed once.",
+    )
+    admin_token_file: Path | None = Field(
+        default=None,
+        description="A file holding the admin API key, used instead of ADMIN_TOKEN (a secret "
+        "under /run/secrets, as docker-compose.yml mounts one); an empty file counts as unset.",
     )
     host: str = Field(default="127.0.0.1", description="Address the API listens on.")
     port: int = Field(default=8000, ge=1, le=65535, description="Port the API listens on.")
@@ -94,6 +100,25 @@ class Settings(BaseSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
+    @field_validator("admin_token_file")
+    @classmethod
+    def _readable(cls, value: Path | None) -> Path | None:
+        # Checked here, where an error shows only the path (a model-level one would show every
+        # setting, the admin token included).
+        if value is not None:
+            try:
+                value.read_text()
+            except OSError as exc:
+                raise ValueError(f"cannot read it: {exc}") from exc
+        return value
+
+    @model_validator(mode="after")
+    def _read_admin_token_file(self) -> Settings:
+        if self.admin_token_file is not None:
+            token = self.admin_token_file.read_text().strip()
+            self.admin_token = SecretStr(token) if token else None
+        return self
+
     @property
     def resolved_data_dir(self) -> Path:
         return self.data_dir.expanduser().resolve()
@@ -107,6 +132,21 @@ class Settings(BaseSettings):
     @property
     def datasets_dir(self) -> Path:
         return self.resolved_data_dir / "datasets"
+
+
+# docker-compose.yml's Postgres password when POSTGRES_PASSWORD is not set.
+COMPOSE_DEFAULT_DB_PASSWORD = "privclust"
+
+
+def default_password_warning(settings: Settings) -> str | None:
+    """A warning to print at start when the database still has docker-compose.yml's password."""
+    url = settings.database_url
+    if not url or urlsplit(url).password != COMPOSE_DEFAULT_DB_PASSWORD:
+        return None
+    return (
+        "WARNING: the database password is the default one from docker-compose.yml; set "
+        "POSTGRES_PASSWORD in .env before the Postgres volume is first created (see .env.example)"
+    )
 
 
 @lru_cache

@@ -2,7 +2,8 @@
 
 No Docker engine is needed: the files are parsed and cross-checked against the code they drive
 (the `privclust` argparse parser, the Settings class) so that a renamed subcommand or setting, a
-missing healthcheck or a broken COPY path fails here instead of at `docker compose up`.
+missing healthcheck or a broken COPY path fails here instead of at `docker compose up`. The
+stack itself is built and run by `make compose-test` (scripts/compose-test.sh).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import pytest
 import yaml
 from sqlalchemy.engine import make_url
 
-from app.kit.config import Settings
+from app.kit.config import COMPOSE_DEFAULT_DB_PASSWORD, Settings, default_password_warning
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -37,6 +38,8 @@ COMPOSE = ROOT / "docker-compose.yml"
 ENV_EXAMPLE = ROOT / ".env.example"
 DOCKERIGNORE = ROOT / ".dockerignore"
 SELF_HOSTING_DOC = ROOT / "docs" / "self-hosting.md"
+STANDINS_OVERRIDE = ROOT / "scripts" / "compose-test" / "compose.standins.yml"
+OFFICIAL_PYTHON_IMAGE = "python:3.11-slim-bookworm"
 
 PROJECT_SERVICES = ("migrate", "api", "worker")
 SETTINGS_ENV_NAMES = {f"PRIVCLUST_{name.upper()}" for name in Settings.model_fields}
@@ -57,7 +60,10 @@ class Stage:
 
 
 def parse_dockerfile(text: str) -> list[Stage]:
-    """Split a Dockerfile into stages of (KEYWORD, arguments), joining continuation lines."""
+    """Split a Dockerfile into stages of (KEYWORD, arguments), joining continuation lines.
+
+    An ARG before the first FROM may name the base image; FROM is read with its default value.
+    """
     logical: list[str] = []
     pending = ""
     for raw in text.splitlines():
@@ -74,14 +80,19 @@ def parse_dockerfile(text: str) -> list[Stage]:
     assert not pending, "Dockerfile ends inside a line continuation"
 
     stages: list[Stage] = []
+    build_args: dict[str, str] = {}
     for line in logical:
         keyword, _, args = line.partition(" ")
         keyword = keyword.upper()
         args = args.strip()
-        if keyword == "FROM":
+        if keyword == "ARG" and not stages:
+            name, _, default = args.partition("=")
+            build_args[name] = default
+        elif keyword == "FROM":
             words = [w for w in args.split() if not w.startswith("--platform")]
             name = words[2] if len(words) == 3 and words[1].upper() == "AS" else None
-            stages.append(Stage(base=words[0], name=name))
+            base = re.sub(r"\$\{(\w+)\}", lambda m: build_args[m.group(1)], words[0])
+            stages.append(Stage(base=base, name=name))
         else:
             assert stages, f"instruction before the first FROM: {line}"
             stages[-1].instructions.append((keyword, args))
@@ -201,12 +212,12 @@ def env_example_entries() -> tuple[dict[str, str], dict[str, str]]:
 
 
 @contextlib.contextmanager
-def http_server(status: int) -> Iterator[int]:
-    """A throwaway local HTTP server answering every GET with `status`; yields its port."""
+def http_server(status: int, path: str = "/healthz") -> Iterator[int]:
+    """A throwaway local HTTP server answering GET `path` with `status` (others 404)."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            self.send_response(status if self.path == "/healthz" else 404)
+            self.send_response(status if self.path == path else 404)
             self.end_headers()
 
         def log_message(self, format: str, *args: object) -> None:
@@ -302,7 +313,9 @@ def test_dockerfile_is_multi_stage_on_a_pinned_slim_python(stages: list[Stage]) 
     assert len(stages) >= 2
     assert all(stage.name for stage in stages), "every stage is named with FROM ... AS"
     for stage in stages:
-        assert stage.base.startswith("python:3.11-slim"), stage.base
+        # The official image, unless a build overrides the PYTHON_IMAGE argument (the test's
+        # stand-in does).
+        assert stage.base == OFFICIAL_PYTHON_IMAGE, stage.base
     final = stages[-1]
     earlier_names = {stage.name for stage in stages[:-1]}
     assert final.base not in earlier_names, "the final stage must not inherit the build stage"
@@ -484,22 +497,35 @@ def test_backends_have_healthchecks_and_persistent_volumes(compose: dict[str, An
     assert re.search(r"--appendonly\s+yes", command)
 
 
-def test_api_healthcheck_reports_healthz_status(compose: dict[str, Any]) -> None:
+def test_api_healthcheck_reports_readiness(compose: dict[str, Any]) -> None:
+    # Readiness, not liveness: the API is healthy once it reaches Postgres and Redis (/readyz
+    # answers 503 otherwise), so `up --wait` and prometheus' depends_on wait for that.
     api = compose["services"]["api"]
     argv = api["healthcheck"]["test"]
     assert argv[0] == "CMD"
-    assert "/healthz" in " ".join(argv)
-    with http_server(200) as port:
+    assert "/readyz" in " ".join(argv)
+    with http_server(200, "/readyz") as port:
         assert run_healthcheck(argv[1:], port) == 0
-    with http_server(503) as port:
+    with http_server(503, "/readyz") as port:
+        assert run_healthcheck(argv[1:], port) != 0
+    with http_server(200, "/healthz") as port:  # alive but not ready: /readyz is what counts
         assert run_healthcheck(argv[1:], port) != 0
 
 
-def test_image_healthcheck_is_off_where_nothing_serves_http(compose: dict[str, Any]) -> None:
-    # The image's HEALTHCHECK polls /healthz; the worker and migrate containers would be
-    # reported unhealthy forever if they inherited it.
-    for name in ("worker", "migrate"):
-        assert compose["services"][name]["healthcheck"] == {"disable": True}, name
+def test_worker_has_its_own_probe_and_migrate_none(
+    compose: dict[str, Any], cli_parser: argparse.ArgumentParser
+) -> None:
+    # The image's HEALTHCHECK polls /healthz, which neither serves. migrate runs once and exits;
+    # the worker is probed through its registration in Redis (`privclust worker --check`).
+    services = compose["services"]
+    assert services["migrate"]["healthcheck"] == {"disable": True}
+    check = services["worker"]["healthcheck"]
+    assert check["test"][0] == "CMD"
+    assert check["test"][1:] == ["privclust", "worker", "--check"]
+    assert_real_cli_invocation(cli_parser, check["test"][1:])
+    assert cli_parser.parse_args(check["test"][2:]).check is True
+    for key in ("interval", "timeout", "retries", "start_period"):
+        assert key in check, key
 
 
 def test_startup_order_waits_for_healthy_backends_and_finished_migration(
@@ -517,6 +543,103 @@ def test_startup_order_waits_for_healthy_backends_and_finished_migration(
         }, name
     for dep in ("postgres", "redis"):
         assert "test" in services[dep]["healthcheck"], f"{dep} is waited on but has no check"
+
+
+def test_images_are_built_here_or_pulled_only_when_missing(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    project_image = services["api"]["image"]
+    project = {n for n, s in services.items() if s["image"] == project_image}
+    assert project == set(PROJECT_SERVICES)
+    # One service builds the image, on every `up` (unchanged layers come from the build cache);
+    # the others use that build and never look for privclust:local in a registry.
+    builders = [n for n in project if "build" in services[n]]
+    assert builders == ["migrate"]
+    assert services["migrate"]["pull_policy"] == "build"
+    for name in project - {"migrate"}:
+        assert services[name]["pull_policy"] == "never", name
+        depends = services[name]["depends_on"]["migrate"]["condition"]
+        assert depends == "service_completed_successfully", name
+    for name in set(services) - project:
+        assert services[name]["pull_policy"] == "missing", name
+        assert services[name]["image"].split(":")[-1] not in ("", "latest"), name
+
+
+def test_project_processes_run_under_an_init(compose: dict[str, Any]) -> None:
+    # PID 1 is tini: SIGTERM reaches the API and the worker (`down` does not wait out its 10 s),
+    # and the processes they fork are reaped.
+    for name in PROJECT_SERVICES:
+        assert compose["services"][name]["init"] is True, name
+
+
+def test_the_admin_key_is_a_secret_file_not_a_variable(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    (secret,) = services["migrate"]["secrets"]
+    assert compose["secrets"][secret] == {"environment": "PRIVCLUST_ADMIN_TOKEN"}
+    migrate_env = service_environment(services["migrate"])
+    assert migrate_env["PRIVCLUST_ADMIN_TOKEN_FILE"] == f"/run/secrets/{secret}"
+    # env_file would otherwise hand .env's PRIVCLUST_ADMIN_TOKEN to every container.
+    for name in PROJECT_SERVICES:
+        assert service_environment(services[name])["PRIVCLUST_ADMIN_TOKEN"] == "", name
+    # Only the services that use it mount it.
+    holders = {n for n, s in services.items() if secret in s.get("secrets", [])}
+    assert holders == {"migrate", "prometheus"}
+
+
+def test_settings_read_the_admin_key_from_the_secret_file(tmp_path: Path) -> None:
+    token = tmp_path / "privclust-admin-token"
+    token.write_text("pck_from-the-secret\n")
+    settings = settings_from(
+        {"PRIVCLUST_ADMIN_TOKEN_FILE": str(token), "PRIVCLUST_ADMIN_TOKEN": ""}
+    )
+    assert settings.admin_token is not None
+    assert settings.admin_token.get_secret_value() == "pck_from-the-secret"
+    # Empty (PRIVCLUST_ADMIN_TOKEN= in .env): no key configured, migrate generates one.
+    token.write_text("")
+    assert settings_from({"PRIVCLUST_ADMIN_TOKEN_FILE": str(token)}).admin_token is None
+    with pytest.raises(ValueError, match="cannot read it"):
+        settings_from({"PRIVCLUST_ADMIN_TOKEN_FILE": str(tmp_path / "missing")})
+
+
+def test_the_default_database_password_is_warned_about(compose_raw: dict[str, Any]) -> None:
+    def warning(env: dict[str, str]) -> str | None:
+        services = interpolate_tree(compose_raw, env, set())["services"]
+        url = service_environment(services["api"])["PRIVCLUST_DATABASE_URL"]
+        return default_password_warning(settings_from({"PRIVCLUST_DATABASE_URL": url}))
+
+    postgres = service_environment(compose_raw["services"]["postgres"])
+    assert postgres["POSTGRES_PASSWORD"] == f"${{POSTGRES_PASSWORD:-{COMPOSE_DEFAULT_DB_PASSWORD}}}"
+    active, _ = env_example_entries()
+    assert warning({}) and warning(active)  # no .env, or the example copied as it is
+    assert "POSTGRES_PASSWORD" in (warning({}) or "")
+    assert warning({**active, "POSTGRES_PASSWORD": "s3cret-from-env"}) is None
+    assert default_password_warning(Settings()) is None  # SQLite: no password at all
+
+
+def test_the_test_override_only_swaps_image_names(compose: dict[str, Any]) -> None:
+    override = yaml.safe_load(STANDINS_OVERRIDE.read_text())
+    assert set(override) == {"services"}
+    for name, service in override["services"].items():
+        assert name in compose["services"], name
+        if name == "migrate":
+            assert service.pop("build") == {
+                "args": {"PYTHON_IMAGE": service_image_standin("python")}
+            }
+        assert set(service) == {"image"}, name
+        assert service["image"] != compose["services"][name]["image"], name
+    pulled = {n for n, s in compose["services"].items() if s["pull_policy"] == "missing"}
+    assert pulled <= set(override["services"]), "an image the test would have to pull"
+
+
+def service_image_standin(name: str) -> str:
+    return f"privclust-standin/{name}:bookworm"
+
+
+def test_make_compose_test_runs_in_ci() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^compose-test:\n\tscripts/compose-test\.sh$", makefile, flags=re.M)
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "make compose-test" in ci
+    assert ci.index("make compose-test") < ci.index("make lint")
 
 
 def test_worker_can_be_scaled(compose: dict[str, Any]) -> None:
@@ -589,8 +712,11 @@ def test_default_database_and_redis_urls_point_at_the_bundled_services(
             assert url.database == postgres_env["POSTGRES_DB"]
             redis_url = service_environment(services[name])["PRIVCLUST_REDIS_URL"]
             assert redis_url == "redis://redis:6379/0"
-            # The values also pass privclust's own validation.
-            assert settings_from(service_environment(services[name])).port == 8000
+            # The values also pass privclust's own validation (the admin key's file exists only
+            # in the container).
+            env = service_environment(services[name])
+            env.pop("PRIVCLUST_ADMIN_TOKEN_FILE", None)
+            assert settings_from(env).port == 8000
 
 
 def test_every_compose_variable_is_documented_in_env_example(compose_raw: dict[str, Any]) -> None:
@@ -621,11 +747,21 @@ def test_env_example_only_names_real_settings_with_valid_values() -> None:
         assert len(settings.cors_origins) == privclust["PRIVCLUST_CORS_ORIGINS"].count(",") + 1
 
 
-def test_env_example_does_not_set_an_empty_admin_token() -> None:
-    # An active `PRIVCLUST_ADMIN_TOKEN=` line would hand the service an empty admin key.
+def test_env_example_sets_the_admin_key_variable_the_secret_needs() -> None:
+    # Compose refuses to start a service whose secret's variable is not set at all, so the
+    # example sets it, empty: migrate then generates a key. Every other active line has a value.
     active, commented = env_example_entries()
-    assert all(value for value in active.values()), active
-    assert "PRIVCLUST_ADMIN_TOKEN" in commented
+    assert active["PRIVCLUST_ADMIN_TOKEN"] == ""
+    assert "PRIVCLUST_ADMIN_TOKEN" not in commented
+    assert all(value for name, value in active.items() if name != "PRIVCLUST_ADMIN_TOKEN"), active
+
+
+def test_env_example_states_the_real_upload_limit() -> None:
+    _, commented = env_example_entries()
+    limit = Settings().max_upload_bytes
+    assert int(commented["PRIVCLUST_MAX_UPLOAD_BYTES"]) == limit
+    text = ENV_EXAMPLE.read_text()
+    assert f"(default {limit // 1024**3} GiB)" in text
 
 
 # ----------------------------------------------------------------------------------------------
