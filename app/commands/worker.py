@@ -38,7 +38,7 @@ def check(settings: Settings) -> int:
 
     from rq import Worker
 
-    from app.services import queue
+    from app.jobs import queue
 
     conn = queue.redis_connection(queue.resolve_redis_url(settings))
     host = socket.gethostname()
@@ -70,17 +70,18 @@ def run(args: argparse.Namespace) -> int:
         for name in BLAS_ENV:
             os.environ[name] = str(settings.worker_threads)
 
+    import importlib
     import logging
 
     from rq import Worker
     from rq.serializers import JSONSerializer
 
-    import worker.tasks  # noqa: F401  (see below)
     from app.jobs import queue
     from privclust.clustering.kernels import warm_up
 
-    # RQ forks a process per job: loading the job code and compiling the vote's kernels here,
-    # once, lets every job start with both.
+    # RQ forks a process per job: loading the job code (the module of the task that jobs are
+    # queued under) and compiling the vote's kernels here, once, lets every job start with both.
+    importlib.import_module(queue.TASK.rpartition(".")[0])
     warm_up()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     conn = queue.redis_connection(queue.resolve_redis_url(settings))
