@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from app.commands.processes import pid_alive
+
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
@@ -43,23 +45,11 @@ def _metrics_dir() -> str | None:
     # Directories of `privclust api` processes that were killed (no chance to remove theirs).
     for old in Path(tempfile.gettempdir()).glob("privclust-metrics-*-*"):
         pid = old.name.split("-")[2]
-        if pid.isdigit() and old.stat().st_uid == os.getuid() and not _alive(int(pid)):
+        if pid.isdigit() and old.stat().st_uid == os.getuid() and not pid_alive(int(pid)):
             shutil.rmtree(old, ignore_errors=True)
     path = tempfile.mkdtemp(prefix=f"privclust-metrics-{os.getpid()}-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
     return path
-
-
-def _alive(pid: int) -> bool:
-    import os
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,6 +6,8 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
+from app.commands.processes import pid_alive
+
 if TYPE_CHECKING:
     from app.kit.config import Settings
 
@@ -43,20 +45,10 @@ def check(settings: Settings) -> int:
     conn = queue.redis_connection(queue.resolve_redis_url(settings))
     host = socket.gethostname()
     for w in Worker.all(connection=conn, queue=queue.get_queue(settings, conn)):
-        if w.hostname == host and w.pid is not None and _alive(w.pid):
+        if w.hostname == host and w.pid is not None and pid_alive(w.pid):
             return 0
     print(f"no live worker of {host} is registered in Redis", file=sys.stderr)
     return 1
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def run(args: argparse.Namespace) -> int:
