@@ -1,14 +1,16 @@
-"""Aggregates read by the /metrics scrape (app.ops.metrics): counts only, never a row's content."""
+"""Aggregates read by the /metrics scrape (app.ops.state): counts and sums only, never a row's
+content, each one query whatever the number of jobs."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import case, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import and_, case, exists, func, select
+from sqlalchemy.orm import Session, aliased
 
-from app.models import Dataset, Job, JobStatus
+from app.models import Dataset, Job, LedgerEntry, LedgerKind
 
 
 def job_counts(session: Session) -> Sequence[tuple[str, str, int]]:
@@ -19,15 +21,19 @@ def job_counts(session: Session) -> Sequence[tuple[str, str, int]]:
     return [(status, algorithm, int(n)) for status, algorithm, n in rows]
 
 
-def count_failed_jobs_with_error(session: Session, error: str) -> int:
-    return int(
-        session.scalar(
-            select(func.count())
-            .select_from(Job)
-            .where(Job.status == JobStatus.FAILED, Job.error == error)
-        )
-        or 0
-    )
+def failed_entries(session: Session, swept_note: str) -> tuple[int, int]:
+    """(`failed` entries in the ledger, those of them whose note is `swept_note`).
+
+    The ledger is append-only: nothing updates or deletes an entry (a dataset's deletion keeps
+    its ledger), and every failed job gets exactly one `failed` entry. Counted here, a total
+    can only grow, whatever happens to the jobs table."""
+    row = session.execute(
+        select(
+            func.count(),
+            func.coalesce(func.sum(case((LedgerEntry.note == swept_note, 1), else_=0)), 0),
+        ).where(LedgerEntry.kind == LedgerKind.FAILED)
+    ).one()
+    return int(row[0]), int(row[1])
 
 
 def _seconds_between(session: Session, start: Any, end: Any) -> Any:
@@ -62,3 +68,48 @@ def dataset_counts(session: Session) -> tuple[int, int]:
     ).all()
     counts = {bool(active): int(n) for active, n in rows}
     return counts.get(True, 0), counts.get(False, 0)
+
+
+@dataclass(frozen=True)
+class DatasetBudget:
+    """One dataset's budget as its ledger replays (app.ledger.service.replay), in squares of mu:
+    GDP costs compose as the root of the sum of squares."""
+
+    tenant: str
+    stored: bool  # its rows are still there (not deleted): it can run jobs
+    mu_cap: float
+    spent_sq: float  # the row count's release and every job that started
+    reserved_sq: float  # admitted jobs that have neither started nor been refunded
+
+
+def dataset_budgets(session: Session) -> list[DatasetBudget]:
+    """Every dataset's cap, spent and reserved mu (squared), from its ledger in one query."""
+    entry = aliased(LedgerEntry)
+    other = aliased(LedgerEntry)
+
+    def has(kind: LedgerKind) -> Any:
+        return exists().where(other.job_id == entry.job_id, other.kind == kind)
+
+    square = entry.mu * entry.mu
+    reserve = entry.kind == LedgerKind.RESERVE
+    spent = case(
+        (entry.kind == LedgerKind.COUNT, square), (and_(reserve, has(LedgerKind.COMMIT)), square)
+    )
+    reserved = case(
+        (and_(reserve, ~has(LedgerKind.COMMIT), ~has(LedgerKind.REFUND)), square),
+    )
+    rows = session.execute(
+        select(
+            Dataset.tenant,
+            Dataset.deleted_at.is_(None),
+            Dataset.mu_cap,
+            func.coalesce(func.sum(spent), 0.0),
+            func.coalesce(func.sum(reserved), 0.0),
+        )
+        .join(entry, entry.dataset_id == Dataset.id)
+        .group_by(Dataset.id, Dataset.tenant, Dataset.deleted_at, Dataset.mu_cap)
+    ).all()
+    return [
+        DatasetBudget(str(t), bool(stored), float(cap), float(s), float(r))
+        for t, stored, cap, s, r in rows
+    ]

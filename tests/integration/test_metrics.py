@@ -3,19 +3,28 @@ parser), and every counter and gauge moves when its event happens (real database
 
 from __future__ import annotations
 
+import math
+import os
+import platform
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
+from app import __version__
+from app.jobs import service as jobs_service
 from app.kit.config import Settings
 from app.kit.db.session import session_scope
+from app.ledger import service as ledger
 from app.models import Job
 from tests.support.api import auth, upload, uploaded
 from tests.support.data import csv_bytes
+from tests.support.db import admit, make_dataset
+from tests.support.processes import log_tail, start_cli, stop, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -92,6 +101,13 @@ def test_every_metric_moves_when_its_event_happens(client: TestClient, keys, set
     assert value(s, "privclust_job_duration_seconds_count", algorithm="pe-means") == 1
     assert value(s, "privclust_job_duration_seconds_bucket", algorithm="pe-means", le="+Inf") == 1
     assert value(s, "privclust_job_duration_seconds_sum", algorithm="pe-means") >= 0
+    # The buckets start at 10 ms: a small job's run time falls in a bucket of its own size.
+    bounds = sorted(
+        float(dict(labels)["le"])
+        for (name, labels) in s
+        if name == "privclust_job_duration_seconds_bucket" and dict(labels)["le"] != "+Inf"
+    )
+    assert bounds[0] == 0.01 and bounds[-1] >= 3600
 
     # A submission over the budget: a 409, counted as a budget refusal.
     refusals = value(s, "privclust_budget_refusals_total")
@@ -119,20 +135,120 @@ def test_every_metric_moves_when_its_event_happens(client: TestClient, keys, set
 
         long_ago = kit_repo.now() - timedelta(seconds=3600)
         job.status, job.started_at, job.heartbeat_at = "running", long_ago, long_ago
-    from app.jobs import service as jobs_service
-
     with session_scope(settings.resolved_database_url) as session:
         assert jobs_service.sweep_stale_jobs(session, settings.stale_job_seconds) == [silent]
     s = scrape(client, admin)
     assert value(s, "privclust_jobs_swept_total") == 1
-    assert value(s, "privclust_jobs_failed_total", algorithm="pe-means") == 1
+    assert value(s, "privclust_jobs_failed_total") == 1
     assert value(s, "privclust_jobs", status="failed", algorithm="pe-means") == 1
+
+    # The counters count the append-only ledger, not the jobs table: were a failed job's row
+    # ever removed, they would not go down (a counter that drops reads as a reset to Prometheus).
+    with session_scope(settings.resolved_database_url) as session:
+        session.delete(session.get(Job, silent))
+    s = scrape(client, admin)
+    assert value(s, "privclust_jobs", status="failed", algorithm="pe-means") == 0  # a gauge
+    assert value(s, "privclust_jobs_failed_total") == 1
+    assert value(s, "privclust_jobs_swept_total") == 1
 
     # Dataset deletion moves it from stored to deleted.
     assert client.delete(f"/v1/datasets/{dataset}", headers=auth(owner)).status_code in (200, 204)
     s = scrape(client, admin)
     assert value(s, "privclust_datasets", state="stored") == 0
     assert value(s, "privclust_datasets", state="deleted") == 1
+
+
+def test_build_info_names_the_version(client: TestClient, keys) -> None:
+    s = scrape(client, keys["admin"])
+    info = [labels for (name, labels) in s if name == "privclust_build_info"]
+    assert info == [(("python", platform.python_version()), ("version", __version__))]
+    assert (
+        value(s, "privclust_build_info", version=__version__, python=platform.python_version()) == 1
+    )
+
+
+def test_budget_figures_by_tenant(client: TestClient, keys, settings: Settings) -> None:
+    url = settings.resolved_database_url
+    acme = make_dataset(url, mu_cap=2.0, tenant="acme", count_mu=0.2, n_rows_dp=1000)
+    other = make_dataset(url, mu_cap=1.0, tenant="other")
+    s = scrape(client, keys["admin"])
+    assert value(s, "privclust_budget_mu_spent", tenant="acme") == pytest.approx(0.2)
+    assert value(s, "privclust_budget_mu_spent", tenant="other") == 0
+    assert value(s, "privclust_budget_datasets_low", tenant="acme") == 0
+
+    # Admitted: reserved; started: spent (composed with the row count's release, in squares).
+    with session_scope(url) as session:
+        admitted = admit(session, acme, jobs_service.JobRequest(k=2, mu=1.0))
+    assert admitted is not None
+    s = scrape(client, keys["admin"])
+    assert value(s, "privclust_budget_mu_reserved", tenant="acme") == pytest.approx(1.0)
+    with session_scope(url) as session:
+        job = session.get(Job, admitted[0])
+        assert job is not None
+        ledger.commit(session, job)
+    s = scrape(client, keys["admin"])
+    assert value(s, "privclust_budget_mu_spent", tenant="acme") == pytest.approx(math.hypot(0.2, 1))
+    assert value(s, "privclust_budget_mu_reserved", tenant="acme") == 0
+
+    # A job that leaves less than 10% of the cap: the dataset is low until it is refunded.
+    with session_scope(url) as session:
+        greedy = admit(session, other, jobs_service.JobRequest(k=2, mu=0.996))
+    assert greedy is not None
+    s = scrape(client, keys["admin"])
+    assert value(s, "privclust_budget_datasets_low", tenant="other") == 1
+    assert value(s, "privclust_budget_datasets_low", tenant="acme") == 0
+    with session_scope(url) as session:
+        job = session.get(Job, greedy[0])
+        assert job is not None
+        ledger.refund(session, job, note="test")
+    s = scrape(client, keys["admin"])
+    assert value(s, "privclust_budget_datasets_low", tenant="other") == 0
+    assert value(s, "privclust_budget_mu_reserved", tenant="other") == 0
+
+
+def test_live_workers_come_from_rqs_worker_registry(
+    client: TestClient, keys, tmp_path: Path
+) -> None:
+    def workers() -> float:
+        s = scrape(client, keys["admin"])
+        return sum(v for (name, _), v in s.items() if name == "privclust_workers")
+
+    assert workers() == 0
+    proc = start_cli("worker", dict(os.environ), tmp_path / "worker.log")
+    try:
+        wait_until(lambda: workers() == 1, proc=proc, log=log_tail(tmp_path / "worker.log"))
+        s = scrape(client, keys["admin"])
+        assert value(s, "privclust_workers", state="idle") == 1
+        assert value(s, "privclust_workers", state="busy") == 0
+    finally:
+        stop(proc, timeout=30)
+    # A worker that stops leaves the registry (one killed outright drops out once its key
+    # expires without heartbeats).
+    assert workers() == 0
+
+
+def test_the_consoles_and_docs_files_are_labelled_by_route(client: TestClient, keys) -> None:
+    paths = {
+        "/console": "/console/{path}",  # the redirect to /console/
+        "/console/": "/console/{path}",
+        "/console/js/main.js": "/console/{path}",
+        "/console/console.css": "/console/{path}",
+        "/docs": "/docs",
+        "/redoc": "/redoc",
+        "/openapi.json": "/openapi.json",
+        "/static-offline-docs/swagger-ui-bundle.js": "/static-offline-docs/{path}",
+    }
+    for path in paths:
+        assert client.get(path, follow_redirects=False).status_code in (200, 307), path
+    s = scrape(client, keys["admin"])
+    counted = {
+        dict(labels)["route"]: v
+        for (name, labels), v in s.items()
+        if name == "privclust_http_request_duration_seconds_count"
+    }
+    for route in set(paths.values()):
+        assert counted.get(route, 0) >= 1, (route, counted)
+    assert "unmatched" not in counted, counted
 
 
 def test_http_latency_is_labelled_by_route_template_not_raw_path(client: TestClient, keys) -> None:

@@ -1,0 +1,187 @@
+"""The /metrics figures read from the database and Redis at each scrape (`StateCollector`).
+
+Jobs run in RQ worker processes, often in other containers, that share nothing with the API but
+the database and Redis; reading both at scrape time needs no instrumentation in the workers and
+cannot drift from the truth the API itself serves.
+
+Counters here only go up because they count rows that are never updated or deleted: the
+failure totals count the append-only ledger's `failed` entries (app.ops.repository), not the
+jobs table, so they would hold even if jobs were ever removed. Gauges (jobs by status, datasets,
+budgets) are snapshots and move both ways.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Sequence
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+from rq import Worker
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.jobs import queue
+from app.jobs.service import LOST_WORKER
+from app.kit.config import Settings
+from app.models import JobStatus
+from app.ops import repository as repo
+from privclust.clustering import Algorithm
+
+log = logging.getLogger("privclust.metrics")
+
+JOB_STATUSES = tuple(str(status) for status in JobStatus)
+# Every method a job can run ("auto" resolves to one of them), so each has a series from start.
+ALGORITHMS = tuple(str(a) for a in Algorithm if a != Algorithm.AUTO)
+# From 10 ms: small jobs finish in a tenth of a second, large ones take an hour.
+JOB_DURATION_BOUNDS = (
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+    1800.0, 3600.0,
+)  # fmt: skip
+# A dataset is "low" once less than this share of its mu cap remains.
+LOW_BUDGET_SHARE = 0.1
+
+
+class StateCollector(Collector):
+    """Job, dataset, budget, queue and worker metrics computed at each scrape."""
+
+    def __init__(self, settings: Settings, sessions: sessionmaker[Session]) -> None:
+        self.settings = settings
+        self.sessions = sessions
+
+    def collect(self) -> Iterator[Metric]:
+        database_up = GaugeMetricFamily(
+            "privclust_database_up", "1 if the database answered this scrape's queries, else 0"
+        )
+        try:
+            yield from self._from_database()
+            database_up.add_metric([], 1)
+        except Exception as exc:
+            log.warning("metrics: cannot read the database: %s", exc)
+            database_up.add_metric([], 0)
+        yield database_up
+
+        queue_up = GaugeMetricFamily("privclust_queue_up", "1 if Redis answered, else 0")
+        try:
+            yield from self._from_redis()
+            queue_up.add_metric([], 1)
+        except Exception as exc:
+            log.warning("metrics: cannot read the queue: %s", exc)
+            queue_up.add_metric([], 0)
+        yield queue_up
+
+    def _from_redis(self) -> Iterator[Metric]:
+        rq_queue = queue.get_queue(self.settings)
+        depth = rq_queue.count
+        # RQ's worker registry: a worker's key expires when it stops sending heartbeats, so a
+        # killed worker drops out (Worker.all skips registrations whose key is gone).
+        states = Counter(str(w.get_state()) for w in Worker.all(queue=rq_queue))
+        yield GaugeMetricFamily(
+            "privclust_queue_depth", "Jobs waiting in the RQ queue for a worker", value=depth
+        )
+        workers = GaugeMetricFamily(
+            "privclust_workers",
+            "Live RQ workers listening on the job queue, by state (busy: running a job)",
+            labels=["state"],
+        )
+        for state in sorted({"busy", "idle"} | set(states)):
+            workers.add_metric([state], states.get(state, 0))
+        yield workers
+
+    def _from_database(self) -> Iterator[Metric]:
+        with self.sessions() as session:
+            counts = repo.job_counts(session)
+            failed, swept = repo.failed_entries(session, LOST_WORKER)
+            durations = repo.job_run_durations(session, JOB_DURATION_BOUNDS)
+            active, deleted = repo.dataset_counts(session)
+            budgets = repo.dataset_budgets(session)
+            session.rollback()
+        yield _jobs(counts)
+        yield CounterMetricFamily(
+            "privclust_jobs_failed",
+            "Jobs that ended failed (the ledger's append-only `failed` entries)",
+            value=failed,
+        )
+        yield CounterMetricFamily(
+            "privclust_jobs_swept",
+            "Running jobs failed by the sweeper because their worker stopped sending heartbeats",
+            value=swept,
+        )
+        yield _durations(durations)
+        datasets = GaugeMetricFamily(
+            "privclust_datasets", "Datasets, by whether their rows are stored", labels=["state"]
+        )
+        datasets.add_metric(["stored"], active)
+        datasets.add_metric(["deleted"], deleted)
+        yield datasets
+        yield from _budgets(budgets)
+
+
+def _jobs(rows: Sequence[tuple[str, str, int]]) -> Metric:
+    jobs = GaugeMetricFamily(
+        "privclust_jobs", "Jobs in each status, by algorithm", labels=["status", "algorithm"]
+    )
+    by_pair = {(status, algorithm): n for status, algorithm, n in rows}
+    algorithms = sorted(set(ALGORITHMS) | {a for _, a, _ in rows})
+    for status in sorted(set(JOB_STATUSES) | {s for s, _, _ in rows}):
+        for algorithm in algorithms:
+            jobs.add_metric([status, algorithm], by_pair.get((status, algorithm), 0))
+    return jobs
+
+
+def _durations(durations: Sequence[tuple[str, int, float, list[int]]]) -> Metric:
+    histogram = HistogramMetricFamily(
+        "privclust_job_duration_seconds",
+        "Run time of jobs that started and finished (started_at to finished_at)",
+        labels=["algorithm"],
+    )
+    for algorithm, n, total, within in durations:
+        bounds = zip(JOB_DURATION_BOUNDS, within, strict=True)
+        buckets = [(repr(float(b)), float(c)) for b, c in bounds]
+        buckets.append(("+Inf", float(n)))
+        histogram.add_metric([algorithm], buckets, total)
+    return histogram
+
+
+def _budgets(budgets: list[repo.DatasetBudget]) -> Iterator[Metric]:
+    """Per tenant: the mu its datasets have spent and reserved, and how many of its datasets
+    that can still run jobs have less than LOW_BUDGET_SHARE of their cap left."""
+    spent: dict[str, float] = defaultdict(float)
+    reserved: dict[str, float] = defaultdict(float)
+    low: dict[str, int] = defaultdict(int)
+    for b in budgets:
+        spent[b.tenant] += math.sqrt(b.spent_sq)
+        reserved[b.tenant] += math.sqrt(b.reserved_sq)
+        remaining = math.sqrt(max(0.0, b.mu_cap**2 - b.spent_sq - b.reserved_sq))
+        low[b.tenant] += int(b.stored and remaining < LOW_BUDGET_SHARE * b.mu_cap)
+    families = (
+        (
+            "privclust_budget_mu_spent",
+            "Mu charged to the tenant's datasets: each dataset's spent mu (its row count and "
+            "every job that started, composed), summed over its datasets",
+            spent,
+        ),
+        (
+            "privclust_budget_mu_reserved",
+            "Mu reserved by the tenant's admitted jobs that have not started, summed over its "
+            "datasets",
+            reserved,
+        ),
+        (
+            "privclust_budget_datasets_low",
+            f"The tenant's datasets with stored rows and less than {LOW_BUDGET_SHARE:.0%} of "
+            "their mu cap remaining",
+            low,
+        ),
+    )
+    for name, help_text, values in families:
+        family = GaugeMetricFamily(name, help_text, labels=["tenant"])
+        for tenant in sorted(values):
+            family.add_metric([tenant], values[tenant])
+        yield family
