@@ -9,8 +9,9 @@ that keep a run private: every argument before any noise is drawn.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, Required, TypedDict
 
 import numpy as np
 
@@ -106,3 +107,38 @@ def resolve_privacy(
     if delta is None:
         raise ClusteringInputError("delta", "epsilon needs a delta (or give mu instead)")
     return mu_from_epsilon_delta(epsilon, delta), float(epsilon), float(delta)
+
+
+class RunKeywords(TypedDict, total=False):
+    """The keywords every method's public function takes (their meaning: `Options`)."""
+
+    radius: Required[float]
+    center: np.ndarray | None
+    epsilon: float | None
+    delta: float | None
+    mu: float | None
+    iterations: int | None
+    n_public: int | None
+    relation: str
+    rng: np.random.Generator | None
+    progress: Progress | None
+
+
+class EvolutionKeywords(RunKeywords, total=False):
+    """PE-means's keywords: the population's L and its cap."""
+
+    variations: int | None
+    max_population: int
+
+
+def options_for(accepted: type, keywords: Mapping[str, Any]) -> Options:
+    """The `Options` of a public function's keywords, refusing what its signature would: a
+    keyword it does not take, or a required one left out (TypeError)."""
+    known = accepted.__required_keys__ | accepted.__optional_keys__  # type: ignore[attr-defined]
+    for name in keywords:
+        if name not in known:
+            raise TypeError(f"got an unexpected keyword argument {name!r}")
+    for name in accepted.__required_keys__:  # type: ignore[attr-defined]
+        if name not in keywords:
+            raise TypeError(f"missing a required keyword argument: {name!r}")
+    return Options(**keywords)

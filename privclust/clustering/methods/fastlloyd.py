@@ -39,10 +39,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Unpack
 
 import numpy as np
 
-from privclust.clustering.choices import Algorithm, Relation
+from privclust.clustering.choices import Algorithm
 from privclust.clustering.domain import project_into_ball
 from privclust.clustering.errors import ClusteringInputError, check_below_one, check_positive
 from privclust.clustering.lloyd import (
@@ -54,10 +55,10 @@ from privclust.clustering.lloyd import (
 )
 from privclust.clustering.method import Method, RunStart
 from privclust.clustering.options import (
-    DEFAULT_RESEED_RATIO,
     DEFAULT_STEP_FRACTION,
     Options,
-    Progress,
+    RunKeywords,
+    options_for,
 )
 from privclust.clustering.packing import initial_population
 from privclust.clustering.plan import PlanBasis, Releases, planned_iterations
@@ -209,24 +210,15 @@ METHOD = Method(
 )
 
 
-def fastlloyd(
-    X: np.ndarray,
-    k: int,
-    *,
-    radius: float,
-    center: np.ndarray | None = None,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    mu: float | None = None,
-    iterations: int | None = None,
-    n_public: int | None = None,
-    relation: str = Relation.ADD_REMOVE,
-    rng: np.random.Generator | None = None,
-    progress: Progress | None = None,
-    step_fraction: float = DEFAULT_STEP_FRACTION,
-    count_share: float | None = None,
-    reseed_ratio: float | None = DEFAULT_RESEED_RATIO,
-) -> ClusteringResult:
+class FastLloydKeywords(RunKeywords, total=False):
+    """fastlloyd's keywords: its step radii, the counts' share of mu, and reseeding."""
+
+    step_fraction: float
+    count_share: float | None
+    reseed_ratio: float | None
+
+
+def fastlloyd(X: np.ndarray, k: int, **keywords: Unpack[FastLloydKeywords]) -> ClusteringResult:
     """Differentially private k-means centres of X by FastLloyd (central model); mu-GDP.
 
     Rows are clipped into the ball of `radius` around `center` (the origin when None); privacy
@@ -240,19 +232,4 @@ def fastlloyd(
     paper). `progress(t, T)` is called after each iteration and anything it raises propagates.
     `rng` is for tests only: by default every random number comes from ChaCha20.
     """
-    options = Options(
-        radius=radius,
-        center=center,
-        epsilon=epsilon,
-        delta=delta,
-        mu=mu,
-        iterations=iterations,
-        n_public=n_public,
-        relation=relation,
-        rng=rng,
-        progress=progress,
-        step_fraction=step_fraction,
-        count_share=count_share,
-        reseed_ratio=reseed_ratio,
-    )
-    return run_method(METHOD, X, k, options)
+    return run_method(METHOD, X, k, options_for(FastLloydKeywords, keywords))

@@ -4,10 +4,11 @@ of the clusters it labels."""
 from __future__ import annotations
 
 import math
+from typing import Unpack
 
 import numpy as np
 
-from privclust.clustering.choices import Algorithm, Relation
+from privclust.clustering.choices import Algorithm
 from privclust.clustering.errors import ClusteringInputError, check_integer
 from privclust.clustering.evolution import evolve
 from privclust.clustering.grid import (
@@ -20,10 +21,10 @@ from privclust.clustering.kernels import ordered_products
 from privclust.clustering.method import Method, RunStart
 from privclust.clustering.nearest import nearest_candidates
 from privclust.clustering.options import (
-    DEFAULT_MAX_POPULATION,
     DEFAULT_PROJECTION_DIM,
+    EvolutionKeywords,
     Options,
-    Progress,
+    options_for,
 )
 from privclust.clustering.plan import PlanBasis, Releases, RunPlan, planned_iterations
 from privclust.clustering.result import ClusteringResult, Outcome
@@ -146,25 +147,14 @@ METHOD = Method(
 )
 
 
-def hdpe_means(
-    X: np.ndarray,
-    k: int,
-    *,
-    radius: float,
-    center: np.ndarray | None = None,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    mu: float | None = None,
-    projection_dim: int = DEFAULT_PROJECTION_DIM,
-    iterations: int | None = None,
-    variations: int | None = None,
-    rng: np.random.Generator | None = None,
-    progress: Progress | None = None,
-    max_population: int = DEFAULT_MAX_POPULATION,
-    n_public: int | None = None,
-    relation: str = Relation.ADD_REMOVE,
-    sum_weight: int | None = None,
-) -> ClusteringResult:
+class HDPEKeywords(EvolutionKeywords, total=False):
+    """hdpe_means's keywords: the projection's dimension and the noisy sums' pricing."""
+
+    projection_dim: int
+    sum_weight: int | None
+
+
+def hdpe_means(X: np.ndarray, k: int, **keywords: Unpack[HDPEKeywords]) -> ClusteringResult:
     """Differentially private k-means centres of high-dimensional X by HDPE-means.
 
     Rows are clipped into the ball (R, c) and projected by x_bar = G (x - c) / sqrt(p) with
@@ -180,20 +170,4 @@ def hdpe_means(
     each PE iteration and once more, after the final averaging step. Other arguments as for
     pe_means.
     """
-    options = Options(
-        radius=radius,
-        center=center,
-        epsilon=epsilon,
-        delta=delta,
-        mu=mu,
-        projection_dim=projection_dim,
-        iterations=iterations,
-        variations=variations,
-        rng=rng,
-        progress=progress,
-        max_population=max_population,
-        n_public=n_public,
-        relation=relation,
-        sum_weight=sum_weight,
-    )
-    return run_method(METHOD, X, k, options)
+    return run_method(METHOD, X, k, options_for(HDPEKeywords, keywords))

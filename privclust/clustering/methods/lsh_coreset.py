@@ -35,10 +35,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from typing import Unpack
 
 import numpy as np
 
-from privclust.clustering.choices import Algorithm, Relation
+from privclust.clustering.choices import Algorithm
 from privclust.clustering.domain import project_into_ball
 from privclust.clustering.errors import ClusteringInputError, check_integer
 from privclust.clustering.grid import (
@@ -49,7 +50,11 @@ from privclust.clustering.grid import (
 )
 from privclust.clustering.lsh_tree import grow_tree, hash_codes
 from privclust.clustering.method import Method, RunStart
-from privclust.clustering.options import DEFAULT_CORESET_RESTARTS, Options, Progress
+from privclust.clustering.options import (
+    Options,
+    RunKeywords,
+    options_for,
+)
 from privclust.clustering.packing import initial_population
 from privclust.clustering.plan import PlanBasis, Releases, RunPlan
 from privclust.clustering.result import ClusteringResult, Outcome
@@ -249,26 +254,17 @@ METHOD = Method(
 )
 
 
-def lsh_coreset(
-    X: np.ndarray,
-    k: int,
-    *,
-    radius: float,
-    center: np.ndarray | None = None,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    mu: float | None = None,
-    iterations: int | None = None,
-    n_public: int | None = None,
-    relation: str = Relation.ADD_REMOVE,
-    rng: np.random.Generator | None = None,
-    progress: Progress | None = None,
-    bits_per_level: int | None = None,
-    sum_weight: int | None = None,
-    min_count: int | None = None,
-    branch_count: int | None = None,
-    restarts: int = DEFAULT_CORESET_RESTARTS,
-) -> ClusteringResult:
+class CoresetKeywords(RunKeywords, total=False):
+    """lsh_coreset's keywords: its tree and the final weighted k-means's restarts."""
+
+    bits_per_level: int | None
+    sum_weight: int | None
+    min_count: int | None
+    branch_count: int | None
+    restarts: int
+
+
+def lsh_coreset(X: np.ndarray, k: int, **keywords: Unpack[CoresetKeywords]) -> ClusteringResult:
     """Differentially private k-means centres of X from an LSH-tree private coreset; mu-GDP.
 
     `iterations` is the number of tree levels (default ceil(20 / bits_per_level)), each adding
@@ -280,21 +276,4 @@ def lsh_coreset(
     `progress` as for pe_means; `progress(t, levels + 1)` is called after each level and after
     the sums.
     """
-    options = Options(
-        radius=radius,
-        center=center,
-        epsilon=epsilon,
-        delta=delta,
-        mu=mu,
-        iterations=iterations,
-        n_public=n_public,
-        relation=relation,
-        rng=rng,
-        progress=progress,
-        bits_per_level=bits_per_level,
-        sum_weight=sum_weight,
-        min_count=min_count,
-        branch_count=branch_count,
-        restarts=restarts,
-    )
-    return run_method(METHOD, X, k, options)
+    return run_method(METHOD, X, k, options_for(CoresetKeywords, keywords))

@@ -3,12 +3,18 @@ vote histograms (privclust.clustering.evolution)."""
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import numpy as np
 
-from privclust.clustering.choices import Algorithm, Relation
+from privclust.clustering.choices import Algorithm
 from privclust.clustering.evolution import evolve
 from privclust.clustering.method import Method, RunStart
-from privclust.clustering.options import DEFAULT_MAX_POPULATION, Options, Progress
+from privclust.clustering.options import (
+    EvolutionKeywords,
+    Options,
+    options_for,
+)
 from privclust.clustering.plan import PlanBasis, Releases, default_pe_iterations, planned_iterations
 from privclust.clustering.result import ClusteringResult, Outcome
 from privclust.clustering.runner import run_method
@@ -45,23 +51,7 @@ METHOD = Method(
 )
 
 
-def pe_means(
-    X: np.ndarray,
-    k: int,
-    *,
-    radius: float,
-    center: np.ndarray | None = None,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    mu: float | None = None,
-    iterations: int | None = None,
-    variations: int | None = None,
-    n_public: int | None = None,
-    relation: str = Relation.ADD_REMOVE,
-    rng: np.random.Generator | None = None,
-    progress: Progress | None = None,
-    max_population: int = DEFAULT_MAX_POPULATION,
-) -> ClusteringResult:
+def pe_means(X: np.ndarray, k: int, **keywords: Unpack[EvolutionKeywords]) -> ClusteringResult:
     """Differentially private k-means centres of X by PE-means; mu-GDP for the requested mu.
 
     X is N x d (any real dtype; a read-only memmap is fine); rows are clipped into the ball of
@@ -75,18 +65,4 @@ def pe_means(
     iteration and anything it raises propagates. `rng` is for tests only: by default every
     random number comes from a ChaCha20 generator keyed from OS entropy.
     """
-    options = Options(
-        radius=radius,
-        center=center,
-        epsilon=epsilon,
-        delta=delta,
-        mu=mu,
-        iterations=iterations,
-        variations=variations,
-        n_public=n_public,
-        relation=relation,
-        rng=rng,
-        progress=progress,
-        max_population=max_population,
-    )
-    return run_method(METHOD, X, k, options)
+    return run_method(METHOD, X, k, options_for(EvolutionKeywords, keywords))

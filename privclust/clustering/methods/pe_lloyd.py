@@ -27,9 +27,11 @@ bench/RESULTS.md, "pe-lloyd: PE-means, then a noisy Lloyd step".
 
 from __future__ import annotations
 
+from typing import Unpack
+
 import numpy as np
 
-from privclust.clustering.choices import Algorithm, Relation
+from privclust.clustering.choices import Algorithm
 from privclust.clustering.errors import ClusteringInputError, check_below_one, check_integer
 from privclust.clustering.evolution import evolve
 from privclust.clustering.lloyd import (
@@ -42,11 +44,11 @@ from privclust.clustering.lloyd import (
 from privclust.clustering.method import Method, RunStart
 from privclust.clustering.nearest import nearest_other_distances
 from privclust.clustering.options import (
-    DEFAULT_MAX_POPULATION,
     DEFAULT_STEP_FRACTION,
     DEFAULT_STEP_RULE,
+    EvolutionKeywords,
     Options,
-    Progress,
+    options_for,
 )
 from privclust.clustering.plan import PlanBasis, Releases, default_pe_iterations, planned_iterations
 from privclust.clustering.result import ClusteringResult, Outcome
@@ -179,26 +181,15 @@ METHOD = Method(
 )
 
 
-def pe_lloyd(
-    X: np.ndarray,
-    k: int,
-    *,
-    radius: float,
-    center: np.ndarray | None = None,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    mu: float | None = None,
-    iterations: int | None = None,
-    variations: int | None = None,
-    n_public: int | None = None,
-    relation: str = Relation.ADD_REMOVE,
-    rng: np.random.Generator | None = None,
-    progress: Progress | None = None,
-    max_population: int = DEFAULT_MAX_POPULATION,
-    lloyd_steps: int | None = None,
-    lloyd_share: float | None = None,
-    step_rule: str = DEFAULT_STEP_RULE,
-) -> ClusteringResult:
+class PELloydKeywords(EvolutionKeywords, total=False):
+    """pe_lloyd's keywords: its Lloyd steps, their share of mu and their clipping rule."""
+
+    lloyd_steps: int | None
+    lloyd_share: float | None
+    step_rule: str
+
+
+def pe_lloyd(X: np.ndarray, k: int, **keywords: Unpack[PELloydKeywords]) -> ClusteringResult:
     """Differentially private k-means centres of X by PE-means followed by noisy Lloyd steps;
     mu-GDP for the requested mu.
 
@@ -208,21 +199,4 @@ def pe_lloyd(
     see `step_radii`). `progress(t, T + lloyd_steps)` is
     called after each PE iteration and each Lloyd step.
     """
-    options = Options(
-        radius=radius,
-        center=center,
-        epsilon=epsilon,
-        delta=delta,
-        mu=mu,
-        iterations=iterations,
-        variations=variations,
-        n_public=n_public,
-        relation=relation,
-        rng=rng,
-        progress=progress,
-        max_population=max_population,
-        lloyd_steps=lloyd_steps,
-        lloyd_share=lloyd_share,
-        step_rule=step_rule,
-    )
-    return run_method(METHOD, X, k, options)
+    return run_method(METHOD, X, k, options_for(PELloydKeywords, keywords))
