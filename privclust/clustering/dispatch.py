@@ -6,6 +6,7 @@ summaries (privclust.clustering.summaries)."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Unpack
 
 import numpy as np
 
@@ -21,8 +22,9 @@ from privclust.clustering.method import Method, plan_method
 from privclust.clustering.options import (
     DEFAULT_MAX_POPULATION,
     DEFAULT_PROJECTION_DIM,
+    EvolutionKeywords,
     Options,
-    Progress,
+    options_for,
     resolve_privacy,
 )
 from privclust.clustering.plan import RunPlan, plan_basis
@@ -103,27 +105,17 @@ def plan_options(
     return plan_method(METHODS[chosen], basis, options)
 
 
-def cluster(
-    X: np.ndarray,
-    k: int,
-    *,
-    algorithm: str = Algorithm.AUTO,
-    radius: float,
-    center: np.ndarray | None = None,
-    epsilon: float | None = None,
-    delta: float | None = None,
-    mu: float | None = None,
-    iterations: int | None = None,
-    variations: int | None = None,
-    projection_dim: int = DEFAULT_PROJECTION_DIM,
-    rng: np.random.Generator | None = None,
-    progress: Progress | None = None,
-    max_population: int = DEFAULT_MAX_POPULATION,
-    n_public: int | None = None,
-    relation: str = Relation.ADD_REMOVE,
-    summaries: bool = False,
-    summary_fraction: float | None = None,
-) -> ClusteringResult:
+class ClusterKeywords(EvolutionKeywords, total=False):
+    """cluster's keywords: every method's, the algorithm, HDPE-means's projection and the
+    private summaries."""
+
+    algorithm: str
+    projection_dim: int
+    summaries: bool
+    summary_fraction: float | None
+
+
+def cluster(X: np.ndarray, k: int, **keywords: Unpack[ClusterKeywords]) -> ClusteringResult:
     """Run the chosen algorithm; "auto" picks one from d, the public row count, k and the
     job's mu (privclust.clustering.auto.choose_algorithm) and the result names the one that ran.
 
@@ -137,25 +129,7 @@ def cluster(
     same mu: `summary_fraction` of it (default SUMMARY_MU_FRACTION); without summaries it must
     be None.
     """
-    options = Options(
-        algorithm=algorithm,
-        radius=radius,
-        center=center,
-        epsilon=epsilon,
-        delta=delta,
-        mu=mu,
-        iterations=iterations,
-        variations=variations,
-        projection_dim=projection_dim,
-        rng=rng,
-        progress=progress,
-        max_population=max_population,
-        n_public=n_public,
-        relation=relation,
-        summaries=summaries,
-        summary_fraction=summary_fraction,
-    )
-    return cluster_options(X, k, options)
+    return cluster_options(X, k, options_for(ClusterKeywords, keywords))
 
 
 def cluster_options(X: np.ndarray, k: int, options: Options) -> ClusteringResult:
