@@ -111,3 +111,18 @@ export function idempotencyKey() {
   const bytes = crypto.getRandomValues(new Uint8Array(16));
   return "console-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
+
+let openapi = null;
+
+/**
+ * A schema of the API's own /openapi.json (fetched once): the console takes its vocabulary
+ * (the algorithms and what each does) from the document the server publishes, never from a
+ * copy. Null when it cannot be read.
+ */
+export async function apiSchema(name) {
+  openapi ??= fetch(new URL("openapi.json", API_ROOT), { headers: { Accept: "application/json" } })
+    .then((r) => (r.ok ? r.json() : null))
+    .catch(() => null);
+  const doc = await openapi;
+  return doc?.components?.schemas?.[name] ?? null;
+}

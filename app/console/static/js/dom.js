@@ -46,12 +46,25 @@ export function num(x, digits = 3) {
   return String(Number(x.toPrecision(digits)));
 }
 
-const DATE_FORMAT = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+// The browser's own time zone, named on every time stamp (e.g. "UTC", "GMT+1", "PST").
+const DATE_FORMAT = new Intl.DateTimeFormat(undefined, {
+  year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit",
+  timeZoneName: "short",
+});
 
-/** A <time> element for an RFC 3339 timestamp (null: a dash). */
+/** A <time> element for an RFC 3339 timestamp, in the browser's time zone, which it names
+ * (null: a dash). The title keeps the server's UTC value. */
 export function time(iso) {
   if (!iso) return h("span", { class: "muted" }, "—");
-  return h("time", { datetime: iso, title: iso }, DATE_FORMAT.format(new Date(iso)));
+  return h("time", { datetime: iso, title: `${iso} (UTC)` }, DATE_FORMAT.format(new Date(iso)));
+}
+
+/**
+ * A problem's `detail` (or any server text) as nodes: `backticked` names become <code>, the
+ * rest stays plain text. Never markup from the server, never its markdown source.
+ */
+export function richText(text) {
+  return String(text ?? "").split(/`([^`]+)`/).map((part, i) => (i % 2 ? h("code", {}, part) : part));
 }
 
 export function shortId(id) {

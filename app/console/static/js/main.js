@@ -8,6 +8,7 @@ import { datasetView } from "./views/dataset.js";
 import { jobsView } from "./views/jobs.js";
 import { jobView } from "./views/job.js";
 import { sweepView } from "./views/sweep.js";
+import { sweepsView } from "./views/sweeps.js";
 import { uploadView } from "./views/upload.js";
 
 const UUID = "([0-9a-fA-F-]{36})";
@@ -18,7 +19,8 @@ const ROUTES = [
   [new RegExp(`^#/datasets/${UUID}$`), datasetView, "datasets"],
   [new RegExp("^#/jobs/?(\\?.*)?$"), jobsView, "jobs"],
   [new RegExp(`^#/jobs/${UUID}$`), jobView, "jobs"],
-  [new RegExp(`^#/sweeps/${UUID}$`), sweepView, "datasets"],
+  [new RegExp("^#/sweeps/?(\\?.*)?$"), sweepsView, "sweeps"],
+  [new RegExp(`^#/sweeps/${UUID}$`), sweepView, "sweeps"],
   [new RegExp("^#/upload$"), uploadView, "upload"],
 ];
 

@@ -1,8 +1,8 @@
 // Pieces shared by the views: the alert region, status badges, the live jobs table, polling.
 
 import { api, ApiError } from "./api.js";
-import { progress } from "./charts.js";
-import { h, num, shortId, time } from "./dom.js";
+import { h, num, richText, shortId, time } from "./dom.js";
+import { pct, progress, share } from "./gauges.js";
 
 export const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 export const POLL_MS = 1000;
@@ -19,7 +19,7 @@ export function showError(err, context) {
     const p = err.problem;
     box.append(
       h("strong", {}, context ? `${context}: ` : "", p.title || `HTTP ${err.status}`),
-      p.detail ? h("span", {}, ` — ${p.detail}`) : null,
+      p.detail ? h("span", {}, " — ", richText(p.detail)) : null,
       p.code ? h("code", { class: "code" }, p.code) : null,
     );
   } else {
@@ -54,6 +54,22 @@ export function cost(privacy) {
   return `ε ${num(privacy.epsilon)} at δ ${num(privacy.delta)} · μ ${num(privacy.mu)}`;
 }
 
+/**
+ * A cost and what it takes of its dataset's budget, on the budget's one scale: (μ / μ cap)²,
+ * which adds up over jobs where ε does not. Without the cap (unknown) the cost alone.
+ */
+export function costShare(privacy, muCap) {
+  if (!(muCap > 0)) return cost(privacy);
+  return h("span", { class: "cost" }, cost(privacy), " ",
+    h("span", { class: "share", title: "(μ / μ cap)²: Gaussian-DP costs add in squares" },
+      `· ${pct(share(privacy.mu, muCap))} of the budget`));
+}
+
+/** A problem's detail as text nodes (backticked names as code), for inline messages. */
+export function problemText(err) {
+  return richText(err?.problem?.detail || err?.message || String(err));
+}
+
 export function emptyState(title, ...body) {
   return h("div", { class: "empty", role: "status" }, h("p", {}, h("strong", {}, title)), ...body);
 }
@@ -63,7 +79,7 @@ function headRow(names) {
   return h("thead", {}, h("tr", {}, names.map((n) => h("th", { scope: "col" }, n))));
 }
 
-function jobRow(job, datasetName) {
+function jobRow(job, datasetName, muCap) {
   return h(
     "tr",
     { dataset: { jobId: job.id } },
@@ -74,32 +90,35 @@ function jobRow(job, datasetName) {
     h("td", { class: "num" }, String(job.k)),
     h("td", {}, statusBadge(job.status)),
     h("td", {}, progress(job)),
-    h("td", {}, cost(job.privacy)),
+    h("td", {}, costShare(job.privacy, muCap)),
     h("td", {}, time(job.created_at)),
   );
 }
 
 /**
  * A jobs table whose unfinished rows follow their job (GET /v1/jobs/{id} every second) until it
- * ends. `names` maps dataset ids to names; without it the dataset column is left out.
- * `onFinish(job)` is called when a followed job ends.
+ * ends. `names` maps dataset ids to names; without it the dataset column is left out. `caps`
+ * maps dataset ids to their mu cap (each cost's share of its budget). `onFinish(job)` is called
+ * when a followed job ends.
  */
-export function liveJobsTable(jobs, { names, signal, label, onFinish }) {
+export function liveJobsTable(jobs, { names, caps, signal, label, onFinish }) {
   const withDataset = names !== undefined;
   const nameOf = (job) => (withDataset ? names.get(job.dataset_id) || "" : undefined);
-  const body = h("tbody", {}, jobs.map((j) => jobRow(j, nameOf(j))));
+  const row = (job) => jobRow(job, nameOf(job), caps?.get(job.dataset_id));
+  const body = h("tbody", {}, jobs.map(row));
   const table = h(
     "table",
     { class: "jobs", "aria-label": label },
-    headRow(["Job", ...(withDataset ? ["Dataset"] : []), "Algorithm", "k", "Status", "Progress", "Cost", "Created"]),
+    headRow(["Job", ...(withDataset ? ["Dataset"] : []), "Algorithm", "k", "Status", "Progress",
+      "Cost (share of the budget)", "Created"]),
     body,
   );
   // The newest unfinished jobs are followed; a page of hundreds of queued jobs would otherwise
   // send hundreds of requests a second.
   for (const job of jobs.filter((j) => !TERMINAL.has(j.status)).slice(0, MAX_FOLLOWED)) {
     follow(job.id, signal, (fresh) => {
-      const row = body.querySelector(`tr[data-job-id="${fresh.id}"]`);
-      if (row) row.replaceWith(jobRow(fresh, nameOf(fresh)));
+      const shown = body.querySelector(`tr[data-job-id="${fresh.id}"]`);
+      if (shown) shown.replaceWith(row(fresh));
       if (onFinish && TERMINAL.has(fresh.status)) onFinish(fresh);
     });
   }
@@ -138,4 +157,11 @@ export async function listAll(path, signal, max = 1000) {
     cursor = page.next_cursor;
   } while (cursor && items.length < max);
   return items;
+}
+
+/** A result's warnings (a noisy figure that is not informative), as a list; null without any. */
+export function warningList(warnings) {
+  if (!Array.isArray(warnings) || !warnings.length) return null;
+  return h("ul", { class: "warnings", "aria-label": "Warnings" },
+    warnings.map((w) => h("li", { dataset: { code: w.code || "" } }, richText(w.detail || w.code || String(w)))));
 }

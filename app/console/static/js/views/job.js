@@ -2,9 +2,12 @@
 // centres (the released centres only: the console never has a data row to draw).
 
 import { api, fetchBlob, saveBlob } from "../api.js";
-import { legend, parallel, progress, scatter, sizeBars } from "../charts.js";
-import { field, h, num, shortId, time } from "../dom.js";
-import { cost, follow, showError, statusBadge, TERMINAL } from "../ui.js";
+import { fitted } from "../axes.js";
+import { domainRanges, legend, parallel, scatter } from "../centres.js";
+import { field, h, num, richText, shortId, time } from "../dom.js";
+import { pct, progress, share } from "../gauges.js";
+import { lossUnit, sizeBars } from "../plots.js";
+import { cost, follow, showError, statusBadge, TERMINAL, warningList } from "../ui.js";
 
 export async function jobView(main, { params: [id], signal, me }) {
   const job = await api(`/v1/jobs/${id}`, { signal });
@@ -21,10 +24,10 @@ export async function jobView(main, { params: [id], signal, me }) {
     summaries,
   );
   const draw = (j) => {
-    summary.replaceChildren(details(j, signal, draw));
+    summary.replaceChildren(details(j, ds, signal, draw));
     if (j.status === "succeeded" && j.result) {
       if (!picture.dataset.drawn) {
-        centresPicture(picture, j.result, j.k);
+        centresPicture(picture, j.result, j.k, ds);
         summaries.replaceChildren(...summaryCards(j, me, signal));
       }
     } else {
@@ -38,13 +41,23 @@ export async function jobView(main, { params: [id], signal, me }) {
   if (!TERMINAL.has(job.status)) follow(job.id, signal, draw);
 }
 
-function details(job, signal, draw) {
+/** The job's cost, and what it took of its dataset's budget on the budget's one scale. */
+function costLine(job, ds) {
+  const p = job.privacy;
+  const muCap = ds?.budget?.mu_cap;
+  return h("span", {}, `${cost(p)} · σ ${num(p.sigma)} · ${p.iterations} releases`,
+    muCap ? h("span", { class: "muted composition" },
+      ` · ${pct(share(p.mu, muCap))} of the dataset's budget, (μ ${num(p.mu)} / μ cap ${num(muCap)})²: `,
+      "costs add in squares, so the shares of all its jobs add up; their ε do not.") : null);
+}
+
+function details(job, ds, signal, draw) {
   const rows = [
     ["Status", statusBadge(job.status)],
     ["Progress", progress(job)],
     ["Algorithm", job.algorithm],
     ["k", String(job.k)],
-    ["Cost", `${cost(job.privacy)} · σ ${num(job.privacy.sigma)} · ${job.privacy.iterations} releases`],
+    ["Cost", costLine(job, ds)],
     ["Private summaries", job.summaries
       ? `yes: μ ${num(job.privacy.summary_mu)} of the job's μ ${num(job.privacy.mu)} (noisy sizes and loss)` : "no"],
     job.sweep_id ? ["Sweep", h("a", { href: `#/sweeps/${job.sweep_id}` }, `sweep ${shortId(job.sweep_id)}`)] : null,
@@ -52,7 +65,7 @@ function details(job, signal, draw) {
     ["Started", time(job.started_at)],
     ["Finished", time(job.finished_at)],
   ].filter(Boolean);
-  if (job.error) rows.push(["Error", h("span", { class: "error" }, job.error)]);
+  if (job.error) rows.push(["Error", h("span", { class: "error" }, richText(job.error))]);
   const cancel = !TERMINAL.has(job.status) && !job.cancel_requested
     ? h("button", { type: "button", class: "danger", onclick: async (e) => {
       e.target.disabled = true;
@@ -71,7 +84,7 @@ function details(job, signal, draw) {
 }
 
 /** Scatter over two chosen columns, or parallel coordinates (the default when d > 2). */
-function centresPicture(section, result, k) {
+function centresPicture(section, result, k, ds) {
   section.dataset.drawn = "true";
   const { centers, columns } = result;
   const d = columns.length;
@@ -83,15 +96,20 @@ function centresPicture(section, result, k) {
   const yCol = h("select", { name: "y" }, options(Math.min(1, d - 1)));
   const axes = h("div", { class: "row" }, field("Horizontal axis", xCol), field("Vertical axis", yCol));
   const holder = h("div", { class: "plot-holder" });
+  const ranges = domainRanges(ds, d);
+  const note = h("p", { class: "muted small" });
   const redraw = () => {
     const parallelView = kind.value === "parallel";
     axes.hidden = parallelView;
     const title = parallelView
       ? `Centres of the job: parallel coordinates over ${d} columns`
       : `Centres of the job: ${columns[xCol.value]} against ${columns[yCol.value]}`;
-    holder.replaceChildren(parallelView
-      ? parallel(centers, columns, title)
-      : scatter(centers, columns, Number(xCol.value), Number(yCol.value), title));
+    note.textContent = parallelView
+      ? (ranges ? "Each axis spans its column's declared domain." : "Each axis spans the centres' own range.")
+      : "";
+    fitted(holder, (width) => (parallelView
+      ? parallel(centers, columns, title, ranges, width)
+      : scatter(centers, columns, Number(xCol.value), Number(yCol.value), title, width)));
   };
   for (const control of [kind, xCol, yCol]) control.addEventListener("change", redraw);
   section.replaceChildren(
@@ -100,6 +118,7 @@ function centresPicture(section, result, k) {
     h("div", { class: "row" }, field("Picture", kind)),
     axes,
     holder,
+    note,
     legend(centers.length),
     h("details", {}, h("summary", {}, "Centres as numbers"), centresTable(centers, columns)),
   );
@@ -121,16 +140,24 @@ function centresTable(centers, columns) {
 function summaryCards(job, me, signal) {
   const out = [];
   const { sizes, loss, loss_se: se } = job.result;
+  const warnings = warningList(job.result.warnings);
   if (sizes) {
+    const sizeSe = job.result.sizes_se ?? null;
     out.push(h("section", { "aria-labelledby": "sizes-title", class: "card" },
       h("h2", { id: "sizes-title" }, "Private summaries"),
+      warnings,
       h("p", { class: "muted" }, "Noisy (differentially private) counts of the rows nearest to each centre, ",
-        "floored at 0: not the exact sizes, which nobody is shown."),
-      h("div", { class: "plot-holder" }, sizeBars(sizes, `Noisy cluster sizes of the job, ${sizes.length} centres`)),
+        "floored at 0: not the exact sizes, which nobody is shown.",
+        sizeSe ? " Each bar has ± one standard deviation of its noise." : ""),
+      fitted(h("div", { class: "plot-holder" }), (width) =>
+        sizeBars(sizes, `Noisy cluster sizes of the job, ${sizes.length} centres`, { se: sizeSe, width })),
       loss === null || loss === undefined ? null
-        : h("p", { "data-field": "loss" }, "Noisy loss (squared distance to the nearest centre, summed over the rows and divided by the noisy row count): ",
+        : h("p", { "data-field": "loss" }, "Noisy loss (squared distance to the nearest centre, summed over the rows and divided by the noisy row count",
+          lossSpace(job.result), "): ",
           h("strong", {}, `${num(loss, 4)} ± ${num(se, 3)}`), h("span", { class: "muted" }, " (± one standard error of its noise)")),
     ));
+  } else if (warnings) {
+    out.push(h("section", { class: "card", "aria-label": "Warnings" }, warnings));
   }
   if (me?.role === "owner") {
     const button = h("button", { type: "button", onclick: async () => {
@@ -150,4 +177,8 @@ function summaryCards(job, me, signal) {
       button));
   }
   return out;
+}
+
+function lossSpace(result) {
+  return `, in ${lossUnit(result.loss_space)}`;
 }

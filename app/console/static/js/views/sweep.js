@@ -3,9 +3,11 @@
 // bars, the suggested k, and cancel.
 
 import { api, idempotencyKey } from "../api.js";
-import { lossChart } from "../charts.js";
+import { fitted } from "../axes.js";
 import { field, h, markInvalid, num, shortId, time } from "../dom.js";
-import { clearError, listAll, pause, POLL_MS, showError, statusBadge, TERMINAL } from "../ui.js";
+import { budgetBar, pct, share } from "../gauges.js";
+import { lossChart, lossUnit } from "../plots.js";
+import { clearError, listAll, pause, POLL_MS, problemText, showError, statusBadge, TERMINAL, warningList } from "../ui.js";
 
 /** "2, 3, 5" -> [2, 3, 5]; a message when the list is not 2 to 32 distinct whole numbers. */
 function parseKs(text) {
@@ -15,6 +17,28 @@ function parseKs(text) {
   if (ks.length < 2 || ks.length > 32) return { error: "Give 2 to 32 values of k." };
   if (new Set(ks).size !== ks.length) return { error: "The values of k must be distinct." };
   return { ks: ks.sort((a, b) => a - b) };
+}
+
+/** A sweep's suggested k for a list: the k, or that the losses could not tell the ks apart. */
+export function suggestion(sw) {
+  if (sw.suggested_k !== null && sw.suggested_k !== undefined) return ` · suggested k ${sw.suggested_k}`;
+  return sw.status === "succeeded" ? " · no suggested k (the noisy losses cannot tell the ks apart)" : "";
+}
+
+/** How a sweep's cost composes: m jobs of μ/√m each make μ, and ε is that μ's, not a sum. */
+function compositionText(p, m) {
+  return `${m} jobs of μ ${num(p.job_mu)} each compose to μ ${num(p.mu)} (√(${m} × ${num(p.job_mu)}²)), ` +
+    `which is ε ${num(p.epsilon)} at δ ${num(p.delta)} for the whole sweep: its jobs' own ε do not add up to it.`;
+}
+
+/** Each k's expected accuracy (the estimate gives one per job): the worst column's share. */
+function sweepAccuracy(jobs) {
+  const known = jobs.filter((j) => Array.isArray(j.accuracy?.centre_std_fraction));
+  if (!known.length) return null;
+  return h("p", { class: "accuracy", "data-field": "accuracy" }, h("strong", {}, "Expected accuracy: "),
+    "each job's centres within about ",
+    known.map((j) => `± ${num(Math.max(...j.accuracy.centre_std_fraction) * 100, 2)}% at k = ${j.k}`).join(", "),
+    " of a column's declared range (one standard deviation).");
 }
 
 /** The dataset page's sweep panel (registered in extensions.js). */
@@ -32,8 +56,7 @@ export function sweepPanel(ds, { signal }) {
     list.replaceChildren(h("h3", {}, "Sweeps on this dataset"),
       h("ul", { "aria-label": "Sweeps on this dataset" }, sweeps.map((s) =>
         h("li", {}, h("a", { href: `#/sweeps/${s.id}` }, `sweep ${shortId(s.id)}`),
-          ` · k ${s.ks.join(", ")} · `, statusBadge(s.status),
-          s.suggested_k ? ` · suggested k ${s.suggested_k}` : "", " · ", time(s.created_at)))));
+          ` · k ${s.ks.join(", ")} · `, statusBadge(s.status), suggestion(s), " · ", time(s.created_at)))));
   }).catch((err) => showError(err, "Could not list the sweeps"));
   return section;
 }
@@ -70,20 +93,23 @@ function sweepForm(ds) {
       if (mine !== generation) return;
       markInvalid(form, null);
       const m = est.jobs.length, p = est.privacy;
-      preview.replaceChildren(
+      preview.replaceChildren(...[
         h("p", {}, h("strong", {}, est.admissible ? "This sweep would cost " : "Over budget: this sweep needs "),
           `ε ${num(p.epsilon)} at δ ${num(p.delta)} · μ ${num(p.mu)} in all: ${m} jobs of about μ ${num(p.job_mu)} each.`),
+        h("p", { class: "composition" }, compositionText(p, m), ` It takes ${pct(share(p.mu, est.budget.mu_cap))} of the budget. `,
+          budgetBar(est.budget, { job: est.admissible ? p.mu : 0, label: "Budget after this sweep" })),
         est.admissible
           ? h("p", {}, "Budget after it: ", h("strong", {}, `ε ${num(est.budget_after.epsilon_remaining)}`),
             ` of ${num(est.budget_after.epsilon)} left.`)
           : h("p", {}, `Only μ ${num(est.budget.mu_remaining)} (ε ${num(est.budget.epsilon_remaining)}) remains.`),
-      );
+        sweepAccuracy(est.jobs),
+      ].filter(Boolean));
       preview.dataset.admissible = String(est.admissible);
       submit.disabled = !est.admissible;
     } catch (err) {
       if (mine !== generation) return;
       preview.dataset.admissible = "false";
-      preview.replaceChildren(h("p", { class: "error" }, err.problem?.detail || err.message));
+      preview.replaceChildren(h("p", { class: "error" }, problemText(err)));
       markInvalid(form, err.field);
     } finally {
       if (mine === generation) preview.classList.remove("busy");
@@ -128,12 +154,12 @@ export async function sweepView(main, { params: [id], signal }) {
   const ds = await api(`/v1/datasets/${sweep.dataset_id}`, { signal }).catch(() => null);
   const body = h("div", {});
   main.replaceChildren(
-    h("p", { class: "crumbs" }, h("a", { href: "#/datasets" }, "Datasets"), " / ",
+    h("p", { class: "crumbs" }, h("a", { href: "#/sweeps" }, "Sweeps"), " / ",
       ds ? h("a", { href: `#/datasets/${ds.id}` }, ds.name) : null),
     h("h1", {}, `Sweep ${shortId(sweep.id)}`),
     body,
   );
-  const draw = (sw) => body.replaceChildren(...sweepDetails(sw, signal, draw).filter(Boolean));
+  const draw = (sw) => body.replaceChildren(...sweepDetails(sw, ds, signal, draw).filter(Boolean));
   draw(sweep);
   while (!TERMINAL.has(sweep.status)) {
     try {
@@ -152,7 +178,16 @@ export async function sweepView(main, { params: [id], signal }) {
   }
 }
 
-function sweepDetails(sw, signal, draw) {
+function suggestedCell(sw) {
+  if (sw.suggested_k !== null && sw.suggested_k !== undefined) {
+    return h("strong", { "data-field": "suggested_k" }, String(sw.suggested_k));
+  }
+  if (sw.status !== "succeeded") return h("span", { class: "muted" }, "once every job has succeeded");
+  return h("span", { "data-field": "suggested_k" }, "none: the noisy losses cannot tell these values of k apart",
+    sw.warnings?.length ? " (see the warning below)" : "");
+}
+
+function sweepDetails(sw, ds, signal, draw) {
   const total = Math.max(1, sw.progress.iterations || 0);
   const done = sw.status === "succeeded" ? total : Math.min(sw.progress.iteration, total);
   const bar = h("progress", { max: total, value: done, class: `progress status-${sw.status}`,
@@ -163,10 +198,10 @@ function sweepDetails(sw, signal, draw) {
     ["Status", statusBadge(sw.status)],
     ["Progress", h("span", { class: "progress-cell" }, bar, h("span", { class: "progress-text" }, `${done}/${total}`))],
     ["Values of k", sw.ks.join(", ")],
-    ["Cost", `ε ${num(p.epsilon)} at δ ${num(p.delta)} · μ ${num(p.mu)} in all; μ ${num(p.job_mu)} per job`],
-    ["Suggested k", sw.suggested_k === null
-      ? h("span", { class: "muted" }, "once every job has succeeded")
-      : h("strong", { "data-field": "suggested_k" }, String(sw.suggested_k))],
+    ["Cost", h("span", {}, `ε ${num(p.epsilon)} at δ ${num(p.delta)} · μ ${num(p.mu)} in all; μ ${num(p.job_mu)} per job`,
+      h("span", { class: "muted composition" }, " · ", compositionText(p, sw.ks.length),
+        ds ? ` It took ${pct(share(p.mu, ds.budget.mu_cap))} of the dataset's budget.` : ""))],
+    ["Suggested k", suggestedCell(sw)],
     ["Created", time(sw.created_at)],
   ];
   const cancel = TERMINAL.has(sw.status) ? null
@@ -180,18 +215,25 @@ function sweepDetails(sw, signal, draw) {
       }
     } }, "Cancel sweep (queued jobs refunded)");
   const title = `Noisy loss against k for sweep ${shortId(sw.id)}`;
+  const suggested = (k) => sw.suggested_k !== null && sw.suggested_k !== undefined && k === sw.suggested_k;
   return [
     h("dl", { class: "meta", "aria-label": "Sweep" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+    warningList(sw.warnings),
     cancel,
     h("section", { "aria-labelledby": "loss-title", class: "card" },
       h("h2", { id: "loss-title" }, "Loss against k"),
-      h("p", { class: "muted" }, "Each job's noisy loss with ± one standard error of its noise; ",
-        "the suggested k (the elbow of the noisy losses) is drawn larger and in green."),
-      h("div", { class: "plot-holder" }, lossChart(sw.jobs, sw.suggested_k, title))),
+      h("p", { class: "muted" }, "Each job's noisy loss with ± one standard error of its noise (error bars that ",
+        "overlap cannot be told apart); ",
+        sw.suggested_k !== null && sw.suggested_k !== undefined
+          ? "the suggested k (the elbow of the noisy losses) is drawn larger and in green."
+          : sw.status === "succeeded" ? "no k is suggested, so none is marked."
+            : "a suggested k is marked once every job has succeeded."),
+      fitted(h("div", { class: "plot-holder" }), (width) =>
+        lossChart(sw.jobs, sw.suggested_k, title, { width, unit: lossUnit(sw.jobs.find((j) => j.loss_space)?.loss_space) }))),
     h("div", { class: "scroll" }, h("table", { "aria-label": "Jobs of the sweep" },
       h("thead", {}, h("tr", {}, ["k", "Job", "Status", "Loss (noisy)", "± SE"].map((n) => h("th", { scope: "col" }, n)))),
-      h("tbody", {}, sw.jobs.map((j) => h("tr", { class: j.k === sw.suggested_k ? "suggested" : null, dataset: { k: String(j.k) } },
-        h("td", { class: "num" }, String(j.k), j.k === sw.suggested_k ? " (suggested)" : ""),
+      h("tbody", {}, sw.jobs.map((j) => h("tr", { class: suggested(j.k) ? "suggested" : null, dataset: { k: String(j.k) } },
+        h("td", { class: "num" }, String(j.k), suggested(j.k) ? " (suggested)" : ""),
         h("td", {}, h("a", { href: `#/jobs/${j.job_id}` }, `job ${shortId(j.job_id)}`)),
         h("td", {}, statusBadge(j.status)),
         h("td", { class: "num" }, num(j.loss, 4)),

@@ -1,0 +1,112 @@
+// A job's private centres: a scatter over two columns, or parallel coordinates whose every axis
+// spans its column's declared domain (public), so a centre's place on an axis means something.
+// Nothing here sees a data row.
+
+import { colour, niceTicks, scale, tickLabel, yAxis, yTitle } from "./axes.js";
+import { h, num, s } from "./dom.js";
+
+/**
+ * Each column's declared range [lo, hi]: the dataset's per-column bounds when it has them,
+ * else its ball's centre ± radius. Null when the dataset is unknown.
+ */
+export function domainRanges(ds, d) {
+  const domain = ds?.domain;
+  if (!domain) return null;
+  if (Array.isArray(domain.lower) && Array.isArray(domain.upper) && domain.lower.length === d) {
+    return domain.lower.map((lo, j) => [lo, domain.upper[j]]);
+  }
+  if (Array.isArray(domain.center) && domain.center.length === d && domain.radius > 0) {
+    return domain.center.map((c) => [c - domain.radius, c + domain.radius]);
+  }
+  return null;
+}
+
+function extentOf(values) {
+  let lo = Math.min(...values), hi = Math.max(...values);
+  const pad = (hi - lo) * 0.08 || Math.abs(lo) * 0.1 || 1;
+  return [lo - pad, hi + pad];
+}
+
+/** The k centres over columns xi and yi, on round ticks: one <circle class="centre"> each. */
+export function scatter(centers, columns, xi, yi, title, width = 640) {
+  const W = width, H = Math.round(Math.min(460, Math.max(300, width * 0.62))), L = 70, R = 20, T = 16, B = 52;
+  const xt = niceTicks(...extentOf(centers.map((c) => c[xi])));
+  const yt = niceTicks(...extentOf(centers.map((c) => c[yi])));
+  const X = scale(xt.range, [L, W - R]);
+  const Y = scale(yt.range, [H - B, T]);
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "plot", role: "img", "aria-label": title });
+  svg.append(s("title", {}, title), s("rect", { x: L, y: T, width: W - L - R, height: H - T - B, class: "plot-frame" }));
+  yAxis(svg, { L, R, T, W, Y, ticks: yt });
+  for (const v of xt.ticks) {
+    svg.append(
+      s("line", { x1: X(v), x2: X(v), y1: T, y2: H - B, class: "grid" }),
+      s("text", { x: X(v), y: H - B + 16, "text-anchor": "middle", class: "tick" }, tickLabel(v, xt.step)),
+    );
+  }
+  svg.append(s("text", { x: (L + W - R) / 2, y: H - 10, "text-anchor": "middle", class: "axis-label" }, columns[xi]));
+  yTitle(svg, columns[yi], { T, H, B });
+  centers.forEach((c, i) => {
+    const cx = X(c[xi]), cy = Y(c[yi]);
+    svg.append(
+      s("circle", { cx, cy, r: 7, fill: colour(i), class: "centre", dataset: { index: String(i) } },
+        s("title", {}, `centre ${i + 1}: ${columns[xi]} = ${num(c[xi], 4)}, ${columns[yi]} = ${num(c[yi], 4)}`)),
+      s("text", { x: cx + 10, y: cy - 8, class: "centre-label" }, String(i + 1)),
+    );
+  });
+  return svg;
+}
+
+/**
+ * Parallel coordinates: one vertical axis per column, each spanning `ranges[j]` (the declared
+ * domain; the centres' own extent when it is unknown) with round ticks at both ends and the
+ * middle, and one <path class="centre"> per centre.
+ */
+export function parallel(centers, columns, title, ranges = null, width = 640) {
+  const d = columns.length;
+  const L = 56, R = 56, T = 40, B = 40, H = 380;
+  const W = Math.max(width, L + R + (d > 12 ? 44 : 90) * (d - 1));
+  // Each axis spans exactly its declared range, with round ticks inside it (the centres' own
+  // extent, widened to round ticks, when the domain is unknown).
+  const axes = columns.map((_, j) => {
+    const declared = ranges?.[j];
+    const ticks = niceTicks(...(declared ?? extentOf(centers.map((c) => c[j]))), 4);
+    const span = declared ?? ticks.range;
+    const inside = ticks.ticks.filter((v) => v >= span[0] - 1e-9 && v <= span[1] + 1e-9);
+    return { ticks: { ...ticks, ticks: inside }, span, Y: scale(span, [H - B, T]) };
+  });
+  const x = (j) => (d === 1 ? W / 2 : L + (j * (W - L - R)) / (d - 1));
+  const every = Math.ceil(d / 24); // label at most ~24 axes so the names stay readable
+  const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "plot", role: "img", "aria-label": title,
+    style: W > width ? `min-width: ${W}px` : null });
+  svg.append(s("title", {}, title));
+  columns.forEach((name, j) => {
+    const { ticks, span, Y } = axes[j];
+    svg.append(s("line", { x1: x(j), x2: x(j), y1: T, y2: H - B, class: "pc-axis" }));
+    if (j % every) return;
+    svg.append(s("text", { x: x(j), y: T - 20, "text-anchor": "middle", class: "axis-label" }, name));
+    for (const v of ticks.ticks) {
+      svg.append(
+        s("line", { x1: x(j) - 4, x2: x(j) + 4, y1: Y(v), y2: Y(v), class: "pc-axis" }),
+        s("text", { x: x(j) + 7, y: Y(v) + 4, class: "tick" }, tickLabel(v, ticks.step)),
+      );
+    }
+    // The ends of the declared range, where the axis stops.
+    svg.append(
+      s("text", { x: x(j), y: T - 6, "text-anchor": "middle", class: "tick" }, num(span[1])),
+      s("text", { x: x(j), y: H - B + 14, "text-anchor": "middle", class: "tick" }, num(span[0])),
+    );
+  });
+  centers.forEach((c, i) => {
+    const path = c.map((v, j) => `${j ? "L" : "M"} ${x(j).toFixed(2)} ${axes[j].Y(v).toFixed(2)}`).join(" ");
+    svg.append(s("path", { d: path, stroke: colour(i), class: "centre", dataset: { index: String(i) } },
+      s("title", {}, `centre ${i + 1}: ${c.map((v, j) => `${columns[j]} ${num(v, 4)}`).join(", ")}`)));
+  });
+  return svg;
+}
+
+/** The colour key shared by both pictures. */
+export function legend(k) {
+  return h("ul", { class: "legend", "aria-label": "Centres" },
+    Array.from({ length: k }, (_, i) =>
+      h("li", {}, h("span", { class: "swatch", style: `background:${colour(i)}` }), `centre ${i + 1}`)));
+}
