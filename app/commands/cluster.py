@@ -1,15 +1,23 @@
-"""`privclust cluster FILE`: differentially private k-means of a local CSV or .npy file, no server.
+"""`privclust cluster FILE`: differentially private k-means of a local CSV, Parquet or .npy
+file, no server.
 
 Prints the centres to stdout (CSV with a header row, or JSON) and the privacy spent (mu, epsilon,
 delta, sigma, releases) to stderr for CSV output, or inside the JSON document. The noise always
 comes from OS entropy; there is deliberately no seed option.
 
-delta defaults to min(1e-6, 1/N^1.1) for N rows: below 1/N, as the usual guidance asks, and
-never looser than 1e-6. N and d are treated as public, as in the service.
+delta defaults to 1e-6 (never derived from the file, whose row count is private); choose one
+below 1/N for N rows. d is public; N is private unless --count-public says otherwise, and the run
+then spends a tenth of its mu on a noisy row count that it plans with and checks k against.
 
-`--summaries` adds the centres' private sizes and loss. `--k 2,4,8,16` runs a private sweep:
-one summarised run per k with the budget split equally between them, printing each k's noisy
-loss and its standard error and the suggested k (docs/algorithms.md, "sweeps").
+The domain is a ball (--radius, --center) or per-column bounds (--lower, --upper: the run
+clusters each column scaled to its declared range, and centres come back in the columns' own
+units). Vectors (--center, --lower, --upper, --columns) are values separated by commas or a
+JSON array, as in the service's form fields. The domain limits are the service's.
+
+`--summaries` adds the centres' private sizes and loss, with their noise and warnings where a
+figure is not informative. `--k 2,4,8,16` runs a private sweep: one summarised run per k with
+the budget split equally between them, printing each k's noisy loss and its standard error and
+the suggested k, or why none is (docs/algorithms.md, "sweeps").
 """
 
 from __future__ import annotations
@@ -30,12 +38,19 @@ DEFAULT_DELTA = 1e-6
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "cluster",
-        help="cluster a local CSV/.npy file privately, with no server",
+        help="cluster a local CSV/Parquet/.npy file privately, with no server",
         description="Differentially private k-means of a local file. The domain (--radius and "
-        "--center) must come from public knowledge, never from the data. Rows outside it are "
-        "clipped onto its boundary.",
+        "--center, or --lower and --upper per column) must come from public knowledge, never "
+        "from the data. Rows outside it are clipped onto its boundary.",
     )
-    p.add_argument("file", type=Path, help="a CSV file with a header row, or a .npy matrix")
+    p.add_argument(
+        "file", type=Path, help="a CSV file with a header row, a Parquet file or a .npy matrix"
+    )
+    p.add_argument(
+        "--columns",
+        type=_names,
+        help="the columns to use, by name: names separated by commas (x,y) or a JSON array",
+    )
     p.add_argument(
         "--k",
         type=_ks,
@@ -64,25 +79,85 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "row (replace-one sensitivities) and no noisy count is released; by default a tenth "
         "of mu is spent on a noisy row count that the run plans with",
     )
-    p.add_argument("--radius", type=float, required=True, help="radius R of the public domain")
+    p.add_argument("--radius", type=float, help="radius R of a public ball around --center")
     p.add_argument(
         "--center",
-        type=float,
+        type=_numbers,
         nargs="+",
         metavar="C",
-        help="centre of the public domain, one value per column (default: the origin)",
+        help="centre of the public ball, one value per column (0,0,1.5 or a JSON array; "
+        "default: the origin)",
     )
+    for bound in ("lower", "upper"):
+        p.add_argument(
+            f"--{bound}",
+            type=_numbers,
+            nargs="+",
+            metavar="B",
+            help=f"per-column {bound} bounds of the public domain (instead of a ball: each "
+            "column is clustered scaled to its declared range)",
+        )
     p.add_argument(
         "--algorithm",
         choices=[algorithm.value for algorithm in Algorithm],
         default=Algorithm.AUTO.value,
-        help="auto = chosen from d, the row count, k and mu (docs/algorithms.md; default auto)",
+        help=f"the method (default auto: {_auto_rule()})",
     )
     p.add_argument("--iterations", type=int, help="override the number of PE iterations")
     p.add_argument("--variations", type=int, help="override the initial variations per centre")
     p.add_argument("--projection-dim", type=int, default=16, help="HDPE projection dimension")
     p.add_argument("--format", choices=["csv", "json"], default="csv", help="output format")
     p.set_defaults(func=run)
+
+
+def _auto_rule() -> str:
+    from privclust.clustering.auto import describe_auto  # the names only: no numpy
+
+    return describe_auto()
+
+
+def _numbers(text: str) -> list[float]:
+    from privclust.tables import parse_vector
+
+    try:
+        return parse_vector(text, "numbers")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _names(text: str) -> list[str]:
+    from privclust.tables import parse_vector
+
+    try:
+        return parse_vector(text, "names")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _vector(parts: list[list[float]] | None) -> list[float] | None:
+    """A vector option's values: one argument (0,0,1 or a JSON array) or several (0 0 1)."""
+    return None if parts is None else [value for part in parts for value in part]
+
+
+def _domain(args: argparse.Namespace) -> dict[str, Any]:
+    """The library's domain keywords: a ball, or per-column bounds (ClusteringInputError when
+    neither or both are given)."""
+    from privclust.clustering import ClusteringInputError
+
+    lower, upper = _vector(args.lower), _vector(args.upper)
+    if lower is not None or upper is not None:
+        if args.radius is not None or args.center is not None:
+            raise ClusteringInputError(
+                "radius", "give either --radius (and --center) or --lower and --upper"
+            )
+        if lower is None or upper is None:
+            raise ClusteringInputError("lower", "--lower and --upper go together")
+        return {"lower": lower, "upper": upper}
+    if args.radius is None:
+        raise ClusteringInputError(
+            "radius", "declare the public domain: --radius (and --center), or --lower and --upper"
+        )
+    return {"radius": args.radius, "center": _vector(args.center)}
 
 
 def _ks(text: str) -> list[int]:
@@ -95,42 +170,14 @@ def _ks(text: str) -> list[int]:
     return values
 
 
-def _read_matrix(path: Path) -> tuple[Any, list[str]]:
-    """(N x d float64 array, column names) from a .npy file or a CSV file with a header row."""
-    import numpy as np
-
-    with path.open("rb") as handle:
-        is_npy = handle.read(6) == b"\x93NUMPY"
-    if is_npy:
-        matrix = np.load(path, mmap_mode="r", allow_pickle=False)
-        if matrix.ndim != 2:
-            raise ValueError(f"{path} holds a {matrix.ndim}-D array; a 2-D matrix is needed")
-        return matrix, [f"c{i}" for i in range(matrix.shape[1])]
-
-    import pyarrow as pa
-    import pyarrow.csv as pa_csv
-
-    table = pa_csv.read_csv(path)
-    columns = [str(name) for name in table.column_names]
-    if not columns or table.num_rows == 0:
-        raise ValueError(f"{path} has no data rows")
-    matrix = np.empty((table.num_rows, len(columns)), dtype=np.float64)
-    for j, name in enumerate(columns):
-        column = table.column(j)
-        if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
-            raise ValueError(f"column {name!r} is not numeric ({column.type})")
-        if column.null_count:
-            raise ValueError(f"column {name!r} has {column.null_count} empty values")
-        matrix[:, j] = column.to_numpy()
-    return matrix, columns
-
-
 def run(args: argparse.Namespace) -> int:
     if args.mu is not None and args.delta is not None:
         print("privclust cluster: error: --delta goes with --epsilon, not --mu", file=sys.stderr)
         return 2
+    from privclust.tables import read_rows
+
     try:
-        X, columns = _read_matrix(args.file)
+        X, columns = read_rows(args.file, args.columns)
     except (OSError, ValueError, ArithmeticError) as exc:
         print(f"privclust cluster: error: cannot read {args.file}: {exc}", file=sys.stderr)
         return 2
@@ -144,18 +191,17 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_once(args: argparse.Namespace, X: Any, columns: list[str], delta: float | None) -> int:
     """One private run: the centres (CSV or JSON) and the privacy spent."""
-    import numpy as np
 
     from privclust.clustering import ClusteringInputError, cluster
+    from privclust.clustering.uncertainty import sizes_noise_std
     from privclust.privacy.gdp import PrivacyParameterError
 
     try:
+        domain = _domain(args)
         result = cluster(
             X,
             args.k[0],
             algorithm=args.algorithm,
-            radius=args.radius,
-            center=None if args.center is None else np.asarray(args.center),
             epsilon=args.epsilon,
             delta=delta if args.epsilon is not None else None,
             mu=args.mu,
@@ -164,17 +210,22 @@ def _run_once(args: argparse.Namespace, X: Any, columns: list[str], delta: float
             projection_dim=args.projection_dim,
             relation=_relation(args),
             summaries=args.summaries,
+            check_k=True,  # k above the noisy row count is refused, as the service does
+            **domain,
         )
     except (ClusteringInputError, PrivacyParameterError) as exc:
         return _error(exc)
     privacy = result.privacy_spent()
     centres = result.centers.tolist()
-    summary = None
+    summary: dict[str, Any] | None = None
     if result.sizes is not None:
         summary = {
             "sizes": [int(v) for v in result.sizes],
+            "sizes_se": sizes_noise_std(result.summary_mu, result.relation),
             "loss": result.loss,
             "loss_se": result.loss_se,
+            "loss_space": result.loss_space,
+            "warnings": [vars(w) for w in _warnings(result, domain, summary=True)],
         }
     if args.format == "json":
         document: dict[str, Any] = {
@@ -193,13 +244,39 @@ def _run_once(args: argparse.Namespace, X: Any, columns: list[str], delta: float
         print(",".join(repr(value) for value in centre))
     if summary is not None:
         print(
-            f"sizes={summary['sizes']} loss={summary['loss']:.6g} "
-            f"(standard error {summary['loss_se']:.3g})",
+            f"sizes={summary['sizes']} (noise std {summary['sizes_se']:.3g}) "
+            f"loss={summary['loss']:.6g} (standard error {summary['loss_se']:.3g}, "
+            f"{summary['loss_space']} space)",
             file=sys.stderr,
         )
+        for warning in summary["warnings"]:
+            print(f"warning ({warning['code']}): {warning['detail']}", file=sys.stderr)
     spent = ", ".join(f"{key}={value}" for key, value in privacy.items())
     print(f"{result.algorithm}: privacy spent: {spent}", file=sys.stderr)
     return 0
+
+
+def _warnings(result: Any, domain: dict[str, Any], *, summary: bool) -> list[Any]:
+    """The warnings of a run's released figures (privclust.clustering.uncertainty)."""
+    import numpy as np
+
+    from privclust.clustering.uncertainty import figure_warnings, sizes_noise_std
+
+    if "lower" in domain:
+        lower, upper = np.asarray(domain["lower"]), np.asarray(domain["upper"])
+    else:
+        c = np.zeros(result.centers.shape[1]) if domain["center"] is None else domain["center"]
+        lower, upper = np.asarray(c) - domain["radius"], np.asarray(c) + domain["radius"]
+    sizes_se = sizes_noise_std(result.summary_mu, result.relation) if summary else None
+    return figure_warnings(
+        result.centers,
+        lower,
+        upper,
+        loss=result.loss,
+        loss_se=result.loss_se,
+        sizes=result.sizes,
+        sizes_se=sizes_se,
+    )
 
 
 def _relation(args: argparse.Namespace) -> Relation:
@@ -217,7 +294,6 @@ def _error(exc: Exception) -> int:
 def _run_sweep(args: argparse.Namespace, X: Any, delta: float | None) -> int:
     """A private sweep over the ks: a table of each k's noisy loss (CSV or JSON) and the
     suggested k."""
-    import numpy as np
 
     from privclust.clustering import ClusteringInputError, sweep
     from privclust.privacy.gdp import PrivacyParameterError
@@ -226,13 +302,13 @@ def _run_sweep(args: argparse.Namespace, X: Any, delta: float | None) -> int:
         result = sweep(
             X,
             args.k,
-            radius=args.radius,
-            center=None if args.center is None else np.asarray(args.center),
+            **_domain(args),
             algorithm=args.algorithm,
             epsilon=args.epsilon,
             delta=delta if args.epsilon is not None else None,
             mu=args.mu,
             relation=_relation(args),
+            check_k=True,
             iterations=args.iterations,
             variations=args.variations,
             projection_dim=args.projection_dim,
@@ -253,14 +329,23 @@ def _run_sweep(args: argparse.Namespace, X: Any, delta: float | None) -> int:
         "count_mu": result.count_mu,
         "n_rows_dp": None if args.count_public else result.n_public,
     }
+    warnings = [vars(w) for w in result.warnings]
     if args.format == "json":
-        document = {"ks": list(result.ks), "suggested_k": result.suggested_k, "runs": rows}
+        document = {
+            "ks": list(result.ks),
+            "suggested_k": result.suggested_k,
+            "warnings": warnings,
+            "loss_space": result.results[0].loss_space,
+            "runs": rows,
+        }
         print(json.dumps({**document, "privacy": privacy}, indent=2))
     else:
         print("k,loss,loss_se")
         for row in rows:
             print(f"{row['k']},{row['loss']!r},{row['loss_se']!r}")
         print(f"suggested k: {result.suggested_k}", file=sys.stderr)
+        for warning in warnings:
+            print(f"warning ({warning['code']}): {warning['detail']}", file=sys.stderr)
         spent = ", ".join(f"{key}={value}" for key, value in privacy.items())
         print(f"sweep: privacy spent: {spent}", file=sys.stderr)
     return 0

@@ -50,3 +50,14 @@ def resolve_algorithm(algorithm: str, n_cols: int, *, n_rows: int, k: int, mu: f
     if algorithm == Algorithm.AUTO:
         return choose_algorithm(n_rows, n_cols, k, mu)
     return Algorithm(algorithm)
+
+
+def describe_auto() -> str:
+    """The rule of `choose_algorithm` as one sentence, rendered from the constants it reads:
+    the one description of "auto" that the API's schema, the CLI's help, the estimator's
+    docstring and the README and docs/algorithms.md tables carry (a test keeps them equal)."""
+    return (
+        f"auto runs {Algorithm.PE_LLOYD.value} on tables of at most {AUTO_HDPE_ABOVE_DIM} "
+        f"columns; on wider ones, {Algorithm.PE_LLOYD.value} when the job's mu is at most "
+        f"{AUTO_PE_LLOYD_MAX_MU_HIGH_DIM:g} and {Algorithm.HDPE_MEANS.value} above it"
+    )

@@ -6,7 +6,7 @@ summaries (privclust.clustering.summaries)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Unpack
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from privclust.clustering.errors import (
     check_positive,
     data_shape,
 )
+from privclust.clustering.limits import check_domain
 from privclust.clustering.method import Method, plan_method
 from privclust.clustering.options import (
     DEFAULT_MAX_POPULATION,
@@ -30,7 +31,13 @@ from privclust.clustering.options import (
 from privclust.clustering.plan import RunPlan, plan_basis
 from privclust.clustering.registry import METHODS
 from privclust.clustering.result import ClusteringResult
-from privclust.clustering.runner import run_method
+from privclust.clustering.runner import released_count, run_method
+from privclust.clustering.scaling import (
+    ScaledClusteringResult,
+    box_keywords,
+    in_original_units,
+    into_box,
+)
 from privclust.clustering.summaries import centres_mu, exact_summary, release_summary, summary_mu
 from privclust.privacy import noise
 from privclust.privacy.gdp import remaining_after
@@ -127,9 +134,27 @@ def cluster(X: np.ndarray, k: int, **keywords: Unpack[ClusterKeywords]) -> Clust
     N~ and the rest of the mu. See pe_means and hdpe_means for the rest. `summaries=True` also
     releases the centres' private sizes and loss (privclust.clustering.summaries), paid out of the
     same mu: `summary_fraction` of it (default SUMMARY_MU_FRACTION); without summaries it must
-    be None.
+    be None. Per-column bounds `lower` and `upper` instead of a radius and centre cluster in
+    the scaled space (privclust.clustering.scaling.cluster_box).
     """
+    if "lower" in keywords or "upper" in keywords:
+        rest = dict(keywords)
+        lower, upper = rest.pop("lower", None), rest.pop("upper", None)
+        return cluster_box(X, k, lower=lower, upper=upper, **rest)
     return cluster_options(X, k, options_for(ClusterKeywords, keywords))
+
+
+def cluster_box(
+    X: np.ndarray, k: int, *, lower: object, upper: object, **keywords: Any
+) -> ScaledClusteringResult:
+    """`cluster` on a box domain: the rows clipped into the box and clustered in the scaled
+    space (each column on [0, 1] by its declared bounds: privclust.clustering.scaling), the
+    centres returned in the columns' own units. `keywords` are `cluster`'s, without radius and
+    center."""
+    _, n_cols = data_shape(X)
+    box, scaled = box_keywords(dict(keywords), lower, upper, n_cols)
+    options = dataclasses.replace(options_for(ClusterKeywords, scaled), box=box)
+    return in_original_units(cluster_options(X, k, options), box)
 
 
 def cluster_options(X: np.ndarray, k: int, options: Options) -> ClusteringResult:
@@ -139,6 +164,7 @@ def cluster_options(X: np.ndarray, k: int, options: Options) -> ClusteringResult
     if options.summary_fraction is not None:
         raise ClusteringInputError("summary_fraction", "summary_fraction needs summaries=True")
     n_rows, n_cols = data_shape(X)
+    check_domain(options.radius, options.center, n_cols)  # before any noise, the count's too
     replace_one = options.relation == Relation.REPLACE_ONE
     if options.algorithm != Algorithm.AUTO or replace_one or options.n_public is not None:
         count = n_rows if replace_one else max(int(options.n_public or 1), 1)
@@ -146,8 +172,8 @@ def cluster_options(X: np.ndarray, k: int, options: Options) -> ClusteringResult
         if options.algorithm == Algorithm.AUTO:
             job_mu = resolve_privacy(options.epsilon, options.delta, options.mu)[0]
         chosen = resolve_algorithm(options.algorithm, n_cols, n_rows=count, k=k, mu=job_mu)
-        return _run(METHODS[chosen], X, k, options)
-    return _auto_with_own_count(X, k, n_rows, n_cols, options)
+        return into_box(_run(METHODS[chosen], X, k, options), options.box)
+    return into_box(_auto_with_own_count(X, k, n_rows, n_cols, options), options.box)
 
 
 def _run(method: Method, X: np.ndarray, k: int, options: Options) -> ClusteringResult:
@@ -176,7 +202,7 @@ def _auto_with_own_count(
     plan_options(k, n_cols, k, options)
     job_mu, job_epsilon, job_delta = resolve_privacy(options.epsilon, options.delta, options.mu)
     count_mu = noise.COUNT_MU_FRACTION * job_mu
-    n_tilde = max(noise.release_count(n_rows, count_mu, noise.job_generator(options.rng)), k)
+    n_tilde = released_count(n_rows, k, count_mu, noise.job_generator(options.rng), options.check_k)
     method = METHODS[resolve_algorithm(Algorithm.AUTO, n_cols, n_rows=n_tilde, k=k, mu=job_mu)]
     run_options = dataclasses.replace(
         options,
@@ -233,7 +259,7 @@ def _summarised(
     """`result` with its private sizes and loss released from `mu_summary` (on the job's
     generator: the caller's, or a fresh ChaCha20 from OS entropy), and the job's privacy."""
     radius = check_positive("radius", options.radius)  # checked by the run already
-    exact = exact_summary(X, result.centers, radius=radius, center=options.center)
+    exact = exact_summary(X, result.centers, radius=radius, center=options.center, box=options.box)
     summary = release_summary(
         exact,
         mu=mu_summary,

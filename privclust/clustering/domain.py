@@ -8,11 +8,14 @@ into it (x <- c + (x - c) min(1, R / ||x - c||)), which bounds what one row can 
 from __future__ import annotations
 
 import mmap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privclust.clustering.errors import ClusteringInputError, check_positive, data_shape
+
+if TYPE_CHECKING:
+    from privclust.clustering.scaling import Box
 
 _SHRINK = 1.0 - 4.0 * float(np.finfo(np.float64).eps)
 # A float32 working copy is used only for radii in this range (a public choice): beyond it a
@@ -59,6 +62,7 @@ def prepare_rows(
     center: object | None,
     *,
     dtype: type[np.floating[Any]] = np.float64,
+    box: Box | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(rows centred on c and clipped into the ball of radius R, c): the rows as `dtype`
     (clipped in float64 first; float64 whatever `dtype` when R is outside FLOAT32_RADII, so
@@ -69,6 +73,9 @@ def prepare_rows(
     (`clip_into_ball`, which cannot overflow), then centred, a hair inside so that rounding can
     never leave a norm above R (the sensitivity of HDPE's noisy sums). The only data-dependent
     error is a non-finite value, which an ingested dataset never has.
+
+    With a `box` (privclust.clustering.scaling), each block is first clipped into the box and
+    mapped into the scaled space, where `radius` and `center` are the ball around the unit box.
     """
     n_rows, n_cols = data_shape(X)
     source = X if isinstance(X, np.ndarray) else np.asarray(X)
@@ -77,7 +84,7 @@ def prepare_rows(
     ):
         raise ClusteringInputError("X", f"X must hold real numbers, got dtype {source.dtype}")
     R = check_positive("radius", radius)
-    c = _domain_centre(center, n_cols, R)
+    c = domain_centre(center, n_cols, R)
     if not FLOAT32_RADII[0] <= R <= FLOAT32_RADII[1]:
         dtype = np.float64
     out = np.empty((n_rows, n_cols), dtype=dtype)
@@ -85,11 +92,14 @@ def prepare_rows(
     for start in range(0, n_rows, block_rows):
         block = np.array(source[start : start + block_rows], dtype=np.float64)
         release_pages(source, start, start + block_rows)
+        if box is not None:
+            _check_finite(block, start)
+            block = box.to_scaled(block)
         out[start : start + block_rows] = _centred_in_ball(block, start, c, R)
     return out, c
 
 
-def _domain_centre(center: object | None, n_cols: int, radius: float) -> np.ndarray:
+def domain_centre(center: object | None, n_cols: int, radius: float) -> np.ndarray:
     """The declared centre as float64 (the origin when None), checked against the domain."""
     if center is None:
         c = np.zeros(n_cols)
@@ -112,11 +122,7 @@ def _domain_centre(center: object | None, n_cols: int, radius: float) -> np.ndar
 def _centred_in_ball(block: np.ndarray, start: int, c: np.ndarray, radius: float) -> np.ndarray:
     """A float64 block of rows (a copy, changed in place; its first row is row `start` of X)
     clipped into the ball and centred on c."""
-    if not np.isfinite(block).all():
-        row, col = np.argwhere(~np.isfinite(block))[0]
-        raise ClusteringInputError(
-            "X", f"X has a non-finite value at row {start + row}, column {col}"
-        )
+    _check_finite(block, start)
     clip_into_ball(block, c, radius)
     block -= c  # finite: every row is now within R of c, and c +- R is finite
     # Centring rounds at the scale of |c|: put any row it left a hair outside back in.
@@ -126,6 +132,14 @@ def _centred_in_ball(block: np.ndarray, start: int, c: np.ndarray, radius: float
     if outside.any():
         block[outside] *= (radius / norms[outside] * _SHRINK)[:, None]
     return block
+
+
+def _check_finite(block: np.ndarray, start: int) -> None:
+    if not np.isfinite(block).all():
+        row, col = np.argwhere(~np.isfinite(block))[0]
+        raise ClusteringInputError(
+            "X", f"X has a non-finite value at row {start + row}, column {col}"
+        )
 
 
 def release_pages(source: np.ndarray, start: int, stop: int) -> None:

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Required, TypedDict
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 import numpy as np
 
 from privclust.clustering.choices import Algorithm, Relation
 from privclust.clustering.errors import ClusteringInputError, check_positive
 from privclust.privacy.gdp import mu_from_epsilon_delta
+
+if TYPE_CHECKING:
+    from privclust.clustering.scaling import Box
 
 # progress(t, total): called after each step of a run; anything it raises stops the run.
 Progress = Callable[[int, int], object]
@@ -86,6 +89,13 @@ class Options:
     summary_fraction: float | None = None
     rng: np.random.Generator | None = None
     progress: Progress | None = None
+    # A box domain (privclust.clustering.scaling.Box): the rows are clipped into it and mapped
+    # into the scaled space, where `radius` and `center` are the ball around the unit box.
+    box: Box | None = None
+    # A run that releases its own row count refuses a k above it (the CLI's and the estimator's
+    # runs, as the service refuses a k above a dataset's released count); without it the plan
+    # uses max(N~, k).
+    check_k: bool = False
 
 
 def resolve_privacy(
@@ -122,6 +132,7 @@ class RunKeywords(TypedDict, total=False):
     relation: str
     rng: np.random.Generator | None
     progress: Progress | None
+    check_k: bool
 
 
 class EvolutionKeywords(RunKeywords, total=False):

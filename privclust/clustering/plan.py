@@ -23,6 +23,11 @@ from privclust.clustering.histogram import MIN_VARIATIONS
 from privclust.clustering.options import Options, resolve_privacy
 from privclust.clustering.result import ClusteringResult, released_centres
 from privclust.privacy.gdp import remaining_after
+from privclust.privacy.noise import MAX_NOISE_STD
+
+# The smallest mu a plan's centres may share: below it, even one release of sensitivity 1 would
+# need noise above MAX_NOISE_STD.
+MIN_PLANNABLE_MU = 1.0 / MAX_NOISE_STD
 
 # The default T grows with epsilon above 1 (the paper's rule); beyond this it stops growing, so a
 # huge epsilon cannot plan a job of millions of iterations. The paper's largest setting
@@ -113,6 +118,7 @@ def plan_basis(
     if options.summaries:
         summary_mu = summaries.summary_mu(job_mu, options.summary_fraction)
         centres_mu = summaries.centres_mu(job_mu, summary_mu)
+    _check_plannable(job_mu, centres_mu, options)
     return PlanBasis(
         n_rows=n_rows,
         n_cols=n_cols,
@@ -124,6 +130,21 @@ def plan_basis(
         summary_mu=summary_mu,
         centres_mu=centres_mu,
         count_mu=count_mu,
+    )
+
+
+def _check_plannable(job_mu: float, centres_mu: float, options: Options) -> None:
+    """Refuse a budget too small to plan with: one release of sensitivity 1 needs noise of
+    std at least 1/mu, and no noise above MAX_NOISE_STD can be drawn, so a mu below
+    MIN_PLANNABLE_MU (or one that rounds to 0 once split) can never run."""
+    if job_mu >= MIN_PLANNABLE_MU and centres_mu >= MIN_PLANNABLE_MU:
+        return
+    field = "epsilon" if options.epsilon is not None else "mu"
+    raise ClusteringInputError(
+        field,
+        f"the job's budget (mu={job_mu:.3g}) is too small to plan with: every release would "
+        f"need noise above {MAX_NOISE_STD:g}; a job needs a mu of at least "
+        f"{MIN_PLANNABLE_MU:g} for its centres",
     )
 
 

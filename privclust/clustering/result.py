@@ -79,6 +79,12 @@ class ClusteringResult:
     loss_se: float | None = None
     summary_mu: float | None = None
 
+    @property
+    def loss_space(self) -> str:
+        """Where `loss` is measured: "original", the domain's own units (a run on a ball; a run
+        on per-column bounds says "scaled": privclust.clustering.scaling)."""
+        return "original"
+
     def privacy_spent(self) -> dict[str, Any]:
         """What the run spent and planned with, as `privclust cluster` and `PrivateKMeans`
         report it: `n_rows_dp` is the noisy row count it planned with (DP output itself), None

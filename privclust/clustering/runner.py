@@ -17,6 +17,7 @@ from privclust.clustering.errors import (
     check_positive,
     data_shape,
 )
+from privclust.clustering.limits import check_ball
 from privclust.clustering.method import Method, RunStart, plan_method
 from privclust.clustering.options import Options
 from privclust.clustering.plan import RunPlan, plan_basis
@@ -39,7 +40,10 @@ def start_run(method: Method, X: np.ndarray, k: int, options: Options) -> RunSta
     where only votes read it), take the job's generator (`noise.job_generator`), then plan with the
     public row count (`plan_for_rows`: no noise is drawn before every argument is validated)."""
     n_rows, n_cols = data_shape(X)
-    points, c = prepare_rows(X, options.radius, options.center, dtype=method.rows_dtype)
+    check_ball(options.radius, options.center, n_cols)
+    points, c = prepare_rows(
+        X, options.radius, options.center, dtype=method.rows_dtype, box=options.box
+    )
     noise_rng = noise.job_generator(options.rng)
     plan = plan_for_rows(
         n_rows,
@@ -47,6 +51,7 @@ def start_run(method: Method, X: np.ndarray, k: int, options: Options) -> RunSta
         n_public=options.n_public,
         relation=options.relation,
         rng=noise_rng,
+        check_k=options.check_k,
         plan=lambda count, count_mu: plan_method(
             method, plan_basis(count, n_cols, k, options, count_mu), options
         ),
@@ -63,6 +68,7 @@ def plan_for_rows(
     relation: str,
     rng: np.random.Generator,
     plan: Callable[[int, float | None], RunPlan],
+    check_k: bool = False,
 ) -> RunPlan:
     """The plan of a library run on N rows, choosing the public row count it may use.
 
@@ -73,7 +79,9 @@ def plan_for_rows(
     - add/remove without one: the run first releases its own N~ = N + round(N(0, 1/mu_c^2)),
       with mu_c = COUNT_MU_FRACTION of the job's mu, and plans with max(N~, k) (a k above N~ is
       not an error here, since every argument was already validated before that release; the
-      clamp is post-processing). The plan records mu_c as `count_mu`.
+      clamp is post-processing), or, with `check_k`, refuses a k above N~ (`released_count`)
+      as the service refuses a k above a dataset's n_rows_dp. The plan records mu_c as
+      `count_mu`.
     Every argument is validated (with a stand-in count) before any noise is drawn.
     """
     if relation == Relation.REPLACE_ONE:
@@ -85,4 +93,22 @@ def plan_for_rows(
     if n_public is not None:
         return plan(max(check_integer("n_public", n_public, -(2**62)), 1), None)
     count_mu = noise.COUNT_MU_FRACTION * plan(max(int(k), 1), None).mu
-    return plan(max(noise.release_count(n_rows, count_mu, rng), int(k)), count_mu)
+    return plan(released_count(n_rows, int(k), count_mu, rng, check_k), count_mu)
+
+
+def released_count(
+    n_rows: int, k: int, count_mu: float, rng: np.random.Generator, check_k: bool
+) -> int:
+    """A run's own noisy row count N~ = N + round(N(0, 1/count_mu^2)), released from `rng`:
+    max(N~, k), or with `check_k` N~ itself, a k above it refused (ClusteringInputError naming
+    k; only this count was released, and the refusal is a post-processing of it)."""
+    n_tilde = noise.release_count(n_rows, count_mu, rng)
+    if not check_k:
+        return max(n_tilde, k)
+    if k > n_tilde:
+        raise ClusteringInputError(
+            "k",
+            f"k={k} is above the noisy row count released for this run (n_rows_dp={n_tilde}); "
+            "a tenth of the budget was spent on that count, nothing else was released",
+        )
+    return n_tilde

@@ -24,16 +24,20 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from privclust.clustering.choices import Relation
 from privclust.clustering.domain import prepare_rows
 from privclust.clustering.errors import ClusteringInputError, data_shape
+from privclust.clustering.limits import check_ball
 from privclust.clustering.nearest import nearest_candidates
 from privclust.privacy import noise
 from privclust.privacy.gdp import noise_multiplier, remaining_after
+
+if TYPE_CHECKING:
+    from privclust.clustering.scaling import Box
 
 # The summaries' default share of a job's mu: summary_mu = SUMMARY_MU_FRACTION * mu (4% of the
 # job in GDP terms, mu^2); the centres keep sqrt(1 - 0.2^2) = 98.0% of mu. Measured in
@@ -180,45 +184,70 @@ def _centred_centres(centers: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 
 def _blocks(
-    X: Any, centers: np.ndarray, radius: float, center: np.ndarray | None
+    X: Any, centers: np.ndarray, radius: float, center: np.ndarray | None, box: Box | None = None
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """(clipped centred rows, their nearest centre, the centred centres) per block of X.
 
-    Rows are clipped into the ball exactly as a job reads them (`prepare_rows`), so the nearest
-    centre of a row is the one its job's summaries counted it for.
+    Rows are clipped into the ball exactly as a job reads them (`prepare_rows`, with its box),
+    so the nearest centre of a row is the one its job's summaries counted it for.
     """
-    n_rows, _ = data_shape(X)
+    n_rows, n_cols = data_shape(X)
+    check_ball(radius, center, n_cols)
     for start in range(0, n_rows, BLOCK_ROWS):
-        points, c = prepare_rows(X[start : start + BLOCK_ROWS], radius, center)
+        points, c = prepare_rows(X[start : start + BLOCK_ROWS], radius, center, box=box)
         centred = _centred_centres(centers, c)
         yield points, nearest_candidates(points, centred), centred
 
 
 def nearest_centre_blocks(
-    X: Any, centers: np.ndarray, *, radius: float, center: np.ndarray | None = None
+    X: Any,
+    centers: np.ndarray,
+    *,
+    radius: float | None = None,
+    center: np.ndarray | None = None,
+    lower: Any = None,
+    upper: Any = None,
 ) -> Iterator[np.ndarray]:
     """Each row's nearest released centre (int32, lowest index on ties), a block at a time.
 
+    The domain is a ball (`radius`, `center`) or per-column bounds (`lower`, `upper`; the
+    centres in the columns' own units, compared in the scaled space where the job clustered).
     Post-processing of the released centres: it costs no budget, but the labels describe
     individual rows, so only the data's owner may see them.
     """
-    for _, labels, _ in _blocks(X, centers, radius, center):
+    from privclust.clustering.scaling import box_keywords  # scaling imports the results
+
+    box: Box | None = None
+    if lower is not None or upper is not None:
+        _, n_cols = data_shape(X)
+        box, ball = box_keywords({"radius": radius, "center": center}, lower, upper, n_cols)
+        radius, center = ball["radius"], ball["center"]
+        centers = box.to_scaled(np.asarray(centers, dtype=np.float64))
+    if radius is None:
+        raise ClusteringInputError("radius", "declare a domain: radius, or lower and upper")
+    for _, labels, _ in _blocks(X, centers, radius, center, box):
         yield labels.astype(np.int32)
 
 
 def exact_summary(
-    X: Any, centers: np.ndarray, *, radius: float, center: np.ndarray | None = None
+    X: Any,
+    centers: np.ndarray,
+    *,
+    radius: float,
+    center: np.ndarray | None = None,
+    box: Box | None = None,
 ) -> ExactSummary:
     """Per-centre counts and the clipped loss sum on its grid, read block by block. The clip
     comes from the centres and the domain alone (the domain's centre as `prepare_rows` takes
-    it: the origin when `center` is None)."""
+    it: the origin when `center` is None). With a `box`, the rows are read into the scaled
+    space and `centers`, `radius` and `center` are that space's."""
     k = len(centers)
     scale = 2.0**LOSS_GRID_BITS
     c = np.zeros(np.shape(centers)[1]) if center is None else np.asarray(center, dtype=np.float64)
     bound = loss_bound(_centred_centres(centers, c), radius)
     counts = np.zeros(k, dtype=np.int64)
     total = 0
-    for points, labels, centred in _blocks(X, centers, radius, center):
+    for points, labels, centred in _blocks(X, centers, radius, center, box):
         counts += np.bincount(labels, minlength=k).astype(np.int64)
         diff = points - centred[labels]
         squared = np.einsum("ij,ij->i", diff, diff)

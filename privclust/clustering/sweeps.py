@@ -13,9 +13,13 @@ import numpy as np
 from privclust.clustering.choices import Algorithm, Relation
 from privclust.clustering.dispatch import cluster, plan_run
 from privclust.clustering.errors import ClusteringInputError, check_integer, data_shape
+from privclust.clustering.limits import check_domain
 from privclust.clustering.options import resolve_privacy
 from privclust.clustering.result import ClusteringResult
+from privclust.clustering.runner import released_count
+from privclust.clustering.scaling import box_keywords
 from privclust.clustering.summaries import SWEEP_SUMMARY_FRACTION
+from privclust.clustering.uncertainty import Caveat, ks_told_apart, sweep_warnings
 from privclust.privacy import noise
 from privclust.privacy.gdp import equal_share, remaining_after
 
@@ -27,7 +31,18 @@ ELBOW_SE_MULTIPLIER = 2.0
 PLANNED_OPTIONS = ("iterations", "variations", "summary_fraction")
 
 
-def suggest_k(ks: Sequence[int], losses: Sequence[float], ses: Sequence[float]) -> int:
+def suggest_k(ks: Sequence[int], losses: Sequence[float], ses: Sequence[float]) -> int | None:
+    """The elbow of a sweep (`elbow_k`), or None when its noisy losses cannot tell its ks
+    apart (privclust.clustering.uncertainty.ks_told_apart: no two differ by more than noise
+    alone explains): then any suggestion would be the noise's."""
+    if not (len(ks) == len(losses) == len(ses)) or len(ks) == 0:
+        raise ValueError("ks, losses and ses must be non-empty and of equal length")
+    if not ks_told_apart(losses, ses):
+        return None
+    return elbow_k(ks, losses, ses)
+
+
+def elbow_k(ks: Sequence[int], losses: Sequence[float], ses: Sequence[float]) -> int:
     """The elbow of a sweep, from its noisy losses alone (post-processing).
 
     With the ks in increasing order, the suggestion is the smallest k_i that no larger k_j
@@ -56,16 +71,25 @@ def suggest_k(ks: Sequence[int], losses: Sequence[float], ses: Sequence[float]) 
 class SweepResult:
     """A private sweep over k: one summarised run per k (`results`, in the order of `ks`), each
     `job_mu`-GDP, composing with the sweep's own noisy count (`count_mu`, library runs without a
-    public count) to at most `mu`. `suggested_k` is suggest_k on the noisy losses."""
+    public count) to at most `mu`. `suggested_k` is suggest_k on the noisy losses (None when
+    they cannot tell the ks apart: `warnings` says so)."""
 
     ks: tuple[int, ...]
     results: tuple[ClusteringResult, ...]
-    suggested_k: int
+    suggested_k: int | None
     mu: float
     job_mu: float
     n_public: int
     relation: str
     count_mu: float | None
+
+    @property
+    def warnings(self) -> list[Caveat]:
+        """Why no k is suggested, or that the suggestion is the largest k
+        (privclust.clustering.uncertainty.sweep_warnings)."""
+        losses = [float(r.loss or 0.0) for r in self.results]
+        ses = [float(r.loss_se or 0.0) for r in self.results]
+        return sweep_warnings(self.ks, losses, ses, self.suggested_k)
 
 
 def check_ks(ks: Sequence[object]) -> tuple[int, ...]:
@@ -82,8 +106,10 @@ def sweep(
     X: np.ndarray,
     ks: Sequence[int],
     *,
-    radius: float,
+    radius: float | None = None,
     center: np.ndarray | None = None,
+    lower: Sequence[float] | np.ndarray | None = None,
+    upper: Sequence[float] | np.ndarray | None = None,
     algorithm: str = Algorithm.AUTO,
     epsilon: float | None = None,
     delta: float | None = None,
@@ -98,8 +124,16 @@ def sweep(
     Without a public count under add/remove neighbours the sweep first releases one noisy count
     with COUNT_MU_FRACTION of mu (shared by every run) and splits the rest. `options` are
     `cluster`'s other keyword arguments; a run's summaries get SWEEP_SUMMARY_FRACTION of its mu
-    unless they name another `summary_fraction`."""
+    unless they name another `summary_fraction`. Per-column bounds `lower` and `upper` instead
+    of a ball run every k in the scaled space (privclust.clustering.scaling)."""
     values = check_ks(ks)
+    domain: dict[str, Any] = {"radius": radius, "center": center}
+    if lower is not None or upper is not None:
+        domain = {"lower": lower, "upper": upper}
+        # Checked now, before any noise: bounds, and no ball beside them.
+        box_keywords({"radius": radius, "center": center}, lower, upper, data_shape(X)[1])
+    else:
+        check_domain(radius, center, data_shape(X)[1])
     options.setdefault("summary_fraction", SWEEP_SUMMARY_FRACTION)
     n_rows, n_cols = data_shape(X)
     total_mu, _, _ = resolve_privacy(epsilon, delta, mu)
@@ -118,7 +152,9 @@ def sweep(
     budget = total_mu
     if relation != Relation.REPLACE_ONE and n_public is None:
         count_mu = noise.COUNT_MU_FRACTION * total_mu
-        n_public = max(noise.release_count(n_rows, count_mu, noise.job_generator(rng)), max(values))
+        n_public = released_count(
+            n_rows, max(values), count_mu, noise.job_generator(rng), options.get("check_k", False)
+        )
         budget = remaining_after(total_mu, count_mu)
     job_mu = equal_share(budget, len(values))
     results = tuple(
@@ -126,13 +162,12 @@ def sweep(
             X,
             k,
             algorithm=algorithm,
-            radius=radius,
-            center=center,
             mu=job_mu,
             n_public=n_public,
             relation=relation,
             rng=rng,
             summaries=True,
+            **domain,
             **options,
         )
         for k in values

@@ -346,10 +346,11 @@ def test_a_test_generator_makes_runs_reproducible() -> None:
 
 def test_one_extreme_row_never_makes_a_run_fail() -> None:
     # The neighbouring pair of the soundness audit: with and without one row at +1.5e308 on a
-    # domain centred at -1e308, both runs succeed and return k centres inside the domain.
+    # domain centred at -9.9e99 (the domain limits allow no further), both runs succeed and
+    # return k centres inside the domain.
     rng = np.random.default_rng(12)
-    base = np.column_stack([np.full(200, -1e308), rng.uniform(-0.5, 0.5, 200)])
-    centre = np.array([-1e308, 0.0])
+    base = np.column_stack([np.full(200, -9.9e99), rng.uniform(-0.5, 0.5, 200)])
+    centre = np.array([-9.9e99, 0.0])  # at the domain limits: |c_i| + R <= 1e100
     for X in (base, np.vstack([base, [[1.5e308, 0.0]]])):
         for algorithm in ("pe-means", "hdpe-means"):
             result = cluster(

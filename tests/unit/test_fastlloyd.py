@@ -193,8 +193,8 @@ def test_k_centres_in_the_ball_with_empty_clusters_and_k_near_n() -> None:
 
 def test_one_extreme_row_never_makes_a_run_fail() -> None:
     rng = np.random.default_rng(12)
-    base = np.column_stack([np.full(200, -1e308), rng.uniform(-0.5, 0.5, 200)])
-    centre = np.array([-1e308, 0.0])
+    base = np.column_stack([np.full(200, -9.9e99), rng.uniform(-0.5, 0.5, 200)])
+    centre = np.array([-9.9e99, 0.0])  # at the domain limits: |c_i| + R <= 1e100
     for X in (base, np.vstack([base, [[1.5e308, 0.0]]])):
         result = cluster(
             X, 2, algorithm="fastlloyd", radius=1.0, center=centre, mu=1.0, n_public=205

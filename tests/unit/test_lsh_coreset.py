@@ -216,11 +216,12 @@ def test_invalid_parameters_name_the_field(
 
 
 def test_one_extreme_row_never_makes_a_run_fail() -> None:
-    # The audit's neighbouring pair: a domain centred at -1e308, with and without one row at
-    # +1.5e308 (clipped onto the sphere); both runs succeed with k finite centres in the domain.
+    # The audit's neighbouring pair: a domain centred at -9.9e99 (the limits allow no further),
+    # with and without one row at +1.5e308 (clipped onto the sphere); both runs succeed with k
+    # finite centres in the domain.
     rng = np.random.default_rng(12)
-    base = np.column_stack([np.full(200, -1e308), rng.uniform(-0.5, 0.5, 200)])
-    centre = np.array([-1e308, 0.0])
+    base = np.column_stack([np.full(200, -9.9e99), rng.uniform(-0.5, 0.5, 200)])
+    centre = np.array([-9.9e99, 0.0])  # at the domain limits: |c_i| + R <= 1e100
     for X in (base, np.vstack([base, [[1.5e308, 0.0]]])):
         for n_public in (205, None):
             result = cluster(
