@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.kit.schemas import RequestBody
+from app.kit.schemas import NOT_BLANK, RequestBody
 from app.models import ApiKey, Role
 
 # The roles as the schema states them (an enum of strings), from the one definition.
@@ -17,7 +17,9 @@ RoleName = Literal[Role.ADMIN, Role.OWNER, Role.ANALYST]
 
 class ApiKeyCreate(RequestBody):
     model_config = ConfigDict(json_schema_extra={"example": {"tenant": "acme", "role": "owner"}})
-    tenant: str = Field(min_length=1, max_length=100)
+    tenant: str = Field(
+        min_length=1, max_length=100, pattern=NOT_BLANK, description="Not all blank (trimmed)."
+    )
     role: RoleName
 
 

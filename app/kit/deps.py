@@ -26,15 +26,15 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.kit.config import Settings
 from app.kit.db.session import finish
+from app.kit.repository import CURSOR_PATTERN
 
 # The query parameters of every paginated list (newest first; `next_cursor` of the last page).
 PageLimit = Annotated[int, Query(ge=1, le=200)]
 PageCursor = Annotated[
     str | None,
     Query(
-        max_length=400,
-        pattern=r"^[A-Za-z0-9_-]*$",
-        description="The `next_cursor` of the previous page (opaque; only those work).",
+        pattern=CURSOR_PATTERN,
+        description="The `next_cursor` of the previous page: a position in the list.",
     ),
 ]
 

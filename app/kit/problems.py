@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+import re
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -14,6 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import get_route_path
 
 from app.kit.errors import PrivclustError
 
@@ -49,7 +51,14 @@ class Problem(BaseModel):
     code: str
 
 
-def problem_response(status: int, code: str, title: str, detail: str, **extra: Any) -> JSONResponse:
+def problem_response(
+    status: int,
+    code: str,
+    title: str,
+    detail: str,
+    headers: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
     body = {
         "type": TYPE_BASE + code,
         "title": title,
@@ -58,8 +67,10 @@ def problem_response(status: int, code: str, title: str, detail: str, **extra: A
         "code": code,
         **extra,
     }
-    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+    sent = dict(headers or {})
+    if status == 401:
+        sent.setdefault("WWW-Authenticate", "Bearer")
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=sent or None)
 
 
 _STATUS_CODES = {
@@ -102,7 +113,9 @@ def install(app: FastAPI, check_credentials: CredentialCheck) -> None:
 
 async def _domain_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, PrivclustError)
-    return problem_response(exc.status, exc.code, exc.title, exc.detail, **exc.extra)
+    response = problem_response(exc.status, exc.code, exc.title, exc.detail, **exc.extra)
+    response.headers.update(exc.headers)  # e.g. the Retry-After of a 429
+    return response
 
 
 async def _answer_as_handled(request: Request, denied: Exception) -> JSONResponse | None:
@@ -165,7 +178,31 @@ def _validation_problem(request: Request, exc: RequestValidationError) -> JSONRe
     )
 
 
-async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+
+
+def _template_regex(template: str) -> re.Pattern[str]:
+    parts = re.split(r"\{[^}/]+\}", template)
+    return re.compile("[^/]+".join(re.escape(part) for part in parts))
+
+
+def allowed_methods(request: Request, fallback: str | None) -> str | None:
+    """The `Allow` header of a 405 (RFC 9110, 15.5.6): every method the API document lists for
+    this path, not only those of the route the router happened to try first (GET and DELETE
+    of a dataset are two routes). Paths outside the document (the docs pages) keep the
+    router's own `fallback`."""
+    path = get_route_path(request.scope)
+    methods = {
+        method.upper()
+        for template, operations in request.app.openapi().get("paths", {}).items()
+        if _template_regex(template).fullmatch(path)
+        for method in operations
+        if method in _METHODS
+    }
+    return ", ".join(sorted(methods)) if methods else fallback
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     if exc.status_code == 400 and exc.detail == _BODY_PARSE_ERROR:
         # FastAPI's answer to a JSON body it cannot even decode (e.g. not UTF-8). A body
@@ -179,8 +216,17 @@ async def _http_error(_: Request, exc: Exception) -> JSONResponse:
             errors=[{"field": "body", "message": "not a JSON document"}],
         )
     code = _STATUS_CODES.get(exc.status_code, "error")
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        allow = allowed_methods(request, headers.pop("Allow", None) or headers.pop("allow", None))
+        if allow:
+            headers["Allow"] = allow
     return problem_response(
-        exc.status_code, code, code.replace("-", " ").capitalize(), str(exc.detail)
+        exc.status_code,
+        code,
+        code.replace("-", " ").capitalize(),
+        str(exc.detail),
+        headers=headers,
     )
 
 
@@ -215,11 +261,18 @@ async def _queue_down(_: Request, exc: Exception) -> JSONResponse:
 PROBLEM_SCHEMA_REF = {"$ref": "#/components/schemas/Problem"}
 
 
-def responses(*statuses: int, validation: bool = True) -> dict[int | str, dict[str, Any]]:
+def responses(
+    *statuses: int, validation: bool = True, database: bool = True
+) -> dict[int | str, dict[str, Any]]:
     """OpenAPI `responses=` entries for the problems a route can return.
 
     Described under `application/problem+json` only (what the API sends), so generated clients
     parse errors into the Problem model. `app.main` registers the Problem schema.
+
+    Every route that reads the database (each one that checks an API key does) can answer 503
+    `database-unavailable`: while the database is down, or on SQLite while another process (a
+    worker recording progress) holds the write lock longer than the busy timeout. So 503 is
+    listed unless `database=False`, as 422 is unless `validation=False`.
     """
     descriptions = {
         400: "Bad input file",
@@ -231,11 +284,12 @@ def responses(*statuses: int, validation: bool = True) -> dict[int | str, dict[s
         413: "Upload too large",
         415: "Not multipart/form-data",
         422: "Invalid parameter",
-        503: "Database or queue unavailable",
+        429: "Too many of the tenant's or the key's jobs are queued (see Retry-After)",
+        503: "Database or queue unavailable (nothing was changed)",
     }
     # 422 is listed on every route that takes input, so FastAPI's default validation schema
     # never appears: every validation error is a problem document too.
-    codes = {*statuses, 422} if validation else set(statuses)
+    codes = {*statuses, *((422,) if validation else ()), *((503,) if database else ())}
     return {
         s: {
             "description": descriptions[s],

@@ -22,6 +22,11 @@ def integral(value: object) -> object:
 JsonInt = Annotated[int, BeforeValidator(integral)]
 
 
+# A string that Python's str.strip() does not empty: at least one character outside the set it
+# strips, spelled out because a regex's \s (ECMA's, Rust's) is not quite that set.
+_STRIPPED = "\t\n\x0b\x0c\r\x1c-\x1f \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+NOT_BLANK = f"[^{_STRIPPED}]"
+
 # A job parameter: 1 to 1000 (the bounds inside the type, so the schema states them).
 ParamInt = Annotated[int, Field(ge=1, le=1000), BeforeValidator(integral)]
 
