@@ -360,6 +360,131 @@ def test_console_at_400_px(browser: Any, stack: Stack, tmp_path: Path) -> None:
     c.assert_clean()
 
 
+# The README's customers: four columns in very different units, declared per column.
+COLUMNS = ["age", "income_k", "visits", "spend"]
+LOWER = np.array([0.0, 0.0, 0.0, 0.0])
+UPPER = np.array([100.0, 200.0, 30.0, 1000.0])
+SEGMENTS = np.array([[30, 50, 5, 200], [45, 120, 15, 500], [65, 80, 25, 800.0]])
+
+
+def _customers(path: Path, n: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    rows = SEGMENTS[rng.integers(0, 3, n)] + rng.normal(size=(n, 4)) * (UPPER - LOWER) * 0.05
+    path.write_bytes(csv_bytes(np.clip(rows, LOWER, UPPER), COLUMNS, digits=3))
+
+
+def test_console_box_dataset_target_accuracy_and_an_inconclusive_sweep(
+    browser: Any, stack: Stack, tmp_path: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    owner_key, analyst_key = stack.new_keys()
+    tight, wide = tmp_path / "customers.csv", tmp_path / "loose.csv"
+    _customers(tight, 3000, 1)
+    _customers(wide, 3000, 5)
+    # The same kind of table under bounds 100 times wider than the data: every noisy loss of a
+    # sweep is noise. A k is then suggested only if one noisy loss exceeds 3.7 standard errors
+    # (the pairs' threshold for 4 ks): about 1 run in 4,000 (tests/integration/test_tables_api).
+    with stack.client(owner_key) as owner:
+        loose = uploaded(owner, None, wide.read_bytes(), name="loose", radius=None, epsilon="4",
+                         lower=",".join(map(str, LOWER - 5000)),
+                         upper=",".join(map(str, UPPER + 5000)))  # fmt: skip
+    c = new_console(browser, stack, tmp_path, timezone=ZONE)
+    page = c.page
+    try:
+        page.goto(stack.base_url + "/console/")
+        c.sign_in(owner_key)
+        expect(page.get_by_role("heading", name="Datasets")).to_be_visible()
+        # Per-column bounds typed as the hint says, comma-separated.
+        _upload(c, tight, "customers", lower="0, 0, 0, 0", upper="100, 200, 30, 1000")
+        expect(page.get_by_role("heading", name="customers")).to_be_visible()
+        dataset_id = page.url.rsplit("/", 1)[1]
+        expect(page.locator("dl.meta")).to_contain_text("per-column bounds: age 0 to 100")
+        expect(page.locator("dl.meta")).to_contain_text("spend 0 to 1000")
+
+        # The form says how accurate the centres would be, column by column.
+        page.get_by_label("k (number of centres)").fill("3")
+        page.get_by_label("Epsilon (this job)").fill("1")
+        preview = page.get_by_role("status", name="Cost preview")
+        accuracy = preview.locator('[data-field="accuracy"]')
+        expect(accuracy).to_contain_text("Expected accuracy")
+        for name in COLUMNS:
+            expect(accuracy).to_contain_text(f"{name} ± ")
+        # Driven by a target instead: the estimate finds the smallest epsilon that meets it.
+        page.get_by_label("a target accuracy").check()
+        expect(page.get_by_label("Epsilon (this job)")).to_be_hidden()
+        page.get_by_label("Target accuracy (% of each column's range)").fill("1")
+        expect(preview).to_contain_text("The smallest ε that meets ± 1% is ε ")
+        submit = page.get_by_role("button", name=re.compile(r"^Submit job at ε "))
+        expect(submit).to_be_enabled()
+        shot(c, "target-accuracy", part=page.locator("form", has=preview))
+        with stack.client(analyst_key) as api:
+            est = api.post(
+                f"/v1/datasets/{dataset_id}/jobs/estimate",
+                json={"k": 3, "target_centre_std_fraction": 0.01},
+            ).json()
+        assert max(est["accuracy"]["centre_std_fraction"]) <= 0.01 + 1e-12
+        submit.click()
+        expect(page).to_have_url(re.compile(r"#/jobs/[0-9a-f-]{36}$"))
+        expect(page.locator(".badge")).to_have_text("succeeded", timeout=90_000)
+        job_id = page.url.rsplit("/", 1)[1]
+        with stack.client(analyst_key) as api:
+            job = api.get(f"/v1/jobs/{job_id}").json()
+        assert job["privacy"]["epsilon"] == pytest.approx(est["privacy"]["epsilon"])
+        # Parallel coordinates: every axis spans its own declared range, in its own units.
+        picture = page.get_by_role("img", name=re.compile("^Centres of the job"))
+        expect(picture.locator("path.centre")).to_have_count(3)
+        ticks = picture.evaluate(
+            "p => [...p.querySelectorAll('text.tick')].map(t => t.textContent)"
+        )
+        ticks = [t.replace("\u2009", "") for t in ticks]  # thousands are set apart thinly
+        for bound in ("100", "200", "30", "1000", "0"):
+            assert bound in ticks, ticks
+        c.fills_its_card(picture)
+        shot(c, "box-job", part=page.locator("section", has=picture))
+
+        # A sweep on the loose table: the noisy losses cannot tell the ks apart, so no k is
+        # suggested or highlighted, and the page says why.
+        page.goto(f"{stack.base_url}/console/#/datasets/{loose['id']}")
+        page.get_by_label("Values of k").fill("2, 3, 4, 5")
+        page.get_by_label("Epsilon (whole sweep)").fill("1")
+        sweep_preview = page.get_by_role("status", name="Price of the sweep")
+        expect(sweep_preview).to_contain_text("4 jobs of μ")
+        expect(sweep_preview.locator('[data-field="accuracy"]')).to_contain_text("at k = 5")
+        page.get_by_role("button", name="Start sweep").click()
+        expect(page).to_have_url(re.compile(r"#/sweeps/[0-9a-f-]{36}$"))
+        expect(page.locator("dl.meta .badge")).to_have_text("succeeded", timeout=120_000)
+        sweep_id = page.url.rsplit("/", 1)[1]
+        with stack.client(analyst_key) as api:
+            sweep = api.get(f"/v1/sweeps/{sweep_id}").json()
+        assert sweep["suggested_k"] is None, sweep
+        expect(page.locator('[data-field="suggested_k"]')).to_contain_text("none")
+        warnings = page.get_by_role("list", name="Warnings")
+        expect(warnings).to_contain_text("cannot tell the ks apart")
+        chart = page.get_by_role("img", name=f"Noisy loss against k for sweep {sweep_id[:8]}")
+        expect(chart.locator("g.point")).to_have_count(4)
+        expect(chart.locator("g.point.suggested")).to_have_count(0)
+        expect(chart.locator("text", has_text="suggested")).to_have_count(0)
+        expect(page.locator("tr.suggested")).to_have_count(0)
+        expect(page.get_by_text("(suggested)")).to_have_count(0)
+        expect(chart).to_contain_text("loss, scaled space")  # the loss's space, on its axis
+        expect(page.locator("main")).to_contain_text("squared fractions of each column's")
+        round_steps(chart)
+        shot(c, "inconclusive-sweep")
+        page.get_by_role("navigation", name="Main").get_by_role("link", name="Sweeps").click()
+        row = page.get_by_role("table", name="Sweeps").locator(f'tr[data-sweep-id="{sweep_id}"]')
+        expect(row).to_contain_text("none")
+        # One of its jobs: its warnings, and its noisy sizes with error bars.
+        page.goto(f"{stack.base_url}/console/#/jobs/{sweep['jobs'][0]['job_id']}")
+        expect(page.get_by_role("list", name="Warnings")).to_be_visible()
+        sizes = page.get_by_role("img", name=re.compile("^Noisy cluster sizes"))
+        expect(sizes.locator("line.error-bar")).to_have_count(3 * 2)
+        shot(c, "inconclusive-sweep-job")
+    finally:
+        c.close()
+    c.assert_clean()
+
+
 @pytest.fixture(scope="module")
 def browser() -> Any:
     with launched() as b:

@@ -90,11 +90,10 @@ export function parallel(centers, columns, title, ranges = null, width = 640) {
         s("text", { x: x(j) + 7, y: Y(v) + 4, class: "tick" }, tickLabel(v, ticks.step)),
       );
     }
-    // The ends of the declared range, where the axis stops.
-    svg.append(
-      s("text", { x: x(j), y: T - 6, "text-anchor": "middle", class: "tick" }, num(span[1])),
-      s("text", { x: x(j), y: H - B + 14, "text-anchor": "middle", class: "tick" }, num(span[0])),
-    );
+    // The ends of the declared range, where the axis stops, unless a tick already says them.
+    const ticked = (v) => ticks.ticks.some((t) => Math.abs(t - v) <= 1e-9 * Math.max(1, Math.abs(v)));
+    if (!ticked(span[1])) svg.append(s("text", { x: x(j), y: T - 6, "text-anchor": "middle", class: "tick" }, num(span[1])));
+    if (!ticked(span[0])) svg.append(s("text", { x: x(j), y: H - B + 14, "text-anchor": "middle", class: "tick" }, num(span[0])));
   });
   centers.forEach((c, i) => {
     const path = c.map((v, j) => `${j ? "L" : "M"} ${x(j).toFixed(2)} ${axes[j].Y(v).toFixed(2)}`).join(" ");

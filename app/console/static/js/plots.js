@@ -53,7 +53,7 @@ export function sizeBars(sizes, title, { se = null, width = 640 } = {}) {
  * has a loss. The suggested k's point is marked ("suggested") only when there is one: a sweep
  * whose losses cannot tell its ks apart suggests none, and then no point stands out.
  */
-export function lossChart(points, suggestedK, title, { unit = "squared units of the data", width = 640 } = {}) {
+export function lossChart(points, suggestedK, title, { scaled = false, width = 640 } = {}) {
   const W = width, H = 320, L = 78, R = 20, T = 16, B = 52;
   const done = points.filter((p) => p.loss !== null && p.loss !== undefined);
   const ks = points.map((p) => p.k);
@@ -70,7 +70,7 @@ export function lossChart(points, suggestedK, title, { unit = "squared units of 
   }
   for (const k of ks) svg.append(s("text", { x: X(k), y: H - B + 16, "text-anchor": "middle", class: "tick" }, String(k)));
   svg.append(s("text", { x: (L + W - R) / 2, y: H - 10, "text-anchor": "middle", class: "axis-label" }, "k (number of centres)"));
-  yTitle(svg, `loss (noisy; ${unit})`, { T, H, B });
+  yTitle(svg, scaled ? "loss, scaled space (noisy)" : "loss, squared units (noisy)", { T, H, B });
   if (done.length > 1) {
     svg.append(s("path", { class: "loss-line",
       d: done.map((p, i) => `${i ? "L" : "M"} ${X(p.k).toFixed(2)} ${Y(p.loss).toFixed(2)}`).join(" ") }));

@@ -120,13 +120,13 @@ export function jobForm(ds, budget) {
     return null;
   }
 
-  function describe(est) {
+  function describe(est, targetText) {
     const p = est.privacy, after = est.budget_after;
     const jobShare = share(p.mu, est.budget.mu_cap);
     return [
       h("p", {}, h("strong", {}, est.admissible ? "This job would cost " : "Over budget: this job needs "),
         cost(p), ` (${est.algorithm}, σ ${num(p.sigma)} per release, ${p.iterations} release${p.iterations === 1 ? "" : "s"}).`),
-      mode() === "target" ? h("p", {}, `The smallest ε that meets ± ${num(Number(target.value), 3)}% is ε ${num(p.epsilon)}.`) : null,
+      mode() === "target" ? h("p", {}, `The smallest ε that meets ± ${num(Number(targetText), 3)}% is ε ${num(p.epsilon)}.`) : null,
       h("p", { class: "composition" }, `It takes ${pct(jobShare)} of the budget: (μ ${num(p.mu)} / μ cap ${num(est.budget.mu_cap)})², `,
         "since costs add in squares. ", budgetBar(est.budget, { job: est.admissible ? p.mu : 0, label: "Budget after this job" }),
         h("span", { class: "small" }, " (green: left after it; striped: this job; amber: reserved; grey: spent)")),
@@ -143,10 +143,11 @@ export function jobForm(ds, budget) {
   let timer = null;
   let priced = null; // the body the preview shows; a change event that alters nothing keeps it
   async function estimate() {
-    const mine = ++generation;
+    const mine = generation; // schedule() moved it on: answers to older bodies are dropped
     submit.disabled = true;
     estimated = null;
     priced = JSON.stringify(body());
+    const targetText = target.value;
     const missing = incomplete();
     if (missing) {
       preview.replaceChildren(missing);
@@ -157,7 +158,7 @@ export function jobForm(ds, budget) {
       const est = await api(`/v1/datasets/${ds.id}/jobs/estimate`, { method: "POST", json: body() });
       if (mine !== generation) return;
       markInvalid(form, null);
-      preview.replaceChildren(...describe(est));
+      preview.replaceChildren(...describe(est, targetText));
       preview.dataset.admissible = String(est.admissible);
       estimated = est.admissible ? est : null;
       submit.disabled = !est.admissible;
@@ -176,6 +177,7 @@ export function jobForm(ds, budget) {
     // or the click that blurred the field would land on a button just disabled.
     if (JSON.stringify(body()) === priced) return;
     clearTimeout(timer);
+    generation++;
     submit.disabled = true;
     timer = setTimeout(estimate, 250);
   }
@@ -208,6 +210,7 @@ export function jobForm(ds, budget) {
       schedule();
     }
   });
+  generation++;
   setTimeout(estimate, 0);
   return form;
 }

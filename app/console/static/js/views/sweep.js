@@ -78,7 +78,7 @@ function sweepForm(ds) {
   // POST .../sweeps/estimate prices the whole sweep (every k checked against the dataset) and
   // says whether it fits now; it charges nothing.
   async function estimate() {
-    const mine = ++generation;
+    const mine = generation; // schedule() moved it on: answers to older bodies are dropped
     submit.disabled = true;
     const parsed = parseKs(ks.value);
     if (parsed.error || !epsilon.value) {
@@ -117,6 +117,7 @@ function sweepForm(ds) {
   }
   const schedule = () => {
     clearTimeout(timer);
+    generation++;
     submit.disabled = true;
     timer = setTimeout(estimate, 250);
   };
@@ -144,6 +145,7 @@ function sweepForm(ds) {
       schedule();
     }
   });
+  generation++;
   setTimeout(estimate, 0);
   return form;
 }
@@ -229,7 +231,8 @@ function sweepDetails(sw, ds, signal, draw) {
           : sw.status === "succeeded" ? "no k is suggested, so none is marked."
             : "a suggested k is marked once every job has succeeded."),
       fitted(h("div", { class: "plot-holder" }), (width) =>
-        lossChart(sw.jobs, sw.suggested_k, title, { width, unit: lossUnit(sw.jobs.find((j) => j.loss_space)?.loss_space) }))),
+        lossChart(sw.jobs, sw.suggested_k, title, { width, scaled: sw.loss_space === "scaled" })),
+      h("p", { class: "muted small" }, `Losses in ${lossUnit(sw.loss_space)}.`)),
     h("div", { class: "scroll" }, h("table", { "aria-label": "Jobs of the sweep" },
       h("thead", {}, h("tr", {}, ["k", "Job", "Status", "Loss (noisy)", "± SE"].map((n) => h("th", { scope: "col" }, n)))),
       h("tbody", {}, sw.jobs.map((j) => h("tr", { class: suggested(j.k) ? "suggested" : null, dataset: { k: String(j.k) } },
