@@ -255,7 +255,10 @@ def remaining_after(total: float, part: float) -> float:
             f"the part ({part_f!r}) must be >= 0 and below the total ({total_f!r})", field="mu"
         )
     left = exact_square_sum([total_f]) - exact_square_sum([part_f])
-    root = math.sqrt(float(left))
+    try:
+        root = math.sqrt(float(left))
+    except OverflowError:  # a total above about 1.3e154: its square is no float; scale exactly
+        root = math.sqrt(float(left / 2**1100)) * 2.0**550
     return _step_until(root, lambda r: Fraction(r) ** 2 <= left, 0.0)
 
 

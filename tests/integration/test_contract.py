@@ -11,7 +11,8 @@ import uuid
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.support.api import auth
+from tests.support.api import auth, uploaded
+from tests.support.data import csv_bytes, two_blobs
 
 pytestmark = pytest.mark.integration
 
@@ -95,3 +96,20 @@ def test_a_tenant_with_something_in_it_is_taken_trimmed(client: TestClient, keys
         "/v1/api-keys", headers=auth(keys["admin"]), json={"tenant": " acme\u3000", "role": "owner"}
     )
     assert r.status_code == 201 and r.json()["tenant"] == "acme"
+
+
+@pytest.mark.parametrize("summaries", [False, True])
+@pytest.mark.parametrize("mu", [1e160, 1.7976931348623157e308])
+def test_a_cost_too_large_to_compute_with_is_a_422(
+    client: TestClient, keys, summaries: bool, mu: float
+) -> None:
+    """A schema-valid mu whose square is no float (above about 1.3e154) is refused naming
+    `mu`, with or without summaries (whose split of the cost squared it and failed with 500)."""
+    ds = uploaded(client, keys["owner"], csv_bytes(two_blobs(300)), epsilon="50")
+    for path in ("jobs/estimate", "jobs"):
+        r = client.post(
+            f"/v1/datasets/{ds['id']}/{path}",
+            headers=auth(keys["analyst"]),
+            json={"k": 2, "mu": mu, "summaries": summaries},
+        )
+        assert r.status_code == 422 and r.json()["field"] == "mu", r.text
