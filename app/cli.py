@@ -1,4 +1,4 @@
-"""The `privclust` command line: serve, api, worker, migrate, keys, cluster.
+"""The `privclust` command line: serve, api, worker, migrate, keys, ledger, cluster.
 
 Heavy imports (numpy, FastAPI, RQ) happen inside each command so that `privclust worker` can
 set BLAS thread limits before numpy loads, and `--help` stays fast.
@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from app import __version__
-from app.commands import cluster, keys, migrate, serve, server, worker
+from app.commands import cluster, keys, ledger, migrate, serve, server, worker
 
-COMMANDS = (serve, server, worker, migrate, keys, cluster)
+COMMANDS = (serve, server, worker, migrate, keys, ledger, cluster)
 
 
 def build_parser() -> argparse.ArgumentParser:

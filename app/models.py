@@ -1,4 +1,5 @@
-"""SQLAlchemy models: API keys, datasets, jobs, sweeps over k and the append-only privacy ledger."""
+"""SQLAlchemy models: API keys, datasets, jobs, sweeps over k, the append-only privacy ledger
+and the running budget it folds into."""
 
 from __future__ import annotations
 
@@ -133,6 +134,9 @@ class Job(Base):
     __table_args__ = (
         UniqueConstraint("tenant", "idempotency_key", name="uq_jobs_tenant_idempotency_key"),
         Index("ix_jobs_status_heartbeat", "status", "heartbeat_at"),
+        # The operator's caps count a tenant's (a key's) queued jobs: only those rows.
+        Index("ix_jobs_tenant_status", "tenant", "status"),
+        Index("ix_jobs_created_by_status", "created_by", "status"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
@@ -197,6 +201,29 @@ class LedgerEntry(Base):
     delta: Mapped[float | None] = mapped_column(Float, default=None)
     note: Mapped[str | None] = mapped_column(Text, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class DatasetBudget(Base):
+    """A dataset's running budget: the fold of its ledger, kept in step with it.
+
+    app.ledger.service updates this row in the same transaction as each ledger entry that
+    changes the budget (cap, count, reserve, commit, refund), so every read takes it in one
+    query however long the ledger is; `privclust ledger verify` replays the ledger and compares.
+    The sums of squares are exact rationals, written "numerator/denominator": a float's square
+    is dyadic, so the sums and the differences stay exact, with no drift.
+    """
+
+    __tablename__ = "dataset_budgets"
+
+    dataset_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("datasets.id"), primary_key=True)
+    mu_cap: Mapped[float] = mapped_column(Float)
+    # sum of mu^2 over the dataset's own releases (the noisy row count) and committed jobs.
+    spent_sq: Mapped[str] = mapped_column(Text)
+    # sum of mu^2 over admitted jobs that have not drawn noise yet.
+    reserved_sq: Mapped[str] = mapped_column(Text)
+    # jobs ever admitted (each `reserve` entry), refunded ones included.
+    jobs: Mapped[int] = mapped_column(Integer)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 @event.listens_for(LedgerEntry, "before_update")

@@ -185,13 +185,10 @@ def _check_terms(new: NewDataset) -> _Terms:
     count_cost = check_count_options(new.count_mu, new.count_public, mu_cap)
     # The budget the new dataset would show, before a byte is stored: a cap the budget
     # arithmetic cannot represent is refused here, not after the dataset exists.
-    ledger.representable_view(
-        new.epsilon,
-        new.delta,
-        ledger.LedgerState(
-            mu_cap=mu_cap, dataset_releases=[] if count_cost is None else [count_cost]
-        ),
+    opening = ledger.LedgerState(
+        mu_cap=mu_cap, dataset_releases=[] if count_cost is None else [count_cost]
     )
+    ledger.representable_view(new.epsilon, new.delta, opening)
     check_domain_shape(new.domain)
     return _Terms(name=name, mu_cap=mu_cap, count_mu=count_cost)
 
@@ -252,7 +249,8 @@ def list_datasets(
 ) -> tuple[list[DatasetView], str | None]:
     """A page of the tenant's datasets with their budgets, and the next page's cursor."""
     items, nxt = repo.list_datasets(session, tenant, limit, cursor)
-    return [DatasetView(d, ledger.budget(session, d)) for d in items], nxt
+    budgets = ledger.budgets(session, items)  # one query for the page
+    return [DatasetView(d, budgets[d.id]) for d in items], nxt
 
 
 def delete_rows(session: Session, dataset_id: uuid.UUID, tenant: str) -> DatasetView:

@@ -82,15 +82,14 @@ def budget_if_admitted(
 ) -> tuple[ledger.BudgetView, ledger.BudgetView, bool]:
     """(the budget now, the budget after admitting jobs of `job_mus`, whether they would be
     admitted now): the admission test is `ledger.reserve`'s, on `total_mu` (the jobs' composed
-    mu)."""
-    state = ledger.state_of(session, dataset.id)
-    ok = bmath.is_admissible(state.live_mus, total_mu, state.mu_cap)
-    after_state = state.copy()
+    mu), from the running budget (constant time)."""
+    now = ledger.running(session, dataset.id)
+    ok = bmath.is_admissible_sq(now.used_sq, total_mu, now.mu_cap)
+    after = now
     if ok:
         for mu in job_mus:
-            after_state.reserved[uuid.uuid4()] = mu
-            after_state.jobs += 1
-    return ledger.view(dataset, state), ledger.view(dataset, after_state), ok
+            after = after.reserved(mu)
+    return ledger.view(dataset, now), ledger.view(dataset, after), ok
 
 
 def estimate(session: Session, dataset_id: uuid.UUID, tenant: str, req: JobRequest) -> Estimate:

@@ -27,6 +27,8 @@ class PrivclustError(Exception):
             self.status = status
         # Extra members of the problem document (e.g. row/column, mu_remaining).
         self.extra = {k: v for k, v in extra.items() if v is not None}
+        # Response headers that go with the problem (e.g. Retry-After).
+        self.headers: dict[str, str] = {}
 
 
 class UploadError(PrivclustError):
@@ -90,3 +92,16 @@ class ServiceUnavailable(PrivclustError):
     status = 503
     code = "service-unavailable"
     title = "Service unavailable"
+
+
+class TooManyQueuedJobs(PrivclustError):
+    """The operator's cap on queued jobs (per tenant or per key) is reached: 429, with a
+    Retry-After; nothing was charged."""
+
+    status = 429
+    code = "too-many-queued-jobs"
+    title = "Too many queued jobs"
+
+    def __init__(self, detail: str, *, retry_after: int, **extra: Any) -> None:
+        super().__init__(detail, retry_after=retry_after, **extra)
+        self.headers["Retry-After"] = str(retry_after)

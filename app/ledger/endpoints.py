@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from typing import Annotated, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 from app.datasets import service as datasets_service
 from app.keys.auth import TenantKey, require
@@ -43,17 +44,51 @@ def budget_update(
     return Budget.of(ledger.update_cap(session, dataset, body.epsilon, body.delta, key.id))
 
 
+LedgerLimit = Annotated[
+    int,
+    Query(
+        ge=1,
+        le=ledger.LEDGER_PAGE_MAX,
+        description="Entries per page; follow `next_cursor` for the rest.",
+    ),
+]
+LedgerCursor = Annotated[
+    str | None,
+    Query(
+        pattern=r"^[0-9]{1,18}$",
+        description="The `next_cursor` of the previous page (with the same `order`): the "
+        "ledger continues after it.",
+    ),
+]
+
+LedgerOrder = Annotated[
+    Literal["asc", "desc"],
+    Query(description="`asc` (default): oldest first; `desc`: newest first."),
+]
+
+
 @router.get(
     "/{dataset_id}/ledger",
     response_model=LedgerOut,
     responses=responses(401, 403, 404),
 )
-def ledger_get(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) -> LedgerOut:
-    """The append-only ledger entries behind the budget, oldest first."""
+def ledger_get(
+    dataset_id: uuid.UUID,
+    session: SessionDep,
+    key: TenantKey,
+    limit: LedgerLimit = ledger.LEDGER_PAGE_DEFAULT,
+    cursor: LedgerCursor = None,
+    order: LedgerOrder = "asc",
+) -> LedgerOut:
+    """The append-only ledger entries behind the budget, a page at a time (oldest first, or
+    newest first with `order=desc`); the budget is the dataset's current one."""
     dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
-    entries, budget = ledger.entries_and_budget(session, dataset)
+    entries, nxt, budget = ledger.ledger_page(
+        session, dataset, limit, cursor, newest_first=order == "desc"
+    )
     return LedgerOut(
         dataset_id=dataset.id,
         entries=[LedgerEntryOut.of(e) for e in entries],
         budget=Budget.of(budget),
+        next_cursor=nxt,
     )

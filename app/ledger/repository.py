@@ -1,14 +1,18 @@
-"""The ledger's queries and the dataset's budget lock."""
+"""The ledger's queries, the dataset's budget lock, and the running budget's row."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
-from sqlalchemy import select
+from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
-from app.models import Dataset, LedgerEntry
+from app.models import Dataset, DatasetBudget, LedgerEntry
+
+
+def _is_sqlite(session: Session) -> bool:
+    return session.get_bind().dialect.name == "sqlite"
 
 
 def lock_dataset(session: Session, dataset_id: uuid.UUID) -> Dataset | None:
@@ -18,18 +22,97 @@ def lock_dataset(session: Session, dataset_id: uuid.UUID) -> Dataset | None:
     BEGIN IMMEDIATE (app.kit.db.session.IMMEDIATE), which holds the database write lock instead.
     """
     stmt = select(Dataset).where(Dataset.id == dataset_id).execution_options(populate_existing=True)
-    if session.get_bind().dialect.name != "sqlite":
+    if not _is_sqlite(session):
         stmt = stmt.with_for_update()
     return session.scalar(stmt)
 
 
+def budget_row(
+    session: Session, dataset_id: uuid.UUID, *, for_update: bool = False
+) -> DatasetBudget | None:
+    """The dataset's running budget as the database has it now.
+
+    `for_update`: lock the row until commit (Postgres; on SQLite every writer already holds the
+    database's write lock), because the caller is about to move it. Every writer takes this
+    lock last, after any other lock it needs, so two writers never wait for each other in a
+    circle.
+    """
+    stmt = (
+        select(DatasetBudget)
+        .where(DatasetBudget.dataset_id == dataset_id)
+        .execution_options(populate_existing=True)
+    )
+    if for_update and not _is_sqlite(session):
+        stmt = stmt.with_for_update()
+    return session.scalar(stmt)
+
+
+def budget_rows(
+    session: Session, dataset_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, DatasetBudget]:
+    """The running budgets of several datasets, in one query (a page of a list)."""
+    if not dataset_ids:
+        return {}
+    rows = session.scalars(
+        select(DatasetBudget).where(DatasetBudget.dataset_id.in_(list(dataset_ids)))
+    )
+    return {row.dataset_id: row for row in rows}
+
+
 def ledger_entries(session: Session, dataset_id: uuid.UUID) -> Sequence[LedgerEntry]:
+    """Every entry of the dataset, oldest first (the whole ledger: for audits and tests, never
+    for answering a request)."""
     return session.scalars(
         select(LedgerEntry).where(LedgerEntry.dataset_id == dataset_id).order_by(LedgerEntry.id)
     ).all()
+
+
+def ledger_page(
+    session: Session, dataset_id: uuid.UUID, after_id: int | None, limit: int, newest_first: bool
+) -> Sequence[LedgerEntry]:
+    """Up to `limit` entries of the dataset past `after_id` (above it, oldest first; below it,
+    newest first). The index on dataset_id keeps each page's cost to its own entries."""
+    stmt = select(LedgerEntry).where(LedgerEntry.dataset_id == dataset_id)
+    if after_id is not None:
+        stmt = stmt.where(LedgerEntry.id < after_id if newest_first else LedgerEntry.id > after_id)
+    order = LedgerEntry.id.desc() if newest_first else LedgerEntry.id
+    return session.scalars(stmt.order_by(order).limit(limit)).all()
+
+
+EntryFactsRow = Row[tuple[str, uuid.UUID | None, float | None]]
+
+
+def entry_facts(session: Session, dataset_id: uuid.UUID) -> Iterator[EntryFactsRow]:
+    """(kind, job_id, mu) of every entry of the dataset, oldest first, streamed: what a replay
+    reads, without building an object per entry."""
+    stmt = (
+        select(LedgerEntry.kind, LedgerEntry.job_id, LedgerEntry.mu)
+        .where(LedgerEntry.dataset_id == dataset_id)
+        .order_by(LedgerEntry.id)
+        .execution_options(yield_per=5000)
+    )
+    return iter(session.execute(stmt))
+
+
+def entry_count(session: Session, dataset_id: uuid.UUID) -> int:
+    return int(
+        session.scalar(select(func.count()).where(LedgerEntry.dataset_id == dataset_id)) or 0
+    )
 
 
 def all_ledger_entries_for_job(session: Session, job_id: uuid.UUID) -> Sequence[LedgerEntry]:
     return session.scalars(
         select(LedgerEntry).where(LedgerEntry.job_id == job_id).order_by(LedgerEntry.id)
     ).all()
+
+
+def dataset_ids(session: Session, after: uuid.UUID | None, limit: int) -> Sequence[uuid.UUID]:
+    """Up to `limit` dataset ids in id order, starting after `after` (a rotating check)."""
+    stmt = select(Dataset.id)
+    if after is not None:
+        stmt = stmt.where(Dataset.id > after)
+    return session.scalars(stmt.order_by(Dataset.id).limit(limit)).all()
+
+
+def dataset_by_id(session: Session, dataset_id: uuid.UUID) -> Dataset | None:
+    return session.get(Dataset, dataset_id)

@@ -96,5 +96,11 @@ class LedgerEntryOut(BaseModel):
 
 class LedgerOut(BaseModel):
     dataset_id: uuid.UUID
-    entries: list[LedgerEntryOut]
-    budget: Budget
+    entries: list[LedgerEntryOut] = Field(
+        description="A page of the entries: oldest first, or newest first with `order=desc`."
+    )
+    budget: Budget = Field(description="The dataset's budget now (whatever the page).")
+    next_cursor: str | None = Field(
+        default=None,
+        description="Pass as `cursor` for the entries after this page; null on the last page.",
+    )

@@ -1,17 +1,20 @@
 """The per-dataset privacy budget ledger: admission, commit, refund and cap changes.
 
-The ledger is append-only. A dataset's budget state is never stored as a running total: it is
-the replay of its entries, so it can always be recomputed and audited. Jobs, and the noisy row
-count released at upload, spend mu (Gaussian DP); the dataset's delta is fixed by its cap, and
-releases compose as sqrt(sum mu_i^2).
+The ledger is append-only: the audit trail, which can always be replayed (`state_of`). Reads
+and admissions use the dataset's running budget (app.ledger.state.RunningBudget), which the
+functions here move in the same transaction as each entry they append, and only they append
+entries: nothing can change the ledger without the running budget following. `privclust ledger
+verify` (app.ledger.verify) replays and compares. Jobs, and the noisy row count released at
+upload, spend mu (Gaussian DP); the dataset's delta is fixed by its cap, and releases compose
+as sqrt(sum mu_i^2).
 """
 
 from __future__ import annotations
 
 import math
+import re
 import uuid
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 from sqlalchemy.orm import Session
 
@@ -19,9 +22,13 @@ from app.kit import repository as kit_repo
 from app.kit.db.session import IMMEDIATE
 from app.kit.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
 from app.ledger import repository as repo
-from app.models import Dataset, Job, LedgerEntry, LedgerKind
+from app.ledger.state import BudgetView, LedgerState, RunningBudget, budget_view, new_row, replay
+from app.models import Dataset, DatasetBudget, Job, LedgerEntry, LedgerKind
 from privclust.privacy import budget as bmath
-from privclust.privacy.gdp import PrivacyParameterError, noise_multiplier
+from privclust.privacy.gdp import PrivacyParameterError, compose_squares, noise_multiplier
+
+LEDGER_PAGE_DEFAULT = 100
+LEDGER_PAGE_MAX = 1000
 
 
 def begin_budget_transaction(session: Session) -> None:
@@ -35,75 +42,16 @@ def begin_budget_transaction(session: Session) -> None:
     session.connection(execution_options=IMMEDIATE)
 
 
-@dataclass
-class LedgerState:
-    """What the entries say: the current cap, the dataset's own releases (its noisy row count),
-    and every job's live mu, split by phase."""
-
-    mu_cap: float
-    spent: dict[uuid.UUID, float] = field(default_factory=dict)
-    reserved: dict[uuid.UUID, float] = field(default_factory=dict)
-    jobs: int = 0
-    # mus of releases about the dataset itself (the `count` entry): spent for good.
-    dataset_releases: list[float] = field(default_factory=list)
-
-    @property
-    def spent_mus(self) -> list[float]:
-        return [*self.dataset_releases, *self.spent.values()]
-
-    @property
-    def live_mus(self) -> list[float]:
-        return [*self.spent_mus, *self.reserved.values()]
-
-    def copy(self) -> LedgerState:
-        return LedgerState(
-            mu_cap=self.mu_cap,
-            spent=dict(self.spent),
-            reserved=dict(self.reserved),
-            jobs=self.jobs,
-            dataset_releases=list(self.dataset_releases),
-        )
+def _running_of(state: LedgerState | RunningBudget) -> RunningBudget:
+    return state if isinstance(state, RunningBudget) else RunningBudget.of_state(state)
 
 
-def replay(entries: Iterable[LedgerEntry]) -> LedgerState:
-    """Fold the entries, in order, into the budget state."""
-    state = LedgerState(mu_cap=0.0)
-    for entry in entries:
-        if entry.kind == LedgerKind.CAP and entry.mu is not None:
-            state.mu_cap = float(entry.mu)
-        elif entry.kind == LedgerKind.COUNT and entry.mu is not None:
-            state.dataset_releases.append(float(entry.mu))
-        elif entry.job_id is None:
-            continue
-        elif entry.kind == LedgerKind.RESERVE and entry.mu is not None:
-            state.reserved[entry.job_id] = float(entry.mu)
-            state.jobs += 1
-        elif entry.kind == LedgerKind.COMMIT:
-            if entry.job_id in state.reserved:
-                state.spent[entry.job_id] = state.reserved.pop(entry.job_id)
-        elif entry.kind == LedgerKind.REFUND:
-            state.reserved.pop(entry.job_id, None)
-    return state
-
-
-@dataclass(frozen=True)
-class BudgetView:
-    epsilon: float
-    delta: float
-    mu_cap: float
-    mu_spent: float
-    mu_reserved: float
-    mu_remaining: float
-    epsilon_remaining: float
-    jobs: int
-
-
-def view(dataset: Dataset, state: LedgerState) -> BudgetView:
-    return _view(dataset.epsilon, dataset.delta, state)
+def view(dataset: Dataset, state: LedgerState | RunningBudget) -> BudgetView:
+    return budget_view(dataset.epsilon, dataset.delta, _running_of(state))
 
 
 def representable_view(
-    epsilon: float, delta: float, state: LedgerState, field: str = "epsilon"
+    epsilon: float, delta: float, state: LedgerState | RunningBudget, field: str = "epsilon"
 ) -> BudgetView:
     """The budget a change would leave, computed before anything is written.
 
@@ -112,7 +60,7 @@ def representable_view(
     that would store an unreadable budget changes nothing instead.
     """
     try:
-        result = _view(epsilon, delta, state)
+        result = budget_view(epsilon, delta, _running_of(state))
     except (PrivacyParameterError, ArithmeticError) as exc:
         raise InvalidParameter(f"this budget cannot be represented: {exc}", field=field) from exc
     if not all(math.isfinite(float(v)) for v in result.__dict__.values()):
@@ -120,31 +68,51 @@ def representable_view(
     return result
 
 
-def _view(epsilon: float, delta: float, state: LedgerState) -> BudgetView:
-    b = bmath.budget_state(state.spent_mus, state.reserved.values(), state.mu_cap, delta)
-    return BudgetView(
-        epsilon=epsilon,
-        delta=delta,
-        mu_cap=b.mu_cap,
-        mu_spent=b.mu_spent,
-        mu_reserved=b.mu_reserved,
-        mu_remaining=b.mu_remaining,
-        epsilon_remaining=b.epsilon_remaining,
-        jobs=state.jobs,
-    )
-
-
 def state_of(session: Session, dataset_id: uuid.UUID) -> LedgerState:
+    """The replay of the dataset's whole ledger: for audits (`verify`) and tests, never for
+    answering a request."""
     return replay(repo.ledger_entries(session, dataset_id))
 
 
+def running(session: Session, dataset_id: uuid.UUID) -> RunningBudget:
+    """The dataset's running budget, in one query."""
+    row = repo.budget_row(session, dataset_id)
+    if row is None:
+        raise RuntimeError(f"dataset {dataset_id} has no running budget (run `privclust migrate`)")
+    return RunningBudget.of_row(row)
+
+
 def budget(session: Session, dataset: Dataset) -> BudgetView:
-    return view(dataset, state_of(session, dataset.id))
+    return view(dataset, running(session, dataset.id))
+
+
+def budgets(session: Session, datasets: Sequence[Dataset]) -> dict[uuid.UUID, BudgetView]:
+    """The budgets of a page of datasets, in one query."""
+    rows = repo.budget_rows(session, [d.id for d in datasets])
+    missing = [d.id for d in datasets if d.id not in rows]
+    if missing:
+        raise RuntimeError(f"datasets without a running budget: {missing}")
+    return {d.id: view(d, RunningBudget.of_row(rows[d.id])) for d in datasets}
+
+
+def _locked_budget(session: Session, dataset_id: uuid.UUID) -> DatasetBudget:
+    """The running budget's row, locked until commit (the last lock every writer takes)."""
+    row = repo.budget_row(session, dataset_id, for_update=True)
+    if row is None:
+        raise RuntimeError(f"dataset {dataset_id} has no running budget (run `privclust migrate`)")
+    return row
+
+
+def _move(row: DatasetBudget, moved: RunningBudget) -> None:
+    moved.write_to(row)
+    row.updated_at = kit_repo.now()
 
 
 def open_dataset_budget(session: Session, dataset: Dataset, actor: uuid.UUID | None) -> None:
     """First entries of a new dataset's ledger: its cap, then (unless the owner declared the
-    row count public) the cost of the noisy row count released at upload."""
+    row count public) the cost of the noisy row count released at upload; and its running
+    budget, which starts from them."""
+    running_budget = RunningBudget(mu_cap=dataset.mu_cap)
     kit_repo.add(
         session,
         LedgerEntry(
@@ -170,6 +138,8 @@ def open_dataset_budget(session: Session, dataset: Dataset, actor: uuid.UUID | N
                 note="noisy row count released at upload",
             ),
         )
+        running_budget = running_budget.released(dataset.count_mu)
+    kit_repo.add(session, new_row(dataset.id, running_budget))
 
 
 def lock_for_admission(session: Session, dataset_id: uuid.UUID) -> Dataset:
@@ -188,25 +158,37 @@ def lock_for_admission(session: Session, dataset_id: uuid.UUID) -> Dataset:
     return dataset
 
 
+def refuse_unless_admissible(
+    dataset: Dataset, running_budget: RunningBudget, mu: float, needs: str
+) -> None:
+    """BudgetExceeded (nothing charged) unless `mu` fits in what is left; `needs` says what
+    needs it ("this job needs mu=0.5")."""
+    if bmath.is_admissible_sq(running_budget.used_sq, mu, running_budget.mu_cap):
+        return
+    remaining = bmath.remaining_mu_sq(running_budget.used_sq, running_budget.mu_cap)
+    cap = running_budget.mu_cap
+    raise BudgetExceeded(
+        f"{needs} but only mu={remaining:.6g} of the dataset's budget (mu_cap={cap:.6g}) "
+        "remains; nothing was charged",
+        mu_requested=mu,
+        mu_remaining=remaining,
+        epsilon_remaining=bmath.epsilon_remaining(remaining, dataset.delta),
+        mu_cap=cap,
+    )
+
+
 def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID | None) -> Job:
     """Admit `job` against the dataset's budget, or raise BudgetExceeded with nothing charged.
 
     The caller must have opened this transaction with `begin_budget_transaction`: this
-    function takes the lock (FOR UPDATE / BEGIN IMMEDIATE), replays the ledger, and inserts the
-    job and its reserve entry. The caller commits, and only then enqueues.
+    function takes the lock (FOR UPDATE / BEGIN IMMEDIATE), reads the running budget, and
+    inserts the job, its reserve entry and the running budget's move. The caller commits, and
+    only then enqueues.
     """
     dataset = lock_for_admission(session, dataset_id)
-    state = state_of(session, dataset_id)
-    if not bmath.is_admissible(state.live_mus, job.mu, state.mu_cap):
-        remaining = bmath.remaining_mu(state.live_mus, state.mu_cap)
-        raise BudgetExceeded(
-            f"this job needs mu={job.mu:.6g} but only mu={remaining:.6g} of the dataset's "
-            f"budget (mu_cap={state.mu_cap:.6g}) remains",
-            mu_requested=job.mu,
-            mu_remaining=remaining,
-            epsilon_remaining=bmath.epsilon_remaining(remaining, dataset.delta),
-            mu_cap=state.mu_cap,
-        )
+    row = _locked_budget(session, dataset_id)
+    current = RunningBudget.of_row(row)
+    refuse_unless_admissible(dataset, current, job.mu, f"this job needs mu={job.mu:.6g}")
     kit_repo.add(session, job)
     kit_repo.add(
         session,
@@ -224,6 +206,8 @@ def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID 
             note=_charge_note(job),
         ),
     )
+    _move(row, current.reserved(job.mu))
+    session.flush()
     return job
 
 
@@ -237,8 +221,21 @@ def _charge_note(job: Job) -> str | None:
     return "; ".join(parts) or None
 
 
+def _live_reservation(entries: Sequence[LedgerEntry]) -> float | None:
+    """The mu a job's entries still hold in reserve, as `replay` folds them: that of its
+    reserve entry while neither a commit nor a refund followed it; else None."""
+    reserved: float | None = None
+    for entry in entries:
+        if entry.kind == LedgerKind.RESERVE and entry.mu is not None:
+            reserved = float(entry.mu)
+        elif entry.kind in (LedgerKind.COMMIT, LedgerKind.REFUND):
+            reserved = None
+    return reserved
+
+
 def commit(session: Session, job: Job) -> None:
     """The worker is about to draw the first noise: from here on the spend is final."""
+    reserved = _live_reservation(repo.all_ledger_entries_for_job(session, job.id))
     kit_repo.add(
         session,
         LedgerEntry(
@@ -251,6 +248,10 @@ def commit(session: Session, job: Job) -> None:
             releases=job.releases,
         ),
     )
+    if reserved is not None:
+        row = _locked_budget(session, job.dataset_id)
+        _move(row, RunningBudget.of_row(row).committed(reserved))
+        session.flush()
 
 
 def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None) -> None:
@@ -259,7 +260,8 @@ def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None
     kinds = {e.kind for e in entries}
     if LedgerKind.COMMIT in kinds:
         raise RuntimeError("refusing to refund a job whose noise may have been drawn")
-    if LedgerKind.REFUND in kinds or "reserve" not in kinds:
+    reserved = _live_reservation(entries)
+    if LedgerKind.REFUND in kinds or reserved is None:
         return
     kit_repo.add(
         session,
@@ -273,6 +275,9 @@ def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None
             note=note,
         ),
     )
+    row = _locked_budget(session, job.dataset_id)
+    _move(row, RunningBudget.of_row(row).refunded(reserved))
+    session.flush()
 
 
 def record(
@@ -283,6 +288,8 @@ def record(
     actor: uuid.UUID | None = None,
 ) -> None:
     """An audit-only entry (succeeded, failed, cancelled): it never changes the budget."""
+    if kind not in (LedgerKind.SUCCEEDED, LedgerKind.FAILED, LedgerKind.CANCELLED):
+        raise ValueError(f"{kind!r} changes the budget; it is not an audit-only entry")
     kit_repo.add(
         session,
         LedgerEntry(
@@ -322,12 +329,22 @@ def update_cap(
     return result
 
 
-def entries_and_budget(
-    session: Session, dataset: Dataset
-) -> tuple[Sequence[LedgerEntry], BudgetView]:
-    """The dataset's ledger entries, oldest first, and the budget they replay to."""
-    entries = repo.ledger_entries(session, dataset.id)
-    return entries, view(dataset, replay(entries))
+def ledger_page(
+    session: Session, dataset: Dataset, limit: int, cursor: str | None, newest_first: bool = False
+) -> tuple[Sequence[LedgerEntry], str | None, BudgetView]:
+    """A page of the dataset's entries (oldest first, or newest first) after `cursor`, the next
+    page's cursor (None on the last page) and the budget, from the running budget. The cursor
+    is the id of the page's last entry: the ledger only grows at its end, so paging forward
+    never skips or repeats an entry."""
+    after: int | None = None
+    if cursor is not None:
+        if not re.fullmatch(r"[0-9]{1,18}", cursor):
+            raise InvalidParameter("cursor is not one this API returned", field="cursor")
+        after = int(cursor)
+    limit = max(1, min(limit, LEDGER_PAGE_MAX))
+    entries = repo.ledger_page(session, dataset.id, after, limit + 1, newest_first)
+    nxt = str(entries[limit - 1].id) if len(entries) > limit else None
+    return entries[:limit], nxt, budget(session, dataset)
 
 
 def change_cap(
@@ -342,12 +359,12 @@ def change_cap(
     dataset = repo.lock_dataset(session, dataset_id)
     if dataset is None:
         raise NotFound("no such dataset")
-    state = state_of(session, dataset_id)
-    capped = state.copy()
-    capped.mu_cap = mu_cap
+    row = _locked_budget(session, dataset_id)
+    current = RunningBudget.of_row(row)
+    capped = current.capped(mu_cap)
     representable_view(epsilon, delta, capped)
-    used = math.sqrt(bmath.used_mu_squared(state.live_mus))
-    if mu_cap < used:
+    if bmath.exact_square(mu_cap) < current.used_sq:
+        used = compose_squares(current.used_sq)
         raise InvalidParameter(
             f"the new cap (mu={mu_cap:.6g}) is below what is already spent or reserved "
             f"(mu={used:.6g})",
@@ -368,5 +385,6 @@ def change_cap(
             note="cap changed by owner",
         ),
     )
+    _move(row, capped)
     session.flush()
     return dataset

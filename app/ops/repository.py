@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
-from sqlalchemy import and_, case, exists, func, select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import case, func, select
+from sqlalchemy.orm import Session
 
 from app.models import Dataset, Job, LedgerEntry, LedgerKind
+from app.models import DatasetBudget as RunningBudget
 
 
 def job_counts(session: Session) -> Sequence[tuple[str, str, int]]:
@@ -72,8 +74,8 @@ def dataset_counts(session: Session) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class DatasetBudget:
-    """One dataset's budget as its ledger replays (app.ledger.service.replay), in squares of mu:
-    GDP costs compose as the root of the sum of squares."""
+    """One dataset's budget (its running budget: what its ledger replays to, app.ledger.state),
+    in squares of mu: GDP costs compose as the root of the sum of squares."""
 
     tenant: str
     stored: bool  # its rows are still there (not deleted): it can run jobs
@@ -83,33 +85,18 @@ class DatasetBudget:
 
 
 def dataset_budgets(session: Session) -> list[DatasetBudget]:
-    """Every dataset's cap, spent and reserved mu (squared), from its ledger in one query."""
-    entry = aliased(LedgerEntry)
-    other = aliased(LedgerEntry)
-
-    def has(kind: LedgerKind) -> Any:
-        return exists().where(other.job_id == entry.job_id, other.kind == kind)
-
-    square = entry.mu * entry.mu
-    reserve = entry.kind == LedgerKind.RESERVE
-    spent = case(
-        (entry.kind == LedgerKind.COUNT, square), (and_(reserve, has(LedgerKind.COMMIT)), square)
-    )
-    reserved = case(
-        (and_(reserve, ~has(LedgerKind.COMMIT), ~has(LedgerKind.REFUND)), square),
-    )
+    """Every dataset's cap, spent and reserved mu (squared): one row per dataset from the
+    running budgets, whatever the length of the ledgers."""
     rows = session.execute(
         select(
             Dataset.tenant,
             Dataset.deleted_at.is_(None),
-            Dataset.mu_cap,
-            func.coalesce(func.sum(spent), 0.0),
-            func.coalesce(func.sum(reserved), 0.0),
-        )
-        .join(entry, entry.dataset_id == Dataset.id)
-        .group_by(Dataset.id, Dataset.tenant, Dataset.deleted_at, Dataset.mu_cap)
+            RunningBudget.mu_cap,
+            RunningBudget.spent_sq,
+            RunningBudget.reserved_sq,
+        ).join(RunningBudget, RunningBudget.dataset_id == Dataset.id)
     ).all()
     return [
-        DatasetBudget(str(t), bool(stored), float(cap), float(s), float(r))
+        DatasetBudget(str(t), bool(stored), float(cap), float(Fraction(s)), float(Fraction(r)))
         for t, stored, cap, s, r in rows
     ]

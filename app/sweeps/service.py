@@ -14,13 +14,12 @@ from app.datasets import service as datasets_service
 from app.jobs import service as jobs_service
 from app.kit import repository as kit_repo
 from app.kit.config import Settings
-from app.kit.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound, ServiceUnavailable
+from app.kit.errors import Conflict, InvalidParameter, NotFound, ServiceUnavailable
 from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus, Sweep
 from app.sweeps import repository as repo
 from privclust.clustering import Algorithm, suggest_k
 from privclust.clustering.summaries import SWEEP_SUMMARY_FRACTION
-from privclust.privacy import budget as bmath
 from privclust.privacy import gdp
 
 MAX_KS = 32
@@ -187,19 +186,10 @@ def create_sweep(
 
 def _check_budget(session: Session, dataset: Dataset, plan: SweepPlan) -> None:
     """The whole sweep's mu against what is left (under the budget lock, which reloaded
-    `dataset`); BudgetExceeded with nothing charged."""
-    state = ledger.state_of(session, dataset.id)
-    if not bmath.is_admissible(state.live_mus, plan.mu, state.mu_cap):
-        remaining = bmath.remaining_mu(state.live_mus, state.mu_cap)
-        raise BudgetExceeded(
-            f"this sweep needs mu={plan.mu:.6g} ({len(plan.jobs)} jobs of mu={plan.job_mu:.6g}) "
-            f"but only mu={remaining:.6g} of the dataset's budget (mu_cap={state.mu_cap:.6g}) "
-            "remains; nothing was charged",
-            mu_requested=plan.mu,
-            mu_remaining=remaining,
-            epsilon_remaining=bmath.epsilon_remaining(remaining, dataset.delta),
-            mu_cap=state.mu_cap,
-        )
+    `dataset`); BudgetExceeded with nothing charged. Each job's reservation checks its own mu
+    again, against the running budget locked for update."""
+    needs = f"this sweep needs mu={plan.mu:.6g} ({len(plan.jobs)} jobs of mu={plan.job_mu:.6g})"
+    ledger.refuse_unless_admissible(dataset, ledger.running(session, dataset.id), plan.mu, needs)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,11 @@
 The ledger keeps, per dataset, the mus of its live jobs (spent and reserved) and a cap mu_cap;
 jobs compose as sqrt(sum mu_i^2). Every floating-point decision of that bookkeeping lives here
 so it can be tested in isolation. Sums of squares are formed exactly (rationals), so the only
-tolerances are the three documented constants:
+tolerances are the three documented constants. Each decision comes in two forms that agree
+exactly: from the list of mus (`is_admissible`, `budget_state`, ...) and from their exact sum
+of squares kept as a running total (`is_admissible_sq`, `budget_state_from_squares`, ...); a
+float's square is a dyadic rational, so such a total is exact however many terms it has, and
+subtracting a term again leaves no drift.
 
 - CAP_MARGIN: the stored cap is the exact cap of the owner's (epsilon, delta) shrunk by this
   relative amount, so the admission tolerance below can never carry the true total past it.
@@ -26,6 +30,7 @@ from fractions import Fraction
 from privclust.privacy.gdp import (
     PrivacyParameterError,
     compose,
+    compose_squares,
     epsilon_from_mu_delta,
     exact_square_sum,
     mu_from_epsilon_delta,
@@ -37,10 +42,14 @@ __all__ = [
     "DUST",
     "BudgetState",
     "budget_state",
+    "budget_state_from_squares",
     "cap_from_epsilon_delta",
     "epsilon_remaining",
+    "exact_square",
     "is_admissible",
+    "is_admissible_sq",
     "remaining_mu",
+    "remaining_mu_sq",
     "used_mu_squared",
 ]
 
@@ -108,17 +117,59 @@ def _sqrt_down(square: Fraction) -> float:
     return root
 
 
+def _running(used_sq: object, mu_cap: float) -> tuple[Fraction, Fraction] | None:
+    """(used^2, cap^2) from a running sum of squares, or None when the sum is not a rational
+    >= 0 or the cap not a finite number >= 0."""
+    cap = _finite_nonnegative(mu_cap)
+    if cap is None or isinstance(used_sq, bool) or not isinstance(used_sq, numbers.Rational):
+        return None
+    if used_sq < 0:
+        return None
+    return Fraction(used_sq), exact_square_sum([cap])
+
+
+def exact_square(mu: float) -> Fraction:
+    """mu^2 exactly, the term a release adds to a running sum of squares.
+
+    PrivacyParameterError for anything but a finite real >= 0: NaN, an infinity or a negative
+    mu never enters a running total (the list-based functions refuse them at every read).
+    """
+    value = _finite_nonnegative(mu)
+    if value is None:
+        raise PrivacyParameterError(f"mu must be finite and >= 0, got {mu!r}", field="mu")
+    return exact_square_sum([value])
+
+
+def _remaining(exact: tuple[Fraction, Fraction] | None) -> float:
+    if exact is None:
+        return 0.0
+    left = _remaining_squared(*exact)
+    return 0.0 if left == 0 else _sqrt_down(left)
+
+
 def remaining_mu(mus: Iterable[float], mu_cap: float) -> float:
     """sqrt(cap^2 - sum mu_i^2), rounded down; exactly 0.0 once only dust is left.
 
     Also 0.0 if a mu or the cap is negative or not finite: a corrupt ledger leaves nothing to
     spend, in step with `is_admissible`, which refuses everything then.
     """
-    exact = _ledger(mus, mu_cap)
-    if exact is None:
-        return 0.0
-    left = _remaining_squared(*exact)
-    return 0.0 if left == 0 else _sqrt_down(left)
+    return _remaining(_ledger(mus, mu_cap))
+
+
+def remaining_mu_sq(used_sq: Fraction, mu_cap: float) -> float:
+    """`remaining_mu` from the exact sum of squares of the live mus (0.0 if that is not a
+    rational >= 0, or the cap not a finite number >= 0)."""
+    return _remaining(_running(used_sq, mu_cap))
+
+
+def _admissible(exact: tuple[Fraction, Fraction] | None, mu_job: float) -> bool:
+    job = _finite_nonnegative(mu_job)
+    if job is None or job == 0.0 or exact is None:
+        return False
+    used_sq, cap_sq = exact
+    if _remaining_squared(used_sq, cap_sq) == 0:
+        return False
+    return used_sq + exact_square_sum([job]) <= cap_sq * _ADMIT_FACTOR
 
 
 def is_admissible(mus: Iterable[float], mu_job: float, mu_cap: float) -> bool:
@@ -128,16 +179,13 @@ def is_admissible(mus: Iterable[float], mu_job: float, mu_cap: float) -> bool:
     and once the remainder is dust; otherwise used^2 + mu_job^2 <= cap^2 * (1 + ADMIT_RTOL),
     evaluated exactly.
     """
-    job = _finite_nonnegative(mu_job)
-    if job is None or job == 0.0:
-        return False
-    exact = _ledger(mus, mu_cap)
-    if exact is None:
-        return False
-    used_sq, cap_sq = exact
-    if _remaining_squared(used_sq, cap_sq) == 0:
-        return False
-    return used_sq + exact_square_sum([job]) <= cap_sq * _ADMIT_FACTOR
+    return _admissible(_ledger(mus, mu_cap), mu_job)
+
+
+def is_admissible_sq(used_sq: Fraction, mu_job: float, mu_cap: float) -> bool:
+    """`is_admissible` from the exact sum of squares of the live mus: the same answer for
+    the same ledger, and False when `used_sq` is not a rational >= 0."""
+    return _admissible(_running(used_sq, mu_cap), mu_job)
 
 
 def epsilon_remaining(mu_remaining: float, delta: float) -> float:
@@ -199,6 +247,26 @@ def budget_state(
         mu_cap=float(mu_cap),
         mu_spent=compose(spent),
         mu_reserved=compose(reserved),
+        mu_remaining=remaining,
+        epsilon_remaining=epsilon_remaining(remaining, delta),
+    )
+
+
+def budget_state_from_squares(
+    spent_sq: Fraction, reserved_sq: Fraction, mu_cap: float, delta: float
+) -> BudgetState:
+    """`budget_state` from the exact sums of squares of the spent and the reserved mus: the
+    same floats as `budget_state` gives for mus with those sums."""
+    for square in (spent_sq, reserved_sq):
+        if isinstance(square, bool) or not isinstance(square, numbers.Rational) or square < 0:
+            raise PrivacyParameterError(
+                f"a sum of squares must be a rational >= 0, got {square!r}", field="mu"
+            )
+    remaining = remaining_mu_sq(Fraction(spent_sq) + Fraction(reserved_sq), mu_cap)
+    return BudgetState(
+        mu_cap=float(mu_cap),
+        mu_spent=compose_squares(Fraction(spent_sq)),
+        mu_reserved=compose_squares(Fraction(reserved_sq)),
         mu_remaining=remaining,
         epsilon_remaining=epsilon_remaining(remaining, delta),
     )

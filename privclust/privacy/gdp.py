@@ -27,6 +27,7 @@ from privclust.privacy.delta_curve import delta_upper, log_delta_upper
 __all__ = [
     "PrivacyParameterError",
     "compose",
+    "compose_squares",
     "delta_from_mu_epsilon",
     "epsilon_from_mu_delta",
     "equal_share",
@@ -237,7 +238,14 @@ def compose(mus: Iterable[float]) -> float:
     for value in values:
         if value < 0.0:
             raise PrivacyParameterError(f"mu must not be negative, got {value!r}", field="mu")
-    square = exact_square_sum(values)
+    return compose_squares(exact_square_sum(values))
+
+
+def compose_squares(square: Fraction) -> float:
+    """mu of a composition given its exact sum of squares sum mu_i^2 (a rational >= 0), never
+    understated: the same float `compose` gives for mus with that sum of squares."""
+    if square < 0:
+        raise PrivacyParameterError("a sum of squares cannot be negative", field="mu")
     if square == 0:
         return 0.0
     result = _sqrt_up(square)

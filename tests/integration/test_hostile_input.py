@@ -13,6 +13,8 @@ from datetime import datetime
 import pytest
 from fastapi.testclient import TestClient
 
+from app.kit.db.session import session_factory
+from app.ledger import verify
 from tests.support.api import auth, upload
 from tests.support.data import csv_bytes, two_blobs
 from tests.support.db import make_dataset, stored_files
@@ -225,6 +227,8 @@ def test_concurrent_submissions_with_one_key_all_replay_one_job(settings, keys) 
                 budget = _budget(client, keys["owner"], ds)
                 assert budget["jobs"] == 1 and budget["mu_reserved"] == pytest.approx(0.8)
                 assert _ledger_kinds(client, keys["owner"], ds) == ["cap", "reserve"]
+                check = verify.check(session_factory(settings.resolved_database_url), ds)
+                assert check is not None and check.agrees, check
     finally:
         racers.stop()
 

@@ -16,6 +16,7 @@ from app.kit.db.session import get_engine, session_factory, session_scope
 from app.kit.errors import BudgetExceeded, Conflict
 from app.ledger import repository as ledger_repo
 from app.ledger import service as ledger
+from app.ledger import verify
 from app.models import Job
 from privclust.privacy import budget as bmath
 from privclust.privacy import gdp
@@ -42,6 +43,9 @@ def _admit_in_threads(db_url: str, dataset_id: uuid.UUID, mu: float, n: int) -> 
 
 
 def _replayed_total(db_url: str, dataset_id: uuid.UUID) -> tuple[float, float, int]:
+    """What the ledger replays to (and the check that the running budget says the same)."""
+    check = verify.check(session_factory(db_url), dataset_id)
+    assert check is not None and check.agrees, check
     with session_scope(db_url) as s:
         state = ledger.state_of(s, dataset_id)
         used = math.sqrt(bmath.used_mu_squared(state.live_mus))

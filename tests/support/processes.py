@@ -44,11 +44,13 @@ def start_cli(command: str, env: dict[str, str], log_path: Path) -> subprocess.P
 
 
 def run_cli(
-    command: str, env: dict[str, str], timeout: float = 60
+    command: str | list[str], env: dict[str, str], timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m app.cli <command>` run to its end, its output captured as text."""
+    """`python -m app.cli <command>` run to its end, its output captured as text (a list is a
+    command with its arguments)."""
+    argv = [command] if isinstance(command, str) else command
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", command],
+        [sys.executable, "-m", "app.cli", *argv],
         env=env,
         cwd=ROOT,
         capture_output=True,

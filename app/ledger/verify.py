@@ -1,0 +1,136 @@
+"""The check that a dataset's running budget is what its ledger replays to, exactly.
+
+Both are read in one snapshot (SQLite's transaction; REPEATABLE READ on PostgreSQL), so a check
+that runs while jobs are admitted and run compares a running budget with exactly the entries
+written with it. Used by `privclust ledger verify` and, a bounded batch at a time, by the API's
+sweeper (`check_pass`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from app.kit.db.session import unit_of_work
+from app.ledger import repository as repo
+from app.ledger.state import RunningBudget, replay
+from privclust.privacy.gdp import PrivacyParameterError
+
+SNAPSHOT = {"isolation_level": "REPEATABLE READ"}
+
+
+@dataclass(frozen=True)
+class Check:
+    """One dataset's check: the running budget as stored (None: there is none) and as the
+    replay of its `entries` entries gives it (None: the replay holds a value that no running
+    budget can, e.g. a negative or non-finite mu)."""
+
+    dataset_id: uuid.UUID
+    entries: int
+    stored: RunningBudget | None
+    replayed: RunningBudget | None
+    dataset_mu_cap: float
+
+    @property
+    def agrees(self) -> bool:
+        return (
+            self.stored is not None
+            and self.stored == self.replayed
+            and self.stored.mu_cap == self.dataset_mu_cap
+        )
+
+    def describe(self) -> str:
+        """One line: what differs."""
+        if self.agrees:
+            return f"dataset {self.dataset_id}: running budget agrees with {self.entries} entries"
+        if self.stored is None:
+            return f"dataset {self.dataset_id}: no running budget ({self.entries} entries)"
+        if self.replayed is None:
+            return f"dataset {self.dataset_id}: the ledger holds a mu no budget can"
+        parts = [
+            f"{name} stored {getattr(self.stored, name)} replayed {getattr(self.replayed, name)}"
+            for name in ("mu_cap", "spent_sq", "reserved_sq", "jobs")
+            if getattr(self.stored, name) != getattr(self.replayed, name)
+        ]
+        if self.stored.mu_cap != self.dataset_mu_cap:
+            parts.append(f"dataset mu_cap {self.dataset_mu_cap} running {self.stored.mu_cap}")
+        return f"dataset {self.dataset_id}: MISMATCH over {self.entries} entries: " + "; ".join(
+            parts
+        )
+
+
+def _snapshot(session: Session) -> None:
+    """Make the session's next transaction one snapshot (SQLite's transactions already are)."""
+    if session.get_bind().dialect.name != "sqlite":
+        session.connection(execution_options=SNAPSHOT)
+
+
+def check_dataset(session: Session, dataset_id: uuid.UUID) -> Check | None:
+    """Replay the dataset's ledger and compare it with its running budget (None: no such
+    dataset). Reads the whole ledger: for the CLI and the sweeper, never for a request. Call it
+    at the start of a transaction (`check`/`check_all` do)."""
+    _snapshot(session)
+    dataset = repo.dataset_by_id(session, dataset_id)
+    if dataset is None:
+        return None
+    row = repo.budget_row(session, dataset_id)
+    count = 0
+
+    def counted() -> Iterator[repo.EntryFactsRow]:
+        nonlocal count
+        for entry in repo.entry_facts(session, dataset_id):
+            count += 1
+            yield entry
+
+    state = replay(counted())
+    try:
+        replayed: RunningBudget | None = RunningBudget.of_state(state)
+    except (PrivacyParameterError, ArithmeticError):
+        replayed = None
+    stored = None if row is None else RunningBudget.of_row(row)
+    return Check(dataset_id, count, stored, replayed, float(dataset.mu_cap))
+
+
+def check(sessions: sessionmaker[Session], dataset_id: uuid.UUID) -> Check | None:
+    """`check_dataset` in a transaction of its own."""
+    with unit_of_work(sessions) as session:
+        return check_dataset(session, dataset_id)
+
+
+def check_all(sessions: sessionmaker[Session], batch: int = 100) -> Iterator[Check]:
+    """Every dataset's check, in id order, each in a transaction of its own."""
+    after: uuid.UUID | None = None
+    while True:
+        with unit_of_work(sessions) as session:
+            ids = repo.dataset_ids(session, after, batch)
+        for dataset_id in ids:
+            found = check(sessions, dataset_id)
+            if found is not None:
+                yield found
+        if len(ids) < batch:
+            return
+        after = ids[-1]
+
+
+def check_pass(
+    sessions: sessionmaker[Session], after: uuid.UUID | None, max_entries: int
+) -> tuple[list[Check], uuid.UUID | None]:
+    """A bounded share of the check, for the sweeper: datasets in id order after `after`, until
+    `max_entries` entries were replayed (at least one dataset, however long its ledger). Returns
+    the checks and where the next pass starts (None: from the first dataset again)."""
+    checks: list[Check] = []
+    replayed = 0
+    while replayed < max_entries:
+        with unit_of_work(sessions) as session:
+            ids = repo.dataset_ids(session, after, 1)
+        if not ids:
+            return checks, None
+        after = ids[0]
+        found = check(sessions, after)
+        if found is not None:
+            checks.append(found)
+            replayed += max(found.entries, 1)
+    return checks, after
