@@ -174,5 +174,18 @@ def _exercise(prometheus: str, stack: Stack, owner: httpx.Client, analyst: httpx
         40.0,
         stack,
     )
+    # The console's files count under their mount's route, and the figures read from Redis
+    # and the ledger reach Prometheus: one live worker, a build, budgets by tenant.
+    for path in ("/console/", "/console/js/main.js", "/console/console.css"):
+        assert httpx.get(stack.base_url + path, timeout=30).status_code == 200
+    wait_for(
+        prometheus,
+        'sum(privclust_http_request_duration_seconds_count{route="/console/{path}"})',
+        3.0,
+        stack,
+    )
+    wait_for(prometheus, "sum(privclust_workers)", 1.0, stack)
+    wait_for(prometheus, "count(privclust_build_info == 1)", 1.0, stack)
+    assert (query(prometheus, 'privclust_budget_mu_spent{tenant="acme"}') or 0) > 0
     # Both API processes run in multiprocess mode (each has written its values' file).
     assert len(_metric_file_pids(stack.api.pid)) == 2
