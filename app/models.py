@@ -60,6 +60,15 @@ class LedgerKind(StrEnum):
     CANCELLED = "cancelled"
 
 
+class DomainKind(StrEnum):
+    """How a dataset's public domain was declared: a ball (`center`, `radius`) or per-column
+    bounds (`lower`, `upper`), which jobs cluster in the scaled space (privclust.clustering.
+    scaling)."""
+
+    BALL = "ball"
+    BOX = "box"
+
+
 class ApiKey(Base):
     __tablename__ = "api_keys"
 
@@ -90,8 +99,16 @@ class Dataset(Base):
     count_mu: Mapped[float | None] = mapped_column(Float, default=None)
     n_cols: Mapped[int] = mapped_column(Integer)
     columns: Mapped[list[Any]] = mapped_column(JSON)
+    # The ball every row is in (for a box: the ball around it).
     center: Mapped[list[Any]] = mapped_column(JSON)
     radius: Mapped[float] = mapped_column(Float)
+    # A box's declared per-column bounds (null for a ball). Datasets uploaded before boxes were
+    # stored are balls: their bounds were never kept (README, "Upgrading").
+    domain_kind: Mapped[str] = mapped_column(
+        String(8), default=DomainKind.BALL, server_default=DomainKind.BALL.value
+    )
+    lower: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
+    upper: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
     # The cap as the owner gave it, and mu_cap derived from it (safely rounded down).
     epsilon: Mapped[float] = mapped_column(Float)
     delta: Mapped[float] = mapped_column(Float)

@@ -123,8 +123,7 @@ def _cluster(
         result: ClusteringResult = cluster(
             rows,
             job.k,
-            radius=queued.radius,
-            center=np.asarray(queued.center, dtype=float),
+            **queued.domain,  # a ball, or per-column bounds clustered in the scaled space
             progress=_progress_writer(run, heartbeat),
             n_public=queued.count.n_rows,
             relation=queued.count.relation,

@@ -1,27 +1,31 @@
 """A dataset's declared public domain: the form fields that describe it, and its rules.
 
 The domain is declared by the owner, never computed from the data: either a ball (`radius`,
-optional `center`) or a box (`lower` and `upper`), which is turned into the ball around it.
+optional `center`) or a box (`lower` and `upper`), whose jobs cluster in the scaled space where
+each column is mapped onto [0, 1] by its bounds (privclust.clustering.scaling); a box also keeps
+the ball around it. Vector fields take a JSON array or comma-separated values.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from app.kit.errors import InvalidParameter
-
-# Bounds on a declared domain. With every |c_i| + R (ball) or every |lo_i|, |hi_i| (box) at most
-# MAX_DOMAIN_ABS, and R at least MIN_RADIUS, no arithmetic on a row can overflow or lose its
-# scale, whatever the row: x - c is finite for any finite x (|c_i| <= 1e100 is far below half a
-# unit in the last place of the largest float, about 1e292), a clipped row's coordinates stay
-# within a few times 1e100, its squared norm within d * 1e201 (finite for any d below 1e107),
-# and squared coordinates near MIN_RADIUS (1e-200) are still normal floats. So whether a job
-# fails can never depend on a row's values: one extreme row cannot change an observable outcome.
-MAX_DOMAIN_ABS = 1e100
-MIN_RADIUS = 1e-100
-MAX_RADIUS = 1e100
+from app.models import Dataset, DomainKind
+from privclust.clustering.accuracy import Space
+from privclust.clustering.errors import ClusteringInputError
+from privclust.clustering.limits import (
+    check_ball_centre,
+    check_box_bounds,
+    check_radius,
+)
+from privclust.clustering.scaling import ORIGINAL_SPACE, SCALED_SPACE, Box
 
 
 @dataclass(frozen=True)
@@ -34,46 +38,75 @@ class DomainSpec:
     upper: list[float] | None = None
 
 
+# What a vector form field may hold, stated in the API's schema and checked here with the same
+# expressions: a JSON array, or the same values separated by commas (blanks around them
+# allowed). A number is a JSON number; a name in a comma list has no comma, quote, bracket or
+# control character and does not start with a blank.
+_WS = r"[ \t\n\r]*"  # JSON's whitespace only (a regex's \s allows more than json.loads)
+_NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+_JSON_NAME = r'"([^"\\\x00-\x1f]|\\["\\/bfnrt])+"'
+_PLAIN_NAME = r'[^,\[\]"\x00-\x20]([^,\[\]"\x00-\x1f]*[^,\[\]"\x00-\x20])?'
+
+
+def _list_of(item: str) -> str:
+    return rf"{_WS}{item}({_WS},{_WS}{item})*{_WS}"
+
+
+NUMBER_LIST = rf"^({_WS}\[{_list_of(_NUMBER)}\]{_WS}|{_list_of(_NUMBER)})$"
+NAME_LIST = rf"^({_WS}\[{_list_of(_JSON_NAME)}\]{_WS}|{_list_of(_PLAIN_NAME)})$"
+_NUMBER_LIST, _NAME_LIST = re.compile(NUMBER_LIST), re.compile(NAME_LIST)
+
+
+def _items(raw: str, field: str, what: str, example: str) -> list[object]:
+    """A vector form field's items: a JSON array, or values separated by commas. The detail
+    of a refusal says what was expected, with an example (never an expression)."""
+    form = _NUMBER_LIST if what == "numbers" else _NAME_LIST
+    if form.fullmatch(raw) is None:
+        raise InvalidParameter(
+            f"{field} must be {what} separated by commas or a JSON array of them, e.g. {example}",
+            field=field,
+        )
+    text = raw.strip(" \t\n\r")
+    if text.startswith("["):
+        value = json.loads(text)  # the expression admits JSON arrays only
+        assert isinstance(value, list)
+        return value
+    return [part.strip(" \t\n\r") for part in text.split(",")]
+
+
 def parse_json_vector(raw: str | None, field: str) -> list[float] | None:
-    """Decode an optional JSON array of finite numbers sent as a form field."""
+    """An optional vector of finite numbers sent as a form field: a JSON array ([1, 2.5]) or
+    numbers separated by commas (1,2.5)."""
     if raw is None or raw == "":
         return None
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InvalidParameter(f"{field} must be a JSON array of numbers", field=field) from exc
-    if not isinstance(value, list) or not value:
-        raise InvalidParameter(f"{field} must be a non-empty JSON array of numbers", field=field)
     out: list[float] = []
-    for item in value:
-        if isinstance(item, bool) or not isinstance(item, int | float):
-            raise InvalidParameter(f"{field} must contain only numbers", field=field)
+    for item in _items(raw, field, "numbers", "0,0,1.5 or [0, 0, 1.5]"):
+        item = float(item) if isinstance(item, str) else item
+        assert isinstance(item, int | float) and not isinstance(item, bool)
         if not math.isfinite(item):
-            raise InvalidParameter(f"{field} must contain only finite numbers", field=field)
+            raise InvalidParameter(f"{field} must hold only finite numbers", field=field)
         out.append(float(item))
     return out
 
 
 def parse_json_names(raw: str | None, field: str = "columns") -> list[str] | None:
+    """An optional list of column names: a JSON array of strings (["x", "y"]) or names
+    separated by commas (x,y; surrounding blanks are trimmed)."""
     if raw is None or raw == "":
         return None
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise InvalidParameter(
-            f"{field} must be a JSON array of column names", field=field
-        ) from exc
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-        raise InvalidParameter(
-            f"{field} must be a non-empty JSON array of column names", field=field
-        )
+    value = _items(raw, field, "column names", 'x,y or ["x", "y"]')
     if len(set(value)) != len(value):
         raise InvalidParameter(f"{field} names a column twice", field=field)
-    return list(value)
+    return [str(v) for v in value]
+
+
+def _refused(exc: ClusteringInputError) -> InvalidParameter:
+    return InvalidParameter(str(exc), field=exc.field)
 
 
 def check_domain_shape(spec: DomainSpec) -> None:
-    """What can be checked before the file is read: exactly one kind of bound, sane values."""
+    """What can be checked before the file is read: exactly one kind of bound, within the
+    domain limits (privclust.clustering.limits, the library's own)."""
     has_ball = spec.radius is not None
     has_box = spec.lower is not None or spec.upper is not None
     if has_ball == has_box:
@@ -82,43 +115,37 @@ def check_domain_shape(spec: DomainSpec) -> None:
             "`lower` and `upper`; it is never computed from the data",
             field="radius",
         )
-    if has_ball:
-        assert spec.radius is not None
-        if not math.isfinite(spec.radius) or spec.radius <= 0:
-            raise InvalidParameter("radius must be a finite number > 0", field="radius")
-        if not MIN_RADIUS <= spec.radius <= MAX_RADIUS:
-            raise InvalidParameter(
-                f"radius must be between {MIN_RADIUS:g} and {MAX_RADIUS:g}", field="radius"
-            )
-        if spec.center is not None and any(
-            abs(c) + spec.radius > MAX_DOMAIN_ABS for c in spec.center
-        ):
-            raise InvalidParameter(
-                f"every |center_i| + radius must be at most {MAX_DOMAIN_ABS:g}, so that no "
-                "row's arithmetic can overflow",
-                field="center",
-            )
-    else:
+    try:
+        if has_ball:
+            assert spec.radius is not None
+            check_radius(spec.radius)
+            if spec.center is not None:
+                check_ball_centre(spec.center, spec.radius)
+            return
         if spec.lower is None or spec.upper is None:
             raise InvalidParameter(
                 "lower and upper must be given together",
                 field="upper" if spec.upper is None else "lower",
             )
-        if len(spec.lower) != len(spec.upper):
-            raise InvalidParameter("lower and upper must have the same length", field="upper")
-        for field, bounds in (("lower", spec.lower), ("upper", spec.upper)):
-            if any(abs(b) > MAX_DOMAIN_ABS for b in bounds):
-                raise InvalidParameter(
-                    f"every {field} bound must be within +-{MAX_DOMAIN_ABS:g}, so that no "
-                    "row's arithmetic can overflow",
-                    field=field,
-                )
-        if any(hi < lo for lo, hi in zip(spec.lower, spec.upper, strict=True)):
-            raise InvalidParameter("every upper bound must be >= its lower bound", field="upper")
+        check_box_bounds(spec.lower, spec.upper)
+    except ClusteringInputError as exc:
+        raise _refused(exc) from exc
 
 
-def resolve_domain(spec: DomainSpec, n_cols: int) -> tuple[list[float], float]:
-    """Center and radius of the public ball for a dataset with n_cols columns."""
+@dataclass(frozen=True)
+class ResolvedDomain:
+    """A dataset's domain as stored: its kind, the ball its rows lie in (for a box, the ball
+    around it) and, for a box, the declared bounds."""
+
+    kind: DomainKind
+    center: list[float]
+    radius: float
+    lower: list[float] | None = None
+    upper: list[float] | None = None
+
+
+def resolve_domain(spec: DomainSpec, n_cols: int) -> ResolvedDomain:
+    """The declared domain of a dataset with n_cols columns (after `check_domain_shape`)."""
     if spec.radius is not None:
         center = spec.center if spec.center is not None else [0.0] * n_cols
         if len(center) != n_cols:
@@ -126,7 +153,7 @@ def resolve_domain(spec: DomainSpec, n_cols: int) -> tuple[list[float], float]:
                 f"center has {len(center)} values but the dataset has {n_cols} columns",
                 field="center",
             )
-        return center, float(spec.radius)
+        return ResolvedDomain(DomainKind.BALL, center, float(spec.radius))
     assert spec.lower is not None and spec.upper is not None
     if len(spec.lower) != n_cols:
         raise InvalidParameter(
@@ -135,10 +162,37 @@ def resolve_domain(spec: DomainSpec, n_cols: int) -> tuple[list[float], float]:
         )
     center = [(lo + hi) / 2 for lo, hi in zip(spec.lower, spec.upper, strict=True)]
     radius = math.hypot(*[(hi - lo) for lo, hi in zip(spec.lower, spec.upper, strict=True)]) / 2
-    if not math.isfinite(radius) or radius <= 0:
-        raise InvalidParameter("lower and upper describe an empty domain", field="upper")
-    if radius < MIN_RADIUS:
-        raise InvalidParameter(
-            f"lower and upper describe a domain of radius below {MIN_RADIUS:g}", field="upper"
-        )
-    return center, radius
+    return ResolvedDomain(DomainKind.BOX, center, radius, list(spec.lower), list(spec.upper))
+
+
+def is_box(dataset: Dataset) -> bool:
+    """Whether a dataset's jobs cluster in the scaled space (declared per-column bounds)."""
+    return (
+        dataset.domain_kind == DomainKind.BOX
+        and dataset.lower is not None
+        and dataset.upper is not None
+    )
+
+
+def run_domain(dataset: Dataset) -> dict[str, Any]:
+    """The library's domain keywords for a dataset's job, summaries and labels: `lower` and
+    `upper` for a box (clustered in the scaled space), else `radius` and `center`."""
+    if is_box(dataset):
+        return {
+            "lower": np.asarray(dataset.lower, dtype=np.float64),
+            "upper": np.asarray(dataset.upper, dtype=np.float64),
+        }
+    return {"radius": dataset.radius, "center": np.asarray(dataset.center, dtype=np.float64)}
+
+
+def accuracy_space(dataset: Dataset) -> Space:
+    """The space a dataset's jobs cluster in, as the accuracy model reads it."""
+    if is_box(dataset):
+        return Space.box(Box.of(dataset.lower, dataset.upper))
+    return Space.ball(dataset.radius, dataset.n_cols)
+
+
+def loss_space(dataset: Dataset) -> str:
+    """Where a dataset's private losses are measured: "scaled" (each column on [0, 1] by its
+    declared bounds) for a box, "original" (the columns' own units) for a ball."""
+    return SCALED_SPACE if is_box(dataset) else ORIGINAL_SPACE

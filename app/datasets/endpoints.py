@@ -5,12 +5,13 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, File, Form, UploadFile
+from fastapi import APIRouter, Form, UploadFile
+from pydantic import BaseModel, Field
 
 from app.datasets import service as datasets_service
 from app.datasets.domain import (
-    MAX_RADIUS,
-    MIN_RADIUS,
+    NAME_LIST,
+    NUMBER_LIST,
     DomainSpec,
     parse_json_names,
     parse_json_vector,
@@ -21,18 +22,11 @@ from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, UnitOfW
 from app.kit.problems import responses
 from app.kit.schemas import Page
 from app.models import Role
+from privclust.clustering.limits import MAX_RADIUS, MIN_RADIUS
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=UnitOfWorkRoute)
 
-JSON_ARRAY = "A JSON array, e.g. [0, 0, 0]."
-# The form fields that carry JSON are plain strings to multipart; these patterns say which
-# strings the server can read (the server still checks finiteness and the lengths against the
-# file's columns). A JSON number, then a JSON array of them, and of non-empty JSON strings.
-_WS = r"[ \t\n\r]*"  # JSON's whitespace only (a regex's \s allows more than json.loads)
-_NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
-NUMBER_ARRAY = rf"^{_WS}\[{_WS}{_NUMBER}({_WS},{_WS}{_NUMBER})*{_WS}\]{_WS}$"
-_NAME = r'"([^"\\\x00-\x1f]|\\["\\/bfnrt])+"'
-NAME_ARRAY = rf"^{_WS}\[{_WS}{_NAME}({_WS},{_WS}{_NAME})*{_WS}\]{_WS}$"
+VECTOR = "Numbers separated by commas (0,0,1.5) or a JSON array ([0, 0, 1.5])."
 
 
 def _absent_not_null(schema: dict[str, Any]) -> None:
@@ -43,61 +37,72 @@ def _absent_not_null(schema: dict[str, Any]) -> None:
         schema.update(branches[0])
 
 
-def _optional(**constraints: Any) -> Any:
-    """An optional form field (see `_absent_not_null`)."""
-    return Form(json_schema_extra=_absent_not_null, **constraints)
+def _listed(pattern: str) -> Any:
+    """An optional vector field: its schema states the accepted syntax (`pattern`), which the
+    service checks itself, so that a refusal explains in words, never with the expression."""
+
+    def extra(schema: dict[str, Any]) -> None:
+        _absent_not_null(schema)
+        schema["pattern"] = pattern
+
+    return extra
 
 
-# The upload form's fields, as the generated document describes them (Body_datasets_create).
-UploadField = Annotated[UploadFile, File(description="CSV with a header row, .npy, or Parquet.")]
-NameField = Annotated[
-    str,
-    Form(
+class DatasetUpload(BaseModel):
+    """The upload form (multipart/form-data): the file, its name, the dataset's total budget
+    and its declared public domain (a ball, or per-column bounds)."""
+
+    file: UploadFile = Field(description="CSV with a header row, .npy, or Parquet.")
+    name: str = Field(
         min_length=1,
         max_length=200,
         pattern=r"\S",
         description="1 to 200 characters, not all blank (trimmed).",
-    ),
-]
-EpsilonField = Annotated[float, Form(gt=0, description="The dataset's total epsilon.")]
-DeltaField = Annotated[float, Form(gt=0, lt=1, description="The dataset's delta, in (0, 1).")]
-RadiusField = Annotated[
-    float | None, _optional(ge=MIN_RADIUS, le=MAX_RADIUS, description="Radius of the public ball.")
-]
-CenterField = Annotated[
-    str | None, _optional(pattern=NUMBER_ARRAY, description="Ball centre. " + JSON_ARRAY)
-]
-LowerField = Annotated[
-    str | None,
-    _optional(pattern=NUMBER_ARRAY, description="Per-column lower bounds. " + JSON_ARRAY),
-]
-UpperField = Annotated[
-    str | None,
-    _optional(pattern=NUMBER_ARRAY, description="Per-column upper bounds. " + JSON_ARRAY),
-]
-ColumnsField = Annotated[
-    str | None,
-    _optional(
-        pattern=NAME_ARRAY,
-        description='Columns to use, by name: a JSON array of strings, e.g. ["x", "y"].',
-    ),
-]
-CountMuField = Annotated[
-    float | None,
-    _optional(
+    )
+    epsilon: float = Field(gt=0, description="The dataset's total epsilon.")
+    delta: float = Field(gt=0, lt=1, description="The dataset's delta, in (0, 1).")
+    radius: float | None = Field(
+        default=None,
+        ge=MIN_RADIUS,
+        le=MAX_RADIUS,
+        description="Radius of the public ball.",
+        json_schema_extra=_absent_not_null,
+    )
+    center: str | None = Field(
+        default=None,
+        description="Ball centre, one value per column. " + VECTOR,
+        json_schema_extra=_listed(NUMBER_LIST),
+    )
+    lower: str | None = Field(
+        default=None,
+        description="Per-column lower bounds (with `upper`: jobs cluster with each column "
+        "scaled to its declared range). " + VECTOR,
+        json_schema_extra=_listed(NUMBER_LIST),
+    )
+    upper: str | None = Field(
+        default=None,
+        description="Per-column upper bounds. " + VECTOR,
+        json_schema_extra=_listed(NUMBER_LIST),
+    )
+    columns: str | None = Field(
+        default=None,
+        description="Columns to use, by name: names separated by commas (x,y) or a JSON array "
+        'of strings (["x", "y"]).',
+        json_schema_extra=_listed(NAME_LIST),
+    )
+    count_mu: float | None = Field(
+        default=None,
         gt=0,
         description="The GDP cost of the noisy row count released at upload: finite, > 0 "
         "and below the cap's mu. Default: 0.1 x mu_cap (1% of the budget in GDP terms).",
-    ),
-]
-CountPublicField = Annotated[
-    bool,
-    Form(
+        json_schema_extra=_absent_not_null,
+    )
+    count_public: bool = Field(
+        default=False,
         description="Declare the row count already public: no count is released (nothing "
         "charged), n_rows_dp is the exact N, and jobs are calibrated to replace-one "
-        "neighbours. Not with count_mu."
-    ),
-]
+        "neighbours. Not with count_mu.",
+    )
 
 
 @router.post(
@@ -111,20 +116,12 @@ def datasets_create(
     session: SessionDep,
     settings: SettingsDep,
     key: TenantKey,
-    file: UploadField,
-    name: NameField,
-    epsilon: EpsilonField,
-    delta: DeltaField,
-    radius: RadiusField = None,
-    center: CenterField = None,
-    lower: LowerField = None,
-    upper: UpperField = None,
-    columns: ColumnsField = None,
-    count_mu: CountMuField = None,
-    count_public: CountPublicField = False,
+    form: Annotated[DatasetUpload, Form(media_type="multipart/form-data")],
 ) -> DatasetOut:
     """Rows are checked completely before the dataset exists, then clipped into the declared
-    domain (never rejected; how many were clipped is never recorded).
+    domain (never rejected; how many were clipped is never recorded). With per-column bounds
+    (`lower`, `upper`) every row is clipped into that box, and jobs cluster where each column is
+    mapped onto [0, 1] by its bounds; centres come back in the columns' own units.
 
     The row count N is private under add/remove neighbours: the upload releases
     `n_rows_dp` = N + integer Gaussian noise of std 1/count_mu, charged to the budget as the
@@ -134,20 +131,21 @@ def datasets_create(
     1/n_rows_dp."""
     require(key, Role.OWNER)
     domain = DomainSpec(
-        radius=radius,
-        center=parse_json_vector(center, "center"),
-        lower=parse_json_vector(lower, "lower"),
-        upper=parse_json_vector(upper, "upper"),
+        radius=form.radius,
+        center=parse_json_vector(form.center, "center"),
+        lower=parse_json_vector(form.lower, "lower"),
+        upper=parse_json_vector(form.upper, "upper"),
     )
     new = datasets_service.NewDataset(
-        name=name,
-        epsilon=epsilon,
-        delta=delta,
+        name=form.name,
+        epsilon=form.epsilon,
+        delta=form.delta,
         domain=domain,
-        columns=parse_json_names(columns),
-        count_mu=count_mu,
-        count_public=count_public,
+        columns=parse_json_names(form.columns),
+        count_mu=form.count_mu,
+        count_public=form.count_public,
     )
+    file = form.file
     upload = datasets_service.UploadedFile(file.file, file.filename, file.content_type)
     created = datasets_service.create_dataset(session, key, new, upload, settings)
     return DatasetOut.of(created, key.role)

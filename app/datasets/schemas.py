@@ -9,13 +9,39 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from app.datasets import service as datasets_service
+from app.datasets.domain import is_box
 from app.ledger.schemas import Budget
-from app.models import Role
+from app.models import Dataset, DomainKind, Role
 
 
 class Domain(BaseModel):
-    center: list[float]
-    radius: float
+    center: list[float] = Field(
+        description="The centre of the ball every row lies in (for a box: the ball around it)."
+    )
+    radius: float = Field(description="That ball's radius.")
+    kind: Literal["ball", "box"] = Field(
+        description="`ball`: declared as a centre and radius; jobs cluster in the columns' own "
+        "units. `box`: declared as per-column bounds; jobs cluster in the scaled space, where "
+        "each column is mapped onto [0, 1] by its bounds, and centres come back in the "
+        "columns' own units. Datasets uploaded before boxes were kept are `ball`."
+    )
+    lower: list[float] | None = Field(
+        default=None, description="A box's declared lower bound per column (null for a ball)."
+    )
+    upper: list[float] | None = Field(
+        default=None, description="A box's declared upper bound per column (null for a ball)."
+    )
+
+    @classmethod
+    def of(cls, ds: Dataset) -> Domain:
+        box = is_box(ds)
+        return cls(
+            center=ds.center,
+            radius=ds.radius,
+            kind=DomainKind.BOX.value if box else DomainKind.BALL.value,
+            lower=ds.lower if box else None,
+            upper=ds.upper if box else None,
+        )
 
 
 class DatasetOut(BaseModel):
@@ -71,7 +97,7 @@ class DatasetOut(BaseModel):
             warnings=datasets_service.dataset_warnings(ds),
             n_cols=ds.n_cols,
             columns=list(ds.columns),
-            domain=Domain(center=ds.center, radius=ds.radius),
+            domain=Domain.of(ds),
             budget=Budget.of(view.budget),
             created_at=ds.created_at,
             deleted_at=ds.deleted_at,

@@ -202,8 +202,9 @@ def _record(
     matrix: IngestedMatrix,
 ) -> Dataset:
     """Clip the stored rows into the domain, release the count, and add the dataset's rows."""
-    center, radius = resolve_domain(new.domain, matrix.n_cols)
-    storage.clip_into_domain(matrix.path, center, radius)
+    domain = resolve_domain(new.domain, matrix.n_cols)
+    box = None if domain.lower is None or domain.upper is None else (domain.lower, domain.upper)
+    storage.clip_into_domain(matrix.path, domain.center, domain.radius, box)
     if terms.count_mu is None:
         n_rows_dp = matrix.n_rows
     else:
@@ -219,8 +220,11 @@ def _record(
         count_mu=terms.count_mu,
         n_cols=matrix.n_cols,
         columns=list(matrix.columns),
-        center=center,
-        radius=radius,
+        center=domain.center,
+        radius=domain.radius,
+        domain_kind=domain.kind,
+        lower=domain.lower,
+        upper=domain.upper,
         epsilon=new.epsilon,
         delta=new.delta,
         mu_cap=terms.mu_cap,

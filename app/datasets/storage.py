@@ -159,8 +159,14 @@ def _npy_header(n_rows: int, n_cols: int) -> bytes:
 # Stored rows: clip, open, delete
 
 
-def clip_into_domain(stored: str | Path, center: Sequence[float], radius: float) -> None:
-    """Clip every row of stored rows into the ball around `center`, in place.
+def clip_into_domain(
+    stored: str | Path,
+    center: Sequence[float],
+    radius: float,
+    box: tuple[Sequence[float], Sequence[float]] | None = None,
+) -> None:
+    """Clip every row of stored rows into the ball around `center`, in place; with a `box`
+    (lower, upper), first into the box, column by column (the box lies in its ball).
 
     x <- c + (x - c) * min(1, R / ||x - c||) (the radial clip of the clustering library's
     `clip_into_ball`, which cannot overflow for any finite row), a hair inside the sphere. The
@@ -171,6 +177,7 @@ def clip_into_domain(stored: str | Path, center: Sequence[float], radius: float)
     coordinates; that clip is the one its sensitivities rely on.)
     """
     c = np.asarray(center, dtype=np.float64)
+    lower, upper = (None, None) if box is None else (np.asarray(b, dtype="<f8") for b in box)
     changed_any = False
     with open(stored, "r+b") as fh:
         n_rows, n_cols, data_start = _npy_matrix_layout(fh)
@@ -183,7 +190,13 @@ def clip_into_domain(stored: str | Path, center: Sequence[float], radius: float)
             fh.seek(offset)
             if fh.readinto(block.data.cast("B")) != m * row_bytes:
                 raise ValueError(f"{stored} is shorter than its header says")
-            if clip_into_ball(block, c, radius):
+            boxed = False
+            if lower is not None and upper is not None:
+                outside = (block < lower) | (block > upper)
+                boxed = bool(outside.any())
+                if boxed:
+                    np.clip(block, lower, upper, out=block)
+            if clip_into_ball(block, c, radius) or boxed:
                 fh.seek(offset)
                 fh.write(block.data.cast("B"))
                 changed_any = True

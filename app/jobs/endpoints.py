@@ -10,7 +10,16 @@ from fastapi.responses import StreamingResponse
 
 from app.jobs import labels as labels_service
 from app.jobs import service as jobs_service
-from app.jobs.schemas import Estimate, JobCreate, JobOut, JobParams, Privacy, StatusName
+from app.jobs.schemas import (
+    Accuracy,
+    Estimate,
+    JobCreate,
+    JobEstimateRequest,
+    JobOut,
+    JobParams,
+    Privacy,
+    StatusName,
+)
 from app.keys.auth import TenantKey
 from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, UnitOfWorkRoute
 from app.kit.errors import NotFound
@@ -78,12 +87,12 @@ def jobs_create(
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> JobOut:
-    job, columns, created = jobs_service.create_job(
+    job, context, created = jobs_service.create_job(
         session, settings, dataset_id, key.tenant, _request_of(body), key.id, idempotency_key
     )
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
-    return JobOut.of(job, columns)
+    return JobOut.of(job, context)
 
 
 @router.post(
@@ -93,12 +102,19 @@ def jobs_create(
     summary="What a job would cost and the budget after it; charges nothing",
 )
 def jobs_estimate(
-    dataset_id: uuid.UUID, body: JobCreate, session: SessionDep, key: TenantKey
+    dataset_id: uuid.UUID, body: JobEstimateRequest, session: SessionDep, key: TenantKey
 ) -> Estimate:
-    est = jobs_service.estimate(session, dataset_id, key.tenant, _request_of(body))
+    """The job's cost, the accuracy to expect of it (from public facts only) and the budget
+    after it. With `target_centre_std_fraction` instead of `epsilon`/`mu`: the smallest
+    epsilon (and its mu) whose expected accuracy meets it."""
+    est = jobs_service.estimate(
+        session, dataset_id, key.tenant, _request_of(body), body.target_centre_std_fraction
+    )
+    assert est.plan.accuracy is not None
     return Estimate(
         algorithm=est.plan.algorithm,
         privacy=privacy_of(est.plan),
+        accuracy=Accuracy.of(est.plan.accuracy, est.loss_space),
         admissible=est.admissible,
         budget=Budget.of(est.budget_before),
         budget_after=Budget.of(est.budget_after),
@@ -108,8 +124,8 @@ def jobs_estimate(
 @router.get("/jobs/{job_id}", response_model=JobOut, responses=responses(401, 403, 404))
 def jobs_get(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOut:
     """A job's status, progress, privacy cost and, once succeeded, its private centres."""
-    job, columns = jobs_service.get_job(session, job_id, key.tenant)
-    return JobOut.of(job, columns)
+    job, context = jobs_service.get_job(session, job_id, key.tenant)
+    return JobOut.of(job, context)
 
 
 @router.get("/jobs", response_model=Page[JobOut], responses=responses(401, 403, 422))
@@ -122,7 +138,7 @@ def jobs_list(
     cursor: PageCursor = None,
 ) -> Page[JobOut]:
     items, nxt = jobs_service.list_jobs(session, key.tenant, limit, cursor, dataset_id, status)
-    return Page[JobOut](items=[JobOut.of(job, columns) for job, columns in items], next_cursor=nxt)
+    return Page[JobOut](items=[JobOut.of(job, context) for job, context in items], next_cursor=nxt)
 
 
 @router.post(
@@ -130,9 +146,9 @@ def jobs_list(
 )
 def jobs_cancel(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOut:
     """A queued job is cancelled and refunded; a running job is stopped and stays charged."""
-    job, columns = jobs_service.get_job(session, job_id, key.tenant)
+    job, context = jobs_service.get_job(session, job_id, key.tenant)
     job = jobs_service.cancel_job(session, job, key.id)
-    return JobOut.of(job, columns)
+    return JobOut.of(job, context)
 
 
 LabelsFormat = Literal["csv", "npy"]

@@ -15,6 +15,7 @@ import numpy as np
 from sqlalchemy.orm import Session
 
 from app.datasets import storage
+from app.datasets.domain import run_domain
 from app.kit.errors import Conflict, Gone
 from app.models import Dataset, Job, JobStatus
 from privclust.clustering.summaries import nearest_centre_blocks
@@ -26,8 +27,9 @@ class LabelSource:
 
     matrix: Any  # a read-only memory-mapped N x d matrix
     centers: np.ndarray
-    center: np.ndarray
-    radius: float
+    # The dataset's domain as the library takes it (a ball, or a box compared in the scaled
+    # space where the job clustered): app.datasets.domain.run_domain.
+    domain: dict[str, Any]
 
 
 def open_labels(session: Session, job: Job) -> LabelSource:
@@ -49,15 +51,12 @@ def open_labels(session: Session, job: Job) -> LabelSource:
     return LabelSource(
         matrix=matrix,
         centers=np.asarray(job.centers, dtype=np.float64),
-        center=np.asarray(dataset.center, dtype=np.float64),
-        radius=float(dataset.radius),
+        domain=run_domain(dataset),
     )
 
 
 def _blocks(source: LabelSource) -> Iterator[np.ndarray]:
-    return nearest_centre_blocks(
-        source.matrix, source.centers, radius=source.radius, center=source.center
-    )
+    return nearest_centre_blocks(source.matrix, source.centers, **source.domain)
 
 
 def stream(source: LabelSource, fmt: str) -> Iterator[bytes]:

@@ -17,6 +17,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.datasets import service as datasets_service
+from app.datasets.domain import run_domain
 from app.jobs import planning
 from app.jobs import repository as repo
 from app.kit import repository as kit_repo
@@ -113,6 +114,8 @@ class QueuedJob:
     storage_path: str | None
     center: list[float]
     radius: float
+    # The domain keywords of the library's run (a ball, or a box: app.datasets.domain).
+    domain: dict[str, Any]
     # Every use of the row count reads this (N~, or N only when declared public): never the
     # number of rows in the stored matrix.
     count: datasets_service.PlanningCount
@@ -138,6 +141,7 @@ class JobRun:
                 storage_path=dataset.storage_path,
                 center=list(dataset.center),
                 radius=dataset.radius,
+                domain=run_domain(dataset),
                 count=datasets_service.planning_count(dataset),
             )
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.datasets import service as datasets_service
+from app.datasets.domain import accuracy_space
 from app.kit.errors import InvalidParameter
 from app.models import Dataset, Job
 from privclust.clustering import (
@@ -23,6 +24,7 @@ from privclust.clustering import (
     RunPlan,
     plan_run,
 )
+from privclust.clustering.accuracy import Accuracy, expected_accuracy, smallest_epsilon
 from privclust.privacy import gdp
 
 MAX_K = 10_000
@@ -68,6 +70,8 @@ class JobPlan:
     # The part of `mu` spent on the private summaries (None: no summaries); `sigma` and
     # `releases` are then the centres'.
     summary_mu: float | None = None
+    # What the job's releases let one expect of its centres (and summaries), from public facts.
+    accuracy: Accuracy | None = None
 
 
 def privacy_error(exc: gdp.PrivacyParameterError) -> InvalidParameter:
@@ -105,29 +109,68 @@ def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
     _check_request(dataset, req, count.n_rows)
     delta = dataset.delta if req.delta is None else req.delta
     try:
-        run = plan_run(
-            count.n_rows,
-            dataset.n_cols,
-            req.k,
-            relation=count.relation,
-            algorithm=req.algorithm,
-            epsilon=req.epsilon,
-            delta=delta if req.epsilon is not None else None,
-            mu=req.mu,
-            iterations=req.iterations,
-            variations=req.variations,
-            projection_dim=req.projection_dim,
-            summaries=req.summaries,
-            summary_fraction=req.summary_fraction,
-        )
+        run = _plan_run(dataset, req, count, delta)
         epsilon = (
             req.epsilon if req.epsilon is not None else gdp.epsilon_from_mu_delta(run.mu, delta)
         )
     except gdp.PrivacyParameterError as exc:
         raise privacy_error(exc) from exc
     except ClusteringInputError as exc:
-        raise InvalidParameter(str(exc), field=_FIELDS.get(exc.field, exc.field)) from exc
-    return _job_plan(req, run, epsilon, delta)
+        field = exc.field
+        if field == "mu" and req.epsilon is not None:  # the budget the client gave
+            field = "epsilon"
+        raise InvalidParameter(str(exc), field=_FIELDS.get(field, field)) from exc
+    accuracy = expected_accuracy(run, accuracy_space(dataset))
+    return _job_plan(req, run, epsilon, delta, accuracy)
+
+
+def _plan_run(
+    dataset: Dataset, req: JobRequest, count: datasets_service.PlanningCount, delta: float
+) -> RunPlan:
+    """The library's plan of a request on a dataset (its public row count and relation)."""
+    return plan_run(
+        count.n_rows,
+        dataset.n_cols,
+        req.k,
+        relation=count.relation,
+        algorithm=req.algorithm,
+        epsilon=req.epsilon,
+        delta=delta if req.epsilon is not None else None,
+        mu=req.mu,
+        iterations=req.iterations,
+        variations=req.variations,
+        projection_dim=req.projection_dim,
+        summaries=req.summaries,
+        summary_fraction=req.summary_fraction,
+    )
+
+
+def plan_for_target(dataset: Dataset, req: JobRequest, target: float) -> JobPlan:
+    """The plan of the smallest epsilon (at the request's delta) whose expected accuracy meets
+    `target`, the largest centre_std_fraction allowed (privclust.clustering.accuracy); 422
+    naming `target_centre_std_fraction` when no epsilon does. `req` gives neither epsilon nor
+    mu."""
+    if req.epsilon is not None or req.mu is not None:
+        raise InvalidParameter(
+            "give target_centre_std_fraction instead of epsilon or mu, not with them",
+            field="target_centre_std_fraction",
+        )
+    if req.k > MAX_K:
+        raise InvalidParameter(f"k must be at most {MAX_K}", field="k")
+    plan_job(dataset, replace(req, epsilon=1.0))  # every other field's errors, named as usual
+    count = datasets_service.planning_count(dataset)
+    delta = dataset.delta if req.delta is None else req.delta
+
+    def plan_at(epsilon: float) -> RunPlan:
+        return _plan_run(dataset, replace(req, epsilon=epsilon), count, delta)
+
+    try:
+        epsilon, _ = smallest_epsilon(target, plan_at, accuracy_space(dataset))
+    except ClusteringInputError as exc:
+        raise InvalidParameter(str(exc), field="target_centre_std_fraction") from exc
+    except gdp.PrivacyParameterError as exc:
+        raise privacy_error(exc) from exc
+    return plan_job(dataset, replace(req, epsilon=epsilon))
 
 
 def _check_request(dataset: Dataset, req: JobRequest, n_rows: int) -> None:
@@ -150,7 +193,9 @@ def _check_request(dataset: Dataset, req: JobRequest, n_rows: int) -> None:
         )
 
 
-def _job_plan(req: JobRequest, run: RunPlan, epsilon: float, delta: float) -> JobPlan:
+def _job_plan(
+    req: JobRequest, run: RunPlan, epsilon: float, delta: float, accuracy: Accuracy
+) -> JobPlan:
     # The parameters a job row keeps: what the client chose, so that the worker re-plans and
     # runs exactly this (`run_options`).
     params = {
@@ -175,6 +220,7 @@ def _job_plan(req: JobRequest, run: RunPlan, epsilon: float, delta: float) -> Jo
         progress_total=run.progress_total,
         params=params,
         summary_mu=run.summary_mu,
+        accuracy=accuracy,
     )
 
 

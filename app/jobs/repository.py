@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
+from app.jobs.results import ResultContext
 from app.kit.repository import paginate
 from app.models import Dataset, Job, JobStatus
 
@@ -18,16 +19,26 @@ def job_for_tenant(session: Session, job_id: uuid.UUID, tenant: str) -> Job | No
     return session.scalar(select(Job).where(Job.id == job_id, Job.tenant == tenant))
 
 
-def job_and_columns_for_tenant(
+def job_and_context_for_tenant(
     session: Session, job_id: uuid.UUID, tenant: str
-) -> tuple[Job, list[str]] | None:
-    """A job with its dataset's column names, in one query (what a poll needs)."""
+) -> tuple[Job, ResultContext] | None:
+    """A job with its dataset's public facts that its result is read with (column names,
+    domain, relation), in one query (what a poll needs)."""
     row = session.execute(
-        select(Job, Dataset.columns)
+        select(
+            Job,
+            Dataset.columns,
+            Dataset.domain_kind,
+            Dataset.lower,
+            Dataset.upper,
+            Dataset.center,
+            Dataset.radius,
+            Dataset.count_public,
+        )
         .join(Dataset, Dataset.id == Job.dataset_id)
         .where(Job.id == job_id, Job.tenant == tenant)
     ).first()
-    return None if row is None else (row[0], list(row[1]))
+    return None if row is None else (row[0], ResultContext.of_columns(*row[1:]))
 
 
 def job_by_idempotency_key(session: Session, tenant: str, key: str) -> Job | None:

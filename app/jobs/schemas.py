@@ -8,10 +8,14 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.jobs.results import ResultContext, result_warnings, sizes_se
 from app.kit.schemas import JsonInt, ParamInt, RequestBody
 from app.ledger.schemas import Budget
 from app.models import Job, JobStatus
 from privclust.clustering import Algorithm
+from privclust.clustering.accuracy import Accuracy as AccuracyFigures
+from privclust.clustering.auto import describe_auto
+from privclust.clustering.uncertainty import Caveat
 
 if TYPE_CHECKING:
     AlgorithmName = str
@@ -48,8 +52,8 @@ class JobCreate(RequestBody):
         default=Algorithm.AUTO.value,
         description="PE-means, HDPE-means (high dimensions), FastLloyd (noisy Lloyd steps), "
         "lsh-coreset (a private LSH-tree coreset), pe-lloyd (PE-means, then a noisy Lloyd "
-        "step), or auto (chosen from d, the released row count, k and the job's mu: see "
-        "docs/algorithms.md). The job's `algorithm` says which ran.",
+        f"step), or auto: {describe_auto()} (docs/algorithms.md). The job's `algorithm` says "
+        "which ran.",
     )
     k: JsonInt = Field(ge=1, le=10_000, description="Number of cluster centres.")
     epsilon: float | None = Field(default=None, gt=0, description="This job's epsilon.")
@@ -64,6 +68,93 @@ class JobCreate(RequestBody):
         "standard error) of the centres, paid out of this job's epsilon/mu "
         "(`privacy.summary_mu`; the centres get the rest).",
     )
+
+
+class JobEstimateRequest(JobCreate):
+    """A job's estimate request: a job's body, or the same with a target accuracy instead of
+    epsilon/mu."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "example": {
+                "algorithm": Algorithm.AUTO.value,
+                "k": 3,
+                "target_centre_std_fraction": 0.01,
+            }
+        }
+    )
+    target_centre_std_fraction: float | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        description="Instead of `epsilon`/`mu`: the largest expected centre error allowed, as a "
+        "fraction of each column's declared range (`accuracy.centre_std_fraction`); the "
+        "estimate answers with the smallest epsilon (at the request's delta) that meets it, "
+        "its mu, and whether it is `admissible`.",
+    )
+
+
+class FigureWarning(BaseModel):
+    """A note that a released figure is not informative (docs/algorithms.md, "Warnings")."""
+
+    code: Literal[
+        "loss-not-informative",
+        "size-below-noise",
+        "domain-loose",
+        "sweep-inconclusive",
+        "suggested-k-largest",
+    ] = Field(description="A stable machine-readable name.")
+    detail: str = Field(description="What it means, in a sentence.")
+
+    @classmethod
+    def of(cls, caveat: Caveat) -> FigureWarning:
+        return cls(code=caveat.code, detail=caveat.detail)
+
+
+LossSpace = Literal["original", "scaled"]
+LOSS_SPACE = (
+    "Where the loss is measured: `original` (the columns' own units: a ball dataset) or "
+    "`scaled` (each column mapped onto [0, 1] by its declared bounds: a box dataset), so a "
+    "loss of 0.01 there is an RMS distance of 0.1 of the columns' ranges."
+)
+
+
+class Accuracy(BaseModel):
+    """What the job's releases let one expect, from public facts only (docs/algorithms.md,
+    "Expected accuracy")."""
+
+    centre_std: list[float] = Field(
+        description="Per column, in its own units: the standard deviation of the noise on a "
+        "released centre of a cluster of n_rows_dp / k rows."
+    )
+    centre_std_fraction: list[float] = Field(
+        description="The same, as a fraction of each column's declared range (a box's "
+        "upper - lower; a ball's diameter 2R)."
+    )
+    loss_se: float | None = Field(
+        description="With summaries: the expected standard error of the private loss (taking "
+        "its clip at R^2; the released centres fix it between R^2 and 4R^2)."
+    )
+    sizes_se: float | None = Field(
+        description="With summaries: the standard deviation of the noise on each size."
+    )
+    loss_space: LossSpace = Field(description=LOSS_SPACE)
+    basis: Literal["final-mean-release", "calibrated"] = Field(
+        description="`final-mean-release`: read from the noise of the method's last release of "
+        "each centre; `calibrated`: a method without one, scaled by a factor measured on "
+        "synthetic tables (docs/algorithms.md)."
+    )
+
+    @classmethod
+    def of(cls, accuracy: AccuracyFigures, loss_space: str) -> Accuracy:
+        return cls(
+            centre_std=list(accuracy.centre_std),
+            centre_std_fraction=list(accuracy.centre_std_fraction),
+            loss_se=accuracy.loss_se,
+            sizes_se=accuracy.sizes_se,
+            loss_space=loss_space,
+            basis=accuracy.basis,
+        )
 
 
 class Progress(BaseModel):
@@ -104,6 +195,16 @@ class JobResult(BaseModel):
         "where B (between R^2 and (2R)^2) bounds the squared distance from any point of the "
         "declared domain to its nearest centre (docs/algorithms.md).",
     )
+    sizes_se: float | None = Field(
+        default=None,
+        description="With summaries: the standard deviation of the noise on each size.",
+    )
+    loss_space: LossSpace = Field(default="original", description=LOSS_SPACE)
+    warnings: list[FigureWarning] = Field(
+        default_factory=list,
+        description="Where a noisy figure is not informative: `loss-not-informative`, "
+        "`size-below-noise`, `domain-loose`.",
+    )
 
 
 class JobOut(BaseModel):
@@ -124,15 +225,18 @@ class JobOut(BaseModel):
     finished_at: datetime | None = None
 
     @classmethod
-    def of(cls, job: Job, columns: list[str]) -> JobOut:
+    def of(cls, job: Job, context: ResultContext) -> JobOut:
         result = None
         if job.status == JobStatus.SUCCEEDED and job.centers is not None:
             result = JobResult(
                 centers=job.centers,
-                columns=columns,
+                columns=context.columns,
                 sizes=job.sizes,
                 loss=job.loss,
                 loss_se=job.loss_se,
+                sizes_se=sizes_se(job, context.relation),
+                loss_space=context.loss_space,
+                warnings=[FigureWarning.of(w) for w in result_warnings(job, context)],
             )
         return cls(
             id=job.id,
@@ -165,6 +269,7 @@ class JobOut(BaseModel):
 class Estimate(BaseModel):
     algorithm: AlgorithmName
     privacy: Privacy
+    accuracy: Accuracy = Field(description="What to expect of the job's centres and summaries.")
     admissible: bool = Field(description="Whether the job would be admitted now.")
     budget: Budget = Field(description="The budget now.")
     budget_after: Budget = Field(description="The budget if the job were admitted now.")

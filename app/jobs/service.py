@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from app.datasets import service as datasets_service
+from app.datasets.domain import loss_space
 from app.jobs import repository as repo
 from app.jobs.admission import Admission
 from app.jobs.lifecycle import (
@@ -31,14 +32,17 @@ from app.jobs.planning import (
     JobPlan,
     JobRequest,
     check_ran_as_charged,
+    plan_for_target,
     plan_job,
     privacy_error,
     run_options,
 )
+from app.jobs.results import ResultContext
 from app.kit.config import Settings
 from app.kit.errors import NotFound, ServiceUnavailable
 from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus
+from privclust.clustering.scaling import ORIGINAL_SPACE
 from privclust.privacy import budget as bmath
 
 __all__ = [
@@ -75,6 +79,7 @@ class Estimate:
     budget_before: ledger.BudgetView
     budget_after: ledger.BudgetView
     admissible: bool
+    loss_space: str = ORIGINAL_SPACE
 
 
 def budget_if_admitted(
@@ -92,12 +97,26 @@ def budget_if_admitted(
     return ledger.view(dataset, now), ledger.view(dataset, after), ok
 
 
-def estimate(session: Session, dataset_id: uuid.UUID, tenant: str, req: JobRequest) -> Estimate:
-    """What the job would cost and the budget after it; charges nothing."""
+def estimate(
+    session: Session,
+    dataset_id: uuid.UUID,
+    tenant: str,
+    req: JobRequest,
+    target: float | None = None,
+) -> Estimate:
+    """What the job would cost, what accuracy to expect of it and the budget after it; with a
+    `target` centre_std_fraction instead of epsilon/mu, the smallest epsilon that meets it
+    (`plan_for_target`). Charges nothing."""
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
-    plan = plan_job(dataset, req)
+    plan = plan_job(dataset, req) if target is None else plan_for_target(dataset, req, target)
     before, after, ok = budget_if_admitted(session, dataset, plan.mu, [plan.mu])
-    return Estimate(plan=plan, budget_before=before, budget_after=after, admissible=ok)
+    return Estimate(
+        plan=plan,
+        budget_before=before,
+        budget_after=after,
+        admissible=ok,
+        loss_space=loss_space(dataset),
+    )
 
 
 class JobAdmission(Admission[JobRequest, JobPlan, Job]):
@@ -141,12 +160,13 @@ def create_job(
     req: JobRequest,
     actor: uuid.UUID | None,
     idempotency_key: str | None,
-) -> tuple[Job, list[str], bool]:
-    """Admit and enqueue a job: (the job, its dataset's column names, created). created is
-    False when the Idempotency-Key replayed an earlier request (nothing charged again)."""
+) -> tuple[Job, ResultContext, bool]:
+    """Admit and enqueue a job: (the job, its dataset's public facts for its result, created).
+    created is False when the Idempotency-Key replayed an earlier request (nothing charged
+    again)."""
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
     job, created = JobAdmission(dataset, req, actor, idempotency_key).run(session, settings)
-    return job, list(dataset.columns), created
+    return job, ResultContext.of(dataset), created
 
 
 def submit(
@@ -206,9 +226,10 @@ def reserve_job(
     return ledger.reserve(session, dataset.id, job, actor)
 
 
-def get_job(session: Session, job_id: uuid.UUID, tenant: str) -> tuple[Job, list[str]]:
-    """The tenant's job and its dataset's column names (one query: clients poll this)."""
-    found = repo.job_and_columns_for_tenant(session, job_id, tenant)
+def get_job(session: Session, job_id: uuid.UUID, tenant: str) -> tuple[Job, ResultContext]:
+    """The tenant's job and its dataset's public facts for its result (column names, domain:
+    one query, clients poll this)."""
+    found = repo.job_and_context_for_tenant(session, job_id, tenant)
     if found is None:
         raise NotFound("no such job", code="job-not-found")
     return found
@@ -221,16 +242,17 @@ def list_jobs(
     cursor: str | None,
     dataset_id: uuid.UUID | None = None,
     status: str | None = None,
-) -> tuple[list[tuple[Job, list[str]]], str | None]:
-    """A page of the tenant's jobs (newest first), each with its dataset's column names, and
-    the next cursor."""
+) -> tuple[list[tuple[Job, ResultContext]], str | None]:
+    """A page of the tenant's jobs (newest first), each with its dataset's public facts for
+    its result, and the next cursor."""
     items, nxt = repo.list_jobs(session, tenant, limit, cursor, dataset_id, status)
-    columns: dict[uuid.UUID, list[str]] = {}
+    contexts: dict[uuid.UUID, ResultContext] = {}
     for job in items:
-        if job.dataset_id not in columns:
+        if job.dataset_id not in contexts:
             ds = session.get(Dataset, job.dataset_id)
-            columns[job.dataset_id] = list(ds.columns) if ds else []
-    return [(job, columns[job.dataset_id]) for job in items], nxt
+            assert ds is not None  # a job's dataset row is never deleted (only its rows)
+            contexts[job.dataset_id] = ResultContext.of(ds)
+    return [(job, contexts[job.dataset_id]) for job in items], nxt
 
 
 def cancel_job(session: Session, job: Job, actor: uuid.UUID | None) -> Job:

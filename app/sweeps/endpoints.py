@@ -7,6 +7,7 @@ import uuid
 from fastapi import APIRouter, Response
 
 from app.jobs.endpoints import IdempotencyKey, method_params, privacy_of
+from app.jobs.schemas import Accuracy, FigureWarning
 from app.keys.auth import TenantKey
 from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, UnitOfWorkRoute
 from app.kit.problems import responses
@@ -30,7 +31,14 @@ def _request_of(body: SweepCreate) -> sweeps_service.SweepRequest:
 
 
 def _out(state: sweeps_service.SweepState) -> SweepOut:
-    return SweepOut.of(state.sweep, state.jobs, state.suggested_k, state.status)
+    return SweepOut.of(
+        state.sweep,
+        state.jobs,
+        state.suggested_k,
+        state.status,
+        [FigureWarning.of(w) for w in state.warnings],
+        state.loss_space,
+    )
 
 
 @router.post(
@@ -75,7 +83,14 @@ def sweeps_estimate(
             mu=plan.mu, epsilon=plan.epsilon, delta=plan.delta, job_mu=plan.job_mu
         ),
         jobs=[
-            SweepJobEstimate(k=j.k, algorithm=j.algorithm, privacy=privacy_of(j)) for j in plan.jobs
+            SweepJobEstimate(
+                k=j.k,
+                algorithm=j.algorithm,
+                privacy=privacy_of(j),
+                accuracy=Accuracy.of(j.accuracy, est.loss_space),
+            )
+            for j in plan.jobs
+            if j.accuracy is not None
         ],
         admissible=est.admissible,
         budget=Budget.of(est.budget_before),

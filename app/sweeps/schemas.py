@@ -9,9 +9,13 @@ from typing import Annotated
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.jobs.schemas import (
+    LOSS_SPACE,
+    Accuracy,
     AlgorithmChoice,
     AlgorithmName,
+    FigureWarning,
     JobParams,
+    LossSpace,
     Privacy,
     Progress,
     StatusName,
@@ -51,6 +55,7 @@ class SweepJobEstimate(BaseModel):
     k: int
     algorithm: AlgorithmName = Field(description="The method the job would run.")
     privacy: Privacy
+    accuracy: Accuracy = Field(description="What to expect of this job's centres and loss.")
 
 
 class SweepEstimate(BaseModel):
@@ -84,12 +89,27 @@ class SweepOut(BaseModel):
     jobs: list[SweepPoint]
     suggested_k: int | None = Field(
         description="The elbow of the noisy losses (docs/algorithms.md), once every job "
-        "succeeded; null before."
+        "succeeded; null before, and null when the noisy losses cannot tell the ks apart "
+        "(`warnings` then has `sweep-inconclusive`)."
     )
+    warnings: list[FigureWarning] = Field(
+        default_factory=list,
+        description="Once every job succeeded: `sweep-inconclusive` (no k suggested, and why) "
+        "or `suggested-k-largest`.",
+    )
+    loss_space: LossSpace = Field(default="original", description=LOSS_SPACE)
     created_at: datetime
 
     @classmethod
-    def of(cls, sweep: Sweep, jobs: list[Job], suggested_k: int | None, status: str) -> SweepOut:
+    def of(
+        cls,
+        sweep: Sweep,
+        jobs: list[Job],
+        suggested_k: int | None,
+        status: str,
+        warnings: list[FigureWarning] | None = None,
+        loss_space: str = "original",
+    ) -> SweepOut:
         return cls(
             id=sweep.id,
             dataset_id=sweep.dataset_id,
@@ -114,5 +134,7 @@ class SweepOut(BaseModel):
                 for j in jobs
             ],
             suggested_k=suggested_k,
+            warnings=warnings or [],
+            loss_space=loss_space,
             created_at=sweep.created_at,
         )

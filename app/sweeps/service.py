@@ -6,11 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
 from app.datasets import service as datasets_service
+from app.datasets.domain import loss_space
 from app.jobs import service as jobs_service
 from app.kit import repository as kit_repo
 from app.kit.config import Settings
@@ -19,7 +20,9 @@ from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus, Sweep
 from app.sweeps import repository as repo
 from privclust.clustering import Algorithm, suggest_k
+from privclust.clustering.scaling import ORIGINAL_SPACE
 from privclust.clustering.summaries import SWEEP_SUMMARY_FRACTION
+from privclust.clustering.uncertainty import Caveat, sweep_warnings
 from privclust.privacy import gdp
 
 MAX_KS = 32
@@ -101,6 +104,7 @@ class SweepEstimate:
     budget_before: ledger.BudgetView
     budget_after: ledger.BudgetView
     admissible: bool
+    loss_space: str = ORIGINAL_SPACE
 
 
 def estimate(
@@ -114,7 +118,13 @@ def estimate(
     before, after, ok = jobs_service.budget_if_admitted(
         session, dataset, plan.mu, [job.mu for job in plan.jobs]
     )
-    return SweepEstimate(plan=plan, budget_before=before, budget_after=after, admissible=ok)
+    return SweepEstimate(
+        plan=plan,
+        budget_before=before,
+        budget_after=after,
+        admissible=ok,
+        loss_space=loss_space(dataset),
+    )
 
 
 class SweepAdmission(jobs_service.Admission[SweepRequest, SweepPlan, Sweep]):
@@ -194,19 +204,29 @@ def _check_budget(session: Session, dataset: Dataset, plan: SweepPlan) -> None:
 
 @dataclass(frozen=True)
 class SweepState:
-    """A sweep with its jobs (in increasing k), its combined status and the suggested k."""
+    """A sweep with its jobs (in increasing k), its combined status, the suggested k (None
+    until every job succeeded, or when the noisy losses cannot tell the ks apart), the
+    warnings about it and the space its losses are measured in."""
 
     sweep: Sweep
     jobs: list[Job]
     status: str
     suggested_k: int | None
+    warnings: list[Caveat] = field(default_factory=list)
+    loss_space: str = ORIGINAL_SPACE
 
 
 def state_of(session: Session, sweep: Sweep, jobs: list[Job] | None = None) -> SweepState:
     """The sweep's state from its jobs (read now unless given)."""
     if jobs is None:
         jobs = repo.jobs_of_sweep(session, sweep.id)
-    return SweepState(sweep, jobs, status_of(jobs), suggested_k(jobs))
+    dataset = session.get(Dataset, sweep.dataset_id)
+    space = ORIGINAL_SPACE if dataset is None else loss_space(dataset)
+    suggested = suggested_k(jobs)
+    warnings: list[Caveat] = []
+    if finished(jobs):
+        warnings = sweep_warnings(*_losses(jobs), suggested)
+    return SweepState(sweep, jobs, status_of(jobs), suggested, warnings, space)
 
 
 def get_sweep(session: Session, sweep_id: uuid.UUID, tenant: str) -> Sweep:
@@ -240,15 +260,25 @@ def status_of(jobs: list[Job]) -> str:
     return JobStatus.FAILED if JobStatus.FAILED in statuses else JobStatus.CANCELLED
 
 
-def suggested_k(jobs: list[Job]) -> int | None:
-    """The elbow of the released losses once every job succeeded (post-processing)."""
-    if not jobs or any(j.status != JobStatus.SUCCEEDED or j.loss is None for j in jobs):
-        return None
-    return suggest_k(
+def finished(jobs: list[Job]) -> bool:
+    """Whether every job of the sweep succeeded with its private loss."""
+    return bool(jobs) and all(j.status == JobStatus.SUCCEEDED and j.loss is not None for j in jobs)
+
+
+def _losses(jobs: list[Job]) -> tuple[list[int], list[float], list[float]]:
+    return (
         [j.k for j in jobs],
-        [float(j.loss) for j in jobs if j.loss is not None],
+        [float(j.loss) if j.loss is not None else 0.0 for j in jobs],
         [float(j.loss_se) if j.loss_se is not None else 0.0 for j in jobs],
     )
+
+
+def suggested_k(jobs: list[Job]) -> int | None:
+    """The elbow of the released losses once every job succeeded (post-processing); None
+    before, or when the noisy losses cannot tell the ks apart (privclust.clustering.sweeps)."""
+    if not finished(jobs):
+        return None
+    return suggest_k(*_losses(jobs))
 
 
 def cancel(

@@ -71,8 +71,16 @@ def test_main_job_end_to_end(stack: Stack) -> None:
             "started_at",
             "finished_at",
         }
-        # Without summaries the result is the centres alone (no sizes or loss, noisy or not).
-        assert {k for k, v in job["result"].items() if v is not None} == {"centers", "columns"}
+        # Without summaries the result is the centres alone (no sizes or loss, noisy or not),
+        # with the space a loss would be measured in and the warnings about the released figures.
+        result = job["result"]
+        assert {k for k, v in result.items() if v is not None} == {
+            "centers",
+            "columns",
+            "loss_space",
+            "warnings",
+        }
+        assert result["loss_space"] == "original"
 
 
 def test_32_simultaneous_submissions_with_room_for_5(stack: Stack) -> None:

@@ -124,7 +124,7 @@ def _upload(load: Loader, stack: Stack, owner_key: str, epsilon: float) -> Any:
     """The blobs uploaded by the owner through the generated datasets_create: its detailed
     response."""
     models, types = load("models"), load("types")
-    upload = models.BodyDatasetsCreate(
+    upload = models.DatasetUpload(
         file=types.File(
             payload=io.BytesIO(_blobs_csv()), file_name="blobs.csv", mime_type="text/csv"
         ),

@@ -81,7 +81,13 @@ def test_upload_then_read_budget_and_ledger(client: TestClient, keys, settings) 
     assert up["status"] == 201, up
     ds = up["body"]
     assert (ds["n_rows"], ds["n_cols"], ds["columns"]) == (300, 2, ["f0", "f1"])
-    assert ds["domain"] == {"center": [0.0, 0.0], "radius": 10.0}
+    assert ds["domain"] == {
+        "center": [0.0, 0.0],
+        "radius": 10.0,
+        "kind": "ball",
+        "lower": None,
+        "upper": None,
+    }
     assert (ds["count_public"], ds["relation"], ds["warnings"]) == (False, "add-remove", [])
     # The noisy count costs 0.1 x mu_cap: std 1/count_mu = 22 rows here, so a gap of 250 (11
     # standard deviations) never happens by chance.
@@ -210,12 +216,22 @@ def test_a_delta_above_one_over_the_released_count_is_flagged(client, keys) -> N
     assert got["warnings"] == ds["warnings"]
 
 
-def test_box_domain_gives_center_and_radius(client: TestClient, keys) -> None:
+@pytest.mark.parametrize(("lower", "upper"), [("[-3, -4]", "[3, 4]"), ("-3,-4", " 3, 4 ")])
+def test_box_domain_gives_center_radius_and_its_bounds(
+    client: TestClient, keys, lower: str, upper: str
+) -> None:
+    # A JSON array or comma-separated numbers alike.
     up = upload(
-        client, keys["owner"], csv_bytes(two_blobs()), radius=None, lower="[-3, -4]", upper="[3, 4]"
+        client, keys["owner"], csv_bytes(two_blobs()), radius=None, lower=lower, upper=upper
     )
     assert up["status"] == 201, up
-    assert up["body"]["domain"] == {"center": [0.0, 0.0], "radius": 5.0}
+    assert up["body"]["domain"] == {
+        "center": [0.0, 0.0],
+        "radius": 5.0,
+        "kind": "box",
+        "lower": [-3.0, -4.0],
+        "upper": [3.0, 4.0],
+    }
 
 
 @pytest.mark.parametrize(

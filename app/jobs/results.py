@@ -1,0 +1,88 @@
+"""What a job's result says beyond its released numbers: the space its loss is measured in, the
+noise of its sizes, and warnings where a noisy figure is not informative. All of it is read from
+released values and the dataset's public metadata (post-processing: no budget)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from app.models import Dataset, DomainKind, Job
+from privclust.clustering import Relation
+from privclust.clustering.scaling import ORIGINAL_SPACE, SCALED_SPACE
+from privclust.clustering.uncertainty import Caveat, figure_warnings, sizes_noise_std
+
+
+@dataclass(frozen=True)
+class ResultContext:
+    """The public facts about a job's dataset that its result is read with: the column names,
+    where losses are measured, the declared range of every column (a box's bounds, or c +- R
+    for a ball) and the neighbouring relation."""
+
+    columns: list[str]
+    loss_space: str
+    lower: list[float]
+    upper: list[float]
+    relation: str
+
+    @classmethod
+    def of(cls, dataset: Dataset) -> ResultContext:
+        """A dataset's context (its domain read as app.datasets.domain reads it)."""
+        return cls.of_columns(
+            dataset.columns,
+            dataset.domain_kind,
+            dataset.lower,
+            dataset.upper,
+            dataset.center,
+            dataset.radius,
+            dataset.count_public,
+        )
+
+    @classmethod
+    def of_columns(
+        cls,
+        columns: list[Any],
+        kind: str,
+        lower: list[Any] | None,
+        upper: list[Any] | None,
+        center: list[Any],
+        radius: float,
+        count_public: bool,
+    ) -> ResultContext:
+        """From a dataset's columns as one query reads them (app.jobs.repository)."""
+        box = kind == DomainKind.BOX and lower is not None and upper is not None
+        if box:
+            assert lower is not None and upper is not None
+            lo, hi = [float(v) for v in lower], [float(v) for v in upper]
+        else:
+            lo = [float(c) - radius for c in center]
+            hi = [float(c) + radius for c in center]
+        return cls(
+            columns=list(columns),
+            loss_space=SCALED_SPACE if box else ORIGINAL_SPACE,
+            lower=lo,
+            upper=hi,
+            relation=(Relation.REPLACE_ONE if count_public else Relation.ADD_REMOVE).value,
+        )
+
+
+def sizes_se(job: Job, relation: str) -> float | None:
+    """The standard deviation of the noise on each released size (None without summaries)."""
+    return None if job.sizes is None else sizes_noise_std(job.summary_mu, relation)
+
+
+def result_warnings(job: Job, context: ResultContext) -> list[Caveat]:
+    """The warnings of a succeeded job's released figures (privclust.clustering.uncertainty)."""
+    if job.centers is None:
+        return []
+    return figure_warnings(
+        np.asarray(job.centers, dtype=np.float64),
+        np.asarray(context.lower, dtype=np.float64),
+        np.asarray(context.upper, dtype=np.float64),
+        loss=job.loss,
+        loss_se=job.loss_se,
+        sizes=job.sizes,
+        sizes_se=sizes_se(job, context.relation),
+    )
