@@ -56,8 +56,9 @@ class DatasetUpload(BaseModel):
     name: str = Field(
         min_length=1,
         max_length=200,
-        pattern=r"\S",
         description="1 to 200 characters, not all blank (trimmed).",
+        # Stated in the schema; the service checks it and says so in words.
+        json_schema_extra={"pattern": r"\S"},
     )
     epsilon: float = Field(gt=0, description="The dataset's total epsilon.")
     delta: float = Field(gt=0, lt=1, description="The dataset's delta, in (0, 1).")

@@ -180,3 +180,9 @@ def test_the_upload_form_is_a_named_model_and_its_vectors_state_their_syntax(cli
     target = names[ref.rsplit("/", 1)[1]]["properties"]["target_centre_std_fraction"]
     number = next(branch for branch in target["anyOf"] if branch["type"] == "number")
     assert (number["exclusiveMinimum"], number["exclusiveMaximum"]) == (0, 1)
+
+
+def test_a_blank_name_is_refused_in_words(client: TestClient, keys) -> None:
+    r = upload(client, keys["owner"], csv_bytes(_table(50, 0)[0], COLUMNS), name="   ")
+    assert r["status"] == 422 and r["body"]["field"] == "name"
+    assert "pattern" not in r["body"]["detail"] and "\\S" not in r["body"]["detail"]
