@@ -183,3 +183,43 @@ def test_a_list_of_k_runs_a_sweep_and_prints_its_table(
 def test_a_bad_k_list_is_refused(csv_file: Path) -> None:
     with pytest.raises(SystemExit):
         _run(["cluster", str(csv_file), "--k", "2,x", "--epsilon", "1", "--radius", "1"])
+
+
+@pytest.mark.parametrize(
+    ("domain", "message"),
+    [
+        (["--radius", "1e101"], "radius must be between 1e-100 and 1e+100"),
+        (["--radius", "1e90", "--center", "1e100,0,0"], "|center_i| + radius"),
+        (["--lower", "0,0,-2e100", "--upper", "20,20,1"], "within +-1e+100"),
+        (["--lower", "0,0,0"], "--lower and --upper go together"),
+    ],
+)
+def test_a_domain_outside_the_services_limits_is_refused(
+    csv_file: Path, capsys: pytest.CaptureFixture[str], domain: list[str], message: str
+) -> None:
+    assert _run(["cluster", str(csv_file), "--k", "3", "--epsilon", "1", *domain]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_per_column_bounds_columns_and_summaries_with_their_noise(
+    csv_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["cluster", str(csv_file), "--k", "3", "--epsilon", "4", "--lower", "[0, 0]",
+            "--upper", "20,20", "--columns", "height,weight", "--summaries",
+            "--format", "json"]  # fmt: skip
+    assert _run(argv) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["columns"] == ["height", "weight"] and len(doc["centers"]) == 3
+    assert doc["loss_space"] == "scaled" and doc["sizes_se"] > 0
+    assert all(0 <= v <= 20 for centre in doc["centers"] for v in centre)
+    assert isinstance(doc["warnings"], list)
+
+
+def test_k_above_the_noisy_row_count_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "few.csv"
+    path.write_text("a,b\n" + "\n".join("1,2" for _ in range(20)) + "\n")
+    assert _run(["cluster", str(path), "--k", "50", "--epsilon", "5", "--radius", "10"]) == 2
+    assert "noisy row count" in capsys.readouterr().err
