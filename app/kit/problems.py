@@ -163,7 +163,7 @@ def _validation_problem(request: Request, exc: RequestValidationError) -> JSONRe
         {
             # A body that is not JSON at all has no field: its loc holds a byte offset.
             "field": "body" if e.get("type") == "json_invalid" else _field_of(e.get("loc", ())),
-            "message": e.get("msg", ""),
+            "message": _message(e),
         }
         for e in exc.errors()
     ]
@@ -179,6 +179,14 @@ def _validation_problem(request: Request, exc: RequestValidationError) -> JSONRe
 
 
 _METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+
+
+def _message(error: Mapping[str, Any]) -> str:
+    """A validation error's message, in words: a pattern mismatch names no expression (the
+    schema states the pattern; the detail says what is wrong, not how it is matched)."""
+    if error.get("type") == "string_pattern_mismatch":
+        return "does not have the form this field takes (see its description in the API schema)"
+    return str(error.get("msg", ""))
 
 
 def _template_regex(template: str) -> re.Pattern[str]:

@@ -186,3 +186,11 @@ def test_a_blank_name_is_refused_in_words(client: TestClient, keys) -> None:
     r = upload(client, keys["owner"], csv_bytes(_table(50, 0)[0], COLUMNS), name="   ")
     assert r["status"] == 422 and r["body"]["field"] == "name"
     assert "pattern" not in r["body"]["detail"] and "\\S" not in r["body"]["detail"]
+
+
+def test_no_validation_error_shows_an_expression(client: TestClient, keys) -> None:
+    # A cursor the API never issued: refused against its pattern, explained in words.
+    r = client.get("/v1/datasets", headers=auth(keys["analyst"]), params={"cursor": "%%%"})
+    assert r.status_code == 422 and r.json()["field"] == "cursor"
+    body = r.text
+    assert "pattern '" not in body and "^" not in r.json()["detail"]
