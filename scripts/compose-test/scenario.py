@@ -381,10 +381,11 @@ def step_down_up(stack: Stack, keys: dict[str, str]) -> None:
     stack.compose("up", "-d", "--wait", "--wait-timeout", "300")
     after = snapshot(stack, keys)
     check(after == before, "datasets, ledgers or results differ after down and up")
-    # The rows themselves are on the data volume: a new job on the walk-through's dataset runs.
-    blobs = next(d for d, v in after.items() if v["name"] == "blobs")
+    # The rows themselves are on the data volume: a new job on the walk-through's dataset (the
+    # one that is not the load test's) runs.
+    walked = next(d for d, v in after.items() if v["name"] != "load")
     analyst = stack.exec_key("acme", "analyst")
-    _, job = stack.call("POST", f"/v1/datasets/{blobs}/jobs", analyst, {"k": 3, "epsilon": 0.5})
+    _, job = stack.call("POST", f"/v1/datasets/{walked}/jobs", analyst, {"k": 3, "epsilon": 0.5})
     done = stack.wait_terminal(analyst, [job["id"]], timeout=120)
     check(done[job["id"]]["status"] == "succeeded", f"a job after up: {done[job['id']]}")
     n_jobs = sum(len(v["jobs"]) for v in after.values())
