@@ -32,11 +32,12 @@ from datasets import load
 from privclust.clustering.evolution import evolve
 from privclust.clustering.grid import cluster_grid_sums
 from privclust.clustering.methods import hdpe
-from privclust.clustering.methods.hdpe import default_hdpe_iterations, noisy_means, project_rows
+from privclust.clustering.methods.hdpe import noisy_means
 from privclust.clustering.metrics import kmeans_loss
 from privclust.clustering.nearest import nearest_candidates
 from privclust.clustering.options import Options
 from privclust.clustering.plan import default_pe_iterations
+from privclust.clustering.projection import default_projected_iterations, project_rows
 from privclust.clustering.runner import start_run
 
 
@@ -54,7 +55,7 @@ def one_run(
 ) -> tuple[float, float, float, int]:
     data = load(name)
     p = 16
-    iterations = default_hdpe_iterations(p)
+    iterations = default_projected_iterations(p)
     if rule == "scaled":
         iterations = default_pe_iterations(p, epsilon) - 2
     rng = np.random.default_rng([seed, int(epsilon * 100)])

@@ -49,16 +49,33 @@ def _add_by_cluster(sums: np.ndarray, labels: np.ndarray, units: np.ndarray) -> 
     sums += onehot @ units
 
 
+def _within_radius(block: np.ndarray, radius: float) -> np.ndarray:
+    """A float64 copy of rows of another dtype, each put back within `radius` when its
+    rounding to that dtype left it a hair outside (float32 rounds a coordinate up by up to
+    6e-8 of it, more than GRID_SLACK covers)."""
+    block = np.asarray(block, dtype=np.float64)
+    norms = np.sqrt(np.einsum("ij,ij->i", block, block))
+    outside = norms > radius
+    if outside.any():
+        block[outside] *= (radius / norms[outside])[:, None]
+    return block
+
+
 def cluster_grid_sums(
     points: np.ndarray, labels: np.ndarray, k: int, radius: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact per-cluster sums of the rows on the grid R / 2^GRID_BITS (k x d int64, in grid
-    units) and per-cluster counts (k int64), clusters 0..k-1."""
+    units) and per-cluster counts (k int64), clusters 0..k-1. Rows of norm at most R (the
+    clipped rows; a float32 copy's rows are put back within R first), so one row moves the
+    sums by at most grid_sensitivity(d)."""
     scale = 2.0**GRID_BITS / radius
     sums = np.zeros((k, points.shape[1]), dtype=np.int64)
     rows = max(1, _BLOCK_ELEMENTS // points.shape[1])
     for start in range(0, len(points), rows):
-        units = np.rint(points[start : start + rows] * scale).astype(np.int64)
+        block = points[start : start + rows]
+        if block.dtype != np.float64:
+            block = _within_radius(block, radius)
+        units = np.rint(block * scale).astype(np.int64)
         _add_by_cluster(sums, labels[start : start + rows], units)
     counts = np.bincount(labels, minlength=k).astype(np.int64)
     return sums, counts
@@ -107,6 +124,27 @@ def release_grid_sums(
     by sqrt(weight) prices the release as `weight` releases of the plan's sigma."""
     sensitivity = plan.sum_sensitivity_factor * grid_sensitivity(sums.shape[1]) / math.sqrt(weight)
     return noise.integer_release(sums, sensitivity=sensitivity, sigma=plan.sigma, rng=rng)
+
+
+def release_means(
+    sums: np.ndarray,
+    counts: np.ndarray,
+    plan: RunPlan,
+    radius: float,
+    rng: np.random.Generator,
+    sum_weight: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Two integer Gaussian releases and the means they give: the grid sums
+    (`release_grid_sums`, priced as `sum_weight` releases), then the counts (std
+    count_sensitivity x sigma: 1, or sqrt(2) under replace-one). Every cluster is released,
+    empty or not: skipping one would depend on private data. Returns (the means in the rows'
+    units, projected into the ball; the noisy counts), a quotient of released integers:
+    post-processing."""
+    noisy_sums = release_grid_sums(sums, plan, rng, sum_weight)
+    noisy_counts = noise.integer_release(
+        counts, sensitivity=plan.count_sensitivity, sigma=plan.sigma, rng=rng
+    )
+    return grid_means(noisy_sums, noisy_counts, radius), noisy_counts
 
 
 def grid_means(noisy_sums: np.ndarray, counts: np.ndarray, radius: float) -> np.ndarray:

@@ -140,3 +140,38 @@ def lloyd_step(
     del labels
     noisy_sums, noisy_counts = joint_release(sums, counts, plan, multiplier, rng, weight)
     return moved_centres(centres, noisy_sums, noisy_counts, step, radius), noisy_counts
+
+
+def reseed_starving(
+    centres: np.ndarray,
+    noisy_counts: np.ndarray,
+    ratio: float,
+    step: float,
+    radius: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Move starving centres next to crowded ones so that the next step splits the crowd.
+
+    Pairs the smallest noisy count with the largest, the second smallest with the second
+    largest, and so on, while the larger is at least `ratio` times max(smaller, 1): the small
+    cluster's centre is put at mu_big + u and the big one's at mu_big - u, with u a random
+    direction of length 1e-3 r_t, so the next labelling cuts the crowded cluster in two by a
+    random hyperplane through its centre. (Lloyd's algorithm cannot leave a local optimum where
+    one centre holds two clusters and another holds none or half of one; an empty centre only
+    drifts with noise.) It reads nothing but released counts, public centres and the job's
+    generator: post-processing.
+    """
+    k, d = centres.shape
+    order = np.argsort(noisy_counts, kind="stable")
+    out = centres.copy()
+    for i in range(k // 2):
+        small, big = order[i], order[k - 1 - i]
+        if not noisy_counts[big] >= ratio * max(float(noisy_counts[small]), 1.0):
+            break
+        direction = rng.standard_normal(d)
+        length = float(np.linalg.norm(direction))
+        # A standard normal vector of norm 0 has probability 0; the floor only avoids 0/0.
+        offset = direction * (1e-3 * step / max(length, 1e-300))
+        out[small] = centres[big] + offset
+        out[big] = centres[big] - offset
+    return project_into_ball(out, radius)

@@ -33,7 +33,7 @@ DEFAULT_MAX_POPULATION = 8192
 # paper's value).
 DEFAULT_STEP_FRACTION = 2.0
 # A centre whose noisy count is this many times smaller than another's is moved to split that
-# one (fastlloyd.reseed_starving); measured in bench/RESULTS.md ("FastLloyd").
+# one (lloyd.reseed_starving); measured in bench/RESULTS.md ("FastLloyd").
 DEFAULT_RESEED_RATIO = 4.0
 # k-means++ restarts of the LSH coreset's final weighted k-means.
 DEFAULT_CORESET_RESTARTS = 10

@@ -10,8 +10,13 @@ import pytest
 
 from privclust.clustering import ClusteringInputError, cluster, plan_run
 from privclust.clustering.grid import grid_sensitivity, relative_grid_sums
-from privclust.clustering.lloyd import count_multiplier, default_count_share, step_radius
-from privclust.clustering.methods.fastlloyd import default_iterations, fastlloyd, reseed_starving
+from privclust.clustering.lloyd import (
+    count_multiplier,
+    default_count_share,
+    reseed_starving,
+    step_radius,
+)
+from privclust.clustering.methods.fastlloyd import default_iterations, fastlloyd
 from privclust.clustering.metrics import kmeans_loss
 from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 from privclust.privacy.noise import COUNT_MU_FRACTION

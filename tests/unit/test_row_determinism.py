@@ -17,10 +17,10 @@ import pytest
 
 from privclust.clustering.kernels import ordered_products
 from privclust.clustering.lsh_tree import hash_codes
-from privclust.clustering.methods.hdpe import project_rows
+from privclust.clustering.projection import project_rows
 
 # The modules (the package exports functions of the same names).
-hdpe = importlib.import_module("privclust.clustering.methods.hdpe")
+projection = importlib.import_module("privclust.clustering.projection")
 lsh_coreset = importlib.import_module("privclust.clustering.lsh_tree")
 
 BLOCK_SIZES = (2, 3, 17)
@@ -120,7 +120,7 @@ def test_projections_do_not_depend_on_project_rows_own_blocks(
     X = rng.normal(size=(100, 64))
     matrix = rng.standard_normal(size=(16, 64))
     whole = project_rows(X, matrix)
-    monkeypatch.setattr(hdpe, "_BLOCK_ELEMENTS", 64 * 7)  # blocks of 7 rows, the last of 2
+    monkeypatch.setattr(projection, "_BLOCK_ELEMENTS", 64 * 7)  # blocks of 7 rows, the last of 2
     assert np.array_equal(_bits(project_rows(X, matrix)), _bits(whole))
 
 
