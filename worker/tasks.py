@@ -26,6 +26,7 @@ from app.jobs import service as jobs_service
 from app.kit.config import get_settings
 from app.models import Job, JobStatus
 from privclust.clustering import ClusteringResult, cluster
+from worker import runner
 
 log = logging.getLogger("privclust.worker")
 
@@ -78,7 +79,18 @@ def _progress_writer(run: jobs_service.JobRun, heartbeat: _Heartbeat) -> Any:
 
 
 def run_clustering_job(job_id: str) -> str:
-    """The RQ entry point. Returns the final status (RQ's result store is not relied upon)."""
+    """The RQ entry point. Returns the final status (RQ's result store is not relied upon).
+
+    In `privclust worker` the job runs in the worker's job process (worker.runner); anywhere
+    else (a plain RQ worker, a test) in this process."""
+    job_runner = runner.current()
+    if job_runner is not None:
+        return job_runner.run(job_id)
+    return run_job_here(job_id)
+
+
+def run_job_here(job_id: str) -> str:
+    """Run the job in this process: load, start (the charge), cluster, finish."""
     _die_with_parent()
     settings = get_settings()
     run = jobs_service.JobRun(settings.resolved_database_url, uuid.UUID(job_id))

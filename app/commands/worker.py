@@ -1,4 +1,5 @@
-"""`privclust worker`: one RQ worker that runs clustering jobs (fork per job); its health probe."""
+"""`privclust worker`: one RQ worker that runs clustering jobs, fair across tenants, in a job
+process of its own (worker.fair, worker.runner); its health probe."""
 
 from __future__ import annotations
 
@@ -62,21 +63,27 @@ def run(args: argparse.Namespace) -> int:
         for name in BLAS_ENV:
             os.environ[name] = str(settings.worker_threads)
 
-    import importlib
     import logging
 
-    from rq import Worker
-    from rq.serializers import JSONSerializer
-
     from app.jobs import queue
-    from privclust.clustering.kernels import warm_up
+    from worker import runner
+    from worker.fair import FairWorker
 
-    # RQ forks a process per job: loading the job code (the module of the task that jobs are
-    # queued under) and compiling the vote's kernels here, once, lets every job start with both.
-    importlib.import_module(queue.TASK.rpartition(".")[0])
-    warm_up()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    # Jobs run in one long-lived job process (worker.runner), started here, ready before the
+    # first job: the library imported, its kernels compiled, its database connections pooled.
+    job_runner = runner.JobRunner(
+        settings.resolved_database_url,
+        job_timeout=settings.job_timeout_seconds,
+        max_rss_mb=settings.worker_max_rss_mb,
+    )
+    job_runner.start()
+    runner.install(job_runner)
     conn = queue.redis_connection(queue.resolve_redis_url(settings))
-    w = Worker([queue.get_queue(settings, conn)], connection=conn, serializer=JSONSerializer)
-    w.work(burst=args.burst, with_scheduler=False, logging_level="INFO")
+    try:
+        w = FairWorker(settings, conn, job_runner)
+        w.work(burst=args.burst, with_scheduler=False, logging_level="INFO")
+    finally:
+        runner.install(None)
+        job_runner.stop()
     return 0

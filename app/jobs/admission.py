@@ -4,7 +4,8 @@
 1. plan: invalid parameters are refused (422) before anything else;
 2. end the read transaction, then ping the queue: while the queue is down the request is
    refused cleanly (503) before anything is charged;
-3. open the budget transaction, lock the dataset, submit (reserve the budget), commit;
+3. open the budget transaction, lock the dataset, check the operator's cap on queued jobs
+   (429), submit (reserve the budget), commit;
 4. if the Idempotency-Key's unique constraint refused the insert, replay the request that
    committed first;
 5. enqueue only after the commit; what could not be queued is failed and refunded (no noise
@@ -17,14 +18,16 @@ import logging
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.jobs import lifecycle, queue
+from app.jobs import repository as repo
 from app.kit.config import Settings
-from app.kit.errors import Conflict, InvalidParameter, ServiceUnavailable
+from app.kit.errors import Conflict, InvalidParameter, ServiceUnavailable, TooManyQueuedJobs
 from app.ledger import service as ledger
 from app.models import Dataset, Job, Sweep
 
@@ -35,6 +38,7 @@ P = TypeVar("P")  # its plan
 A = TypeVar("A", Job, Sweep)  # what is admitted: a job, or a sweep of jobs
 
 NOT_QUEUED = "the job could not be queued"
+QUEUE_FULL_RETRY_AFTER = 5  # seconds: the Retry-After of a 429 too-many-queued-jobs
 
 
 class Request(Protocol):
@@ -43,15 +47,37 @@ class Request(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class QueueLimits:
+    """The operator's caps on queued jobs (None: no cap), from the settings."""
+
+    per_tenant: int | None = None
+    per_key: int | None = None
+
+    @classmethod
+    def of(cls, settings: Settings) -> QueueLimits:
+        return cls(settings.max_queued_jobs_per_tenant, settings.max_queued_jobs_per_key)
+
+
 class Admission(ABC, Generic[R, P, A]):
     """One request to admit work on `dataset`; a subclass says what is planned and reserved."""
 
     def __init__(
-        self, dataset: Dataset, req: R, actor: uuid.UUID | None, idempotency_key: str | None
+        self,
+        dataset: Dataset,
+        req: R,
+        actor: uuid.UUID | None,
+        idempotency_key: str | None,
+        limits: QueueLimits | None = None,
     ) -> None:
         self.dataset, self.req, self.actor = dataset, req, actor
         self.idempotency_key = idempotency_key
         self.fingerprint = req.fingerprint(dataset.id)
+        self.limits = limits or QueueLimits()
+
+    @abstractmethod
+    def job_count(self, plan: P) -> int:
+        """How many jobs admitting `plan` queues."""
 
     @abstractmethod
     def plan(self) -> P:
@@ -114,7 +140,36 @@ class Admission(ABC, Generic[R, P, A]):
             existing = self.replay(session)
         if existing is not None:
             return existing, False
+        self.check_queue_room(session, self.job_count(plan))
         return self.reserve(session, plan), True
+
+    def check_queue_room(self, session: Session, adding: int) -> None:
+        """429 `too-many-queued-jobs` (nothing charged) when `adding` more queued jobs would
+        pass the operator's cap for the tenant or for the key. Counted in the admission's
+        transaction under a per-tenant lock (PostgreSQL: an advisory lock; SQLite: the write
+        lock every admission holds), so concurrent admissions cannot overshoot a cap."""
+        caps = [
+            ("tenant", self.limits.per_tenant, None),
+            ("key", self.limits.per_key, self.actor),
+        ]
+        wanted = [(scope, cap, key) for scope, cap, key in caps if cap is not None]
+        if not wanted:
+            return
+        repo.lock_tenant_queue(session, self.dataset.tenant)
+        for scope, cap, key in wanted:
+            if scope == "key" and key is None:
+                continue
+            assert cap is not None
+            queued = repo.count_queued(session, self.dataset.tenant, key, limit=cap)
+            if queued + adding > cap:
+                raise TooManyQueuedJobs(
+                    f"the {scope} already has {queued} jobs waiting to run (at most {cap}"
+                    f" may wait at once); nothing was charged, try again once some have started",
+                    retry_after=QUEUE_FULL_RETRY_AFTER,
+                    scope=scope,
+                    queued=queued,
+                    limit=cap,
+                )
 
     def replay(self, session: Session) -> A | None:
         """What an earlier request with this Idempotency-Key admitted, or None; 409
@@ -152,7 +207,7 @@ class Admission(ABC, Generic[R, P, A]):
         jobs = self.jobs(session, admitted)
         for position, job in enumerate(jobs):
             try:
-                queue.enqueue_job(settings, job.id)
+                queue.enqueue_job(settings, job.id, job.tenant)
             except Exception as exc:
                 # This job and the ones after it never reached the queue: fail and refund them
                 # (no noise drawn); those already queued run as admitted.

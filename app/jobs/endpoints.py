@@ -75,7 +75,7 @@ def privacy_of(plan: jobs_service.JobPlan) -> Privacy:
     "/datasets/{dataset_id}/jobs",
     status_code=202,
     response_model=JobOut,
-    responses=responses(401, 403, 404, 409, 422, 503),
+    responses=responses(401, 403, 404, 409, 422, 429, 503),
     summary="Submit a private clustering job (its budget is charged atomically)",
 )
 def jobs_create(

@@ -34,6 +34,18 @@ LOST_WORKER = (
 PLAN_CHANGED = (
     "the job's privacy plan no longer matches what was charged; it was not run and was refunded"
 )
+RUNNER_DIED = (
+    "the process running this job stopped (it crashed, or was killed, e.g. for using too much "
+    "memory); the privacy budget it spent stays charged and the job is never re-run"
+)
+RUNNER_DIED_BEFORE_START = (
+    "the process that was to run this job stopped before the job started; it was not run and "
+    "its budget was refunded"
+)
+TIMED_OUT = (
+    "the job ran longer than the worker's time limit and was stopped; the privacy budget it "
+    "spent stays charged and the job is never re-run"
+)
 
 
 def fail_unqueued(session: Session, job_id: uuid.UUID, reason: str) -> bool:
@@ -96,10 +108,10 @@ def sweep_stale_jobs(session: Session, stale_seconds: float) -> list[uuid.UUID]:
     return failed
 
 
-def queued_before(sessions: sessionmaker[Session], cutoff: datetime) -> list[uuid.UUID]:
-    """The jobs still queued that were admitted before `cutoff`, oldest first."""
+def queued_before(sessions: sessionmaker[Session], cutoff: datetime) -> list[tuple[uuid.UUID, str]]:
+    """(id, tenant) of the jobs still queued that were admitted before `cutoff`, oldest first."""
     with unit_of_work(sessions) as session:
-        return [job.id for job in repo.queued_jobs_created_before(session, cutoff)]
+        return [(job.id, job.tenant) for job in repo.queued_jobs_created_before(session, cutoff)]
 
 
 def still_queued(session: Session, job_id: uuid.UUID) -> bool:
@@ -200,6 +212,17 @@ class JobRun:
                 progress_total=total,
                 heartbeat_at=kit_repo.now(),
             )
+
+    def lost(self, running_reason: str = RUNNER_DIED) -> str:
+        """The process running the job died or was stopped: the job ends failed, refunded if it
+        had not started (no noise can exist), else charged with `running_reason`. Both are
+        compare-and-sets, so a job that ended meanwhile keeps its end. Returns its status."""
+        with unit_of_work(self.sessions) as s:
+            if fail_unqueued(s, self.job_id, RUNNER_DIED_BEFORE_START):
+                return JobStatus.FAILED
+        self._end(JobStatus.FAILED, note=running_reason, error=running_reason)
+        with unit_of_work(self.sessions) as s:
+            return repo.job_status(s, self.job_id) or "missing"
 
     def stopped(self) -> None:
         """The job stopped on request while running: cancelled, and it stays charged."""

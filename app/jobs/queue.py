@@ -1,7 +1,16 @@
-"""The RQ queue: connection from settings, enqueue by job id (JSON payload, ids only)."""
+"""The RQ queues: connection from settings, enqueue by job id (JSON payload, ids only).
+
+One queue per tenant, so that one tenant's burst cannot starve another: a job goes to its
+tenant's queue (`<queue_name>.<digest of the tenant>`), whose name is first added to a Redis set
+that workers read before each dequeue; a worker takes from the queues in turn (round robin), so
+behind any number of one tenant's jobs another tenant's job waits for at most one job per busy
+tenant. The plain `<queue_name>` queue is still read (jobs queued before tenants had queues,
+and anything enqueued without a tenant).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from pathlib import Path
 
@@ -44,18 +53,72 @@ def redis_connection(url: str) -> Redis:
     return conn
 
 
+def _connection(settings: Settings, connection: Redis | None) -> Redis:
+    return connection or redis_connection(resolve_redis_url(settings))
+
+
 def get_queue(settings: Settings, connection: Redis | None = None) -> Queue:
-    conn = connection or redis_connection(resolve_redis_url(settings))
-    return Queue(settings.queue_name, connection=conn, serializer=JSONSerializer)
+    """The plain queue: workers register on it (it names them to `privclust worker --check`
+    and to the metrics) and still read it."""
+    return Queue(
+        settings.queue_name, connection=_connection(settings, connection), serializer=JSONSerializer
+    )
 
 
-def enqueue_job(settings: Settings, job_id: uuid.UUID, queue: Queue | None = None) -> None:
-    """Deterministic RQ id (= our job id); status and results live in the database, not RQ."""
+def tenant_queue_name(settings: Settings, tenant: str) -> str:
+    """The tenant's queue: a digest, so that no tenant name appears in Redis keys."""
+    return f"{settings.queue_name}.{hashlib.sha256(tenant.encode()).hexdigest()[:16]}"
+
+
+def _known_queues_key(settings: Settings) -> str:
+    return f"privclust:queues:{settings.queue_name}"
+
+
+def tenant_queue(settings: Settings, tenant: str, connection: Redis | None = None) -> Queue:
+    return Queue(
+        tenant_queue_name(settings, tenant),
+        connection=_connection(settings, connection),
+        serializer=JSONSerializer,
+    )
+
+
+def all_queues(settings: Settings, connection: Redis | None = None) -> list[Queue]:
+    """The plain queue, then every tenant queue a job was ever enqueued on (in name order)."""
+    conn = _connection(settings, connection)
+    names = sorted(
+        n.decode() if isinstance(n, bytes) else str(n)
+        for n in conn.smembers(_known_queues_key(settings))
+    )
+    return [get_queue(settings, conn)] + [
+        Queue(name, connection=conn, serializer=JSONSerializer) for name in names
+    ]
+
+
+def queued_count(settings: Settings, connection: Redis | None = None) -> int:
+    """Jobs waiting in all the queues (one round trip for their lengths)."""
+    queues = all_queues(settings, connection)
+    with queues[0].connection.pipeline(transaction=False) as pipe:
+        for q in queues:
+            pipe.llen(q.key)
+        return sum(int(n) for n in pipe.execute())
+
+
+def enqueue_job(
+    settings: Settings, job_id: uuid.UUID, tenant: str | None = None, queue: Queue | None = None
+) -> None:
+    """Deterministic RQ id (= our job id); status and results live in the database, not RQ.
+
+    The job goes to `queue` if given, else to its tenant's queue (made known to the workers
+    first), else to the plain one. RQ keeps no result (result_ttl=0): the task's return value
+    is only the status the database already has."""
+    if queue is None and tenant is not None:
+        queue = tenant_queue(settings, tenant)
+        queue.connection.sadd(_known_queues_key(settings), queue.name)
     (queue or get_queue(settings)).enqueue_call(
         func=TASK,
         args=(str(job_id),),
         job_id=str(job_id),
         timeout=settings.job_timeout_seconds,
-        result_ttl=3600,
+        result_ttl=0,
         failure_ttl=7 * 24 * 3600,
     )

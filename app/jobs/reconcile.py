@@ -52,20 +52,28 @@ def _requeue_count_key(job_id: uuid.UUID) -> str:
     return f"privclust:requeued:{job_id}"
 
 
-def job_ids_in_queue(queue: Queue) -> set[str]:
-    """Every job id RQ holds for this queue: waiting, being handed to a worker, or running.
+def job_ids_in_queues(queues: list[Queue]) -> set[str]:
+    """Every job id RQ holds for these queues: waiting, being handed to a worker, or running.
 
     Read in the order a job moves (queue list, intermediate list, started registry), so that a
-    job moving while this runs is seen in the later place. A started entry counts only while
-    its worker keeps extending it: one whose expiry passed belongs to a worker that died
-    (RQ itself moves such entries to its failed registry only at its next maintenance).
+    job moving while this runs is seen in the later place; one round trip per step, whatever the
+    number of queues. A started entry counts only while its worker keeps extending it: one whose
+    expiry passed belongs to a worker that died (RQ itself moves such entries to its failed
+    registry only at its next maintenance).
     """
-    conn: Redis = queue.connection
-    ids = {_text(i) for i in conn.lrange(queue.key, 0, -1)}
-    ids |= {_text(i) for i in conn.lrange(queue.intermediate_queue_key, 0, -1)}
-    started = queue.started_job_registry
-    live = cast(list[bytes], conn.zrangebyscore(started.key, f"({time.time()}", "+inf"))
-    ids |= {started.parse_job_id(_text(entry)) for entry in live}
+    conn: Redis = queues[0].connection
+    ids: set[str] = set()
+    for keys in ([q.key for q in queues], [q.intermediate_queue_key for q in queues]):
+        with conn.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.lrange(key, 0, -1)
+            ids |= {_text(i) for found in pipe.execute() for i in found}
+    with conn.pipeline(transaction=False) as pipe:
+        for q in queues:
+            pipe.zrangebyscore(q.started_job_registry.key, f"({time.time()}", "+inf")
+        live = cast(list[list[bytes]], pipe.execute())
+    for q, entries in zip(queues, live, strict=True):
+        ids |= {q.started_job_registry.parse_job_id(_text(entry)) for entry in entries}
     return ids
 
 
@@ -81,7 +89,9 @@ def reconcile_queue(
     grace_seconds: float,
     max_requeues: int = MAX_REQUEUES,
 ) -> Reconciled:
-    """Re-enqueue (or, past `max_requeues`, fail and refund) queued jobs missing from `queue`.
+    """Re-enqueue (or, past `max_requeues`, fail and refund) queued jobs missing from every
+    queue (`queue` is the plain one: its connection and name locate the tenants' queues); a
+    job goes back to its tenant's queue.
 
     Only jobs admitted more than `grace_seconds` ago are considered: the API enqueues a job
     just after committing it. One pass at a time across API processes (a Redis lock).
@@ -96,8 +106,8 @@ def reconcile_queue(
         candidates = jobs_service.queued_before(sessions, cutoff)
         if not candidates:
             return done
-        present = job_ids_in_queue(queue)
-        for job_id in candidates:
+        present = job_ids_in_queues(queue_service.all_queues(settings, conn))
+        for job_id, tenant in candidates:
             if str(job_id) in present:
                 continue
             with unit_of_work(sessions) as session:
@@ -112,7 +122,7 @@ def reconcile_queue(
                     done.failed.append(job_id)
                     log.warning("job %s lost from the queue again: failed and refunded", job_id)
                     continue
-            queue_service.enqueue_job(settings, job_id, queue)
+            queue_service.enqueue_job(settings, job_id, tenant)
             conn.set(key, lost + 1, ex=REQUEUE_COUNT_TTL)
             done.requeued.append(job_id)
             log.warning("job %s was queued but missing from the queue: enqueued again", job_id)

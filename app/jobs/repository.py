@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import func, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from app.jobs.results import ResultContext
@@ -106,3 +107,31 @@ def queued_jobs_created_before(
 def job_status(session: Session, job_id: uuid.UUID) -> str | None:
     """The job's status as the database has it now (not as this session last loaded it)."""
     return session.scalar(select(Job.status).where(Job.id == job_id))
+
+
+def lock_tenant_queue(session: Session, tenant: str) -> None:
+    """Serialise the tenant's admissions until commit, for counting its queued jobs: a
+    transaction-scoped advisory lock on PostgreSQL; on SQLite every admission already holds the
+    database's write lock (BEGIN IMMEDIATE)."""
+    if session.get_bind().dialect.name == "sqlite":
+        return
+    digest = hashlib.sha256(f"privclust queued jobs of {tenant}".encode()).digest()
+    session.execute(
+        text("SELECT pg_advisory_xact_lock(:k)"),
+        {"k": int.from_bytes(digest[:8], "big", signed=True)},
+    )
+
+
+def count_queued(session: Session, tenant: str, created_by: uuid.UUID | None, limit: int) -> int:
+    """How many of the tenant's jobs (those of key `created_by` when given) are queued, counted
+    up to `limit` + 1 at most (an index on (tenant, status) / (created_by, status) keeps it to
+    those rows)."""
+    stmt = select(Job.id).where(Job.status == JobStatus.QUEUED)
+    stmt = (
+        stmt.where(Job.tenant == tenant)
+        if created_by is None
+        else stmt.where(Job.created_by == created_by)
+    )
+    return int(
+        session.scalar(select(func.count()).select_from(stmt.limit(limit + 1).subquery())) or 0
+    )

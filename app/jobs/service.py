@@ -17,9 +17,11 @@ from sqlalchemy.orm import Session
 from app.datasets import service as datasets_service
 from app.datasets.domain import loss_space
 from app.jobs import repository as repo
-from app.jobs.admission import Admission
+from app.jobs.admission import Admission, QueueLimits
 from app.jobs.lifecycle import (
     LOST_WORKER,
+    RUNNER_DIED,
+    TIMED_OUT,
     JobRun,
     QueuedJob,
     cancel,
@@ -47,11 +49,14 @@ from privclust.privacy import budget as bmath
 
 __all__ = [
     "LOST_WORKER",
+    "RUNNER_DIED",
+    "TIMED_OUT",
     "Admission",
     "Estimate",
     "JobPlan",
     "JobRequest",
     "JobRun",
+    "QueueLimits",
     "QueuedJob",
     "budget_if_admitted",
     "cancel",
@@ -125,6 +130,9 @@ class JobAdmission(Admission[JobRequest, JobPlan, Job]):
     def plan(self) -> JobPlan:
         return plan_job(self.dataset, self.req)
 
+    def job_count(self, plan: JobPlan) -> int:
+        return 1
+
     def reserve(self, session: Session, plan: JobPlan) -> Job:
         return reserve_job(
             session,
@@ -165,7 +173,8 @@ def create_job(
     created is False when the Idempotency-Key replayed an earlier request (nothing charged
     again)."""
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
-    job, created = JobAdmission(dataset, req, actor, idempotency_key).run(session, settings)
+    admission = JobAdmission(dataset, req, actor, idempotency_key, QueueLimits.of(settings))
+    job, created = admission.run(session, settings)
     return job, ResultContext.of(dataset), created
 
 

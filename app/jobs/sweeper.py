@@ -3,17 +3,23 @@
 - Fails running jobs whose worker died (no heartbeat); their budget stays charged.
 - Re-enqueues queued jobs whose queue entry was lost (app.jobs.reconcile).
 - Deletes uploads abandoned by a killed API process (also done at start-up).
+- Now and then, checks a bounded batch of datasets' running budgets against a replay of their
+  ledgers (app.ledger.verify), taking turns across API processes (a Redis lock and cursor);
+  one that differs is logged and counted in `privclust_ledger_mismatched_datasets`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from redis.exceptions import RedisError
+from redis import Redis
+from redis.exceptions import LockError, RedisError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.datasets import service as datasets_service
@@ -21,10 +27,20 @@ from app.jobs import queue, reconcile
 from app.jobs import service as jobs_service
 from app.kit.config import Settings
 from app.kit.db.session import unit_of_work
+from app.ledger import verify
 
 log = logging.getLogger("privclust.api")
 
 CLEANUP_EVERY = 600.0  # seconds between looks for partial uploads left by a killed API
+LEDGER_CHECK_EVERY = 300.0  # seconds between two batches of the ledger check
+LEDGER_CHECK_ENTRIES = 50_000  # ledger entries a batch replays (at least one whole dataset)
+LEDGER_MISMATCHED = "privclust:ledger:mismatched"  # Redis set: datasets whose check failed
+_LEDGER_CURSOR = "privclust:ledger:check-after"
+
+
+def mismatched_ledgers(conn: Redis) -> int:
+    """How many datasets' running budgets differed from their ledgers at their last check."""
+    return int(conn.scard(LEDGER_MISMATCHED))
 
 
 class Sweeper(threading.Thread):
@@ -51,12 +67,43 @@ class Sweeper(threading.Thread):
 
     def run(self) -> None:
         next_cleanup = time.monotonic() + CLEANUP_EVERY
+        next_ledger_check = time.monotonic() + self.every
         while not self.stopped.wait(self.every):
             self.sweep_stale()
             self.reconcile()
+            if time.monotonic() >= next_ledger_check:
+                next_ledger_check = time.monotonic() + LEDGER_CHECK_EVERY
+                self.check_ledgers()
             if time.monotonic() >= next_cleanup:
                 next_cleanup = time.monotonic() + CLEANUP_EVERY
                 datasets_service.remove_abandoned_uploads(self.settings, self.sessions)
+
+    def check_ledgers(self, max_entries: int = LEDGER_CHECK_ENTRIES) -> list[verify.Check]:
+        """One batch of the ledger check, if no other API process is running one; the next
+        batch (in any process) continues where it stopped."""
+        try:
+            conn = queue.redis_connection(queue.resolve_redis_url(self.settings))
+            lock = conn.lock("privclust:ledger:check", timeout=3600, blocking=False)
+            if not lock.acquire():
+                return []
+            try:
+                raw = conn.get(_LEDGER_CURSOR)
+                after = uuid.UUID(raw.decode()) if raw else None  # type: ignore[union-attr]
+                checks, after = verify.check_pass(self.sessions, after, max_entries)
+                conn.set(_LEDGER_CURSOR, str(after) if after else "")
+                for check in checks:
+                    if check.agrees:
+                        conn.srem(LEDGER_MISMATCHED, str(check.dataset_id))
+                    else:
+                        conn.sadd(LEDGER_MISMATCHED, str(check.dataset_id))
+                        log.error("ledger check: %s", check.describe())
+                return checks
+            finally:
+                with contextlib.suppress(LockError):
+                    lock.release()
+        except Exception:
+            log.exception("ledger check failed; will retry")
+            return []
 
     def sweep_stale(self) -> None:
         try:

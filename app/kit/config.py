@@ -53,7 +53,27 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Comma-separated browser origins allowed to call the API (none by default).",
     )
-    queue_name: str = Field(default="privclust", description="RQ queue name.")
+    queue_name: str = Field(
+        default="privclust",
+        description="RQ queue name; each tenant's jobs wait in a queue named after it.",
+    )
+    max_queued_jobs_per_tenant: int | None = Field(
+        default=None,
+        ge=1,
+        description="At most this many of a tenant's jobs may wait to run at once; more are "
+        "refused with 429 too-many-queued-jobs (nothing charged). Unset: no cap.",
+    )
+    max_queued_jobs_per_key: int | None = Field(
+        default=None,
+        ge=1,
+        description="The same cap per API key. Unset: no cap.",
+    )
+    worker_max_rss_mb: int = Field(
+        default=2048,
+        ge=64,
+        description="A worker's job process is replaced by a fresh one after a job that left it "
+        "using more memory than this (MiB).",
+    )
     job_timeout_seconds: int = Field(
         default=3600, gt=0, description="A clustering job running longer than this is failed."
     )

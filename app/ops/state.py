@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from app.jobs import queue
 from app.jobs.service import LOST_WORKER
+from app.jobs.sweeper import mismatched_ledgers
 from app.kit.config import Settings
 from app.models import JobStatus
 from app.ops import repository as repo
@@ -78,12 +79,21 @@ class StateCollector(Collector):
 
     def _from_redis(self) -> Iterator[Metric]:
         rq_queue = queue.get_queue(self.settings)
-        depth = rq_queue.count
+        depth = queue.queued_count(self.settings, rq_queue.connection)
         # RQ's worker registry: a worker's key expires when it stops sending heartbeats, so a
-        # killed worker drops out (Worker.all skips registrations whose key is gone).
+        # killed worker drops out (Worker.all skips registrations whose key is gone). Every
+        # worker registers on the plain queue, whichever tenants' queues it also reads.
         states = Counter(str(w.get_state()) for w in Worker.all(queue=rq_queue))
         yield GaugeMetricFamily(
-            "privclust_queue_depth", "Jobs waiting in the RQ queue for a worker", value=depth
+            "privclust_queue_depth",
+            "Jobs waiting for a worker, in all the queues (one per tenant)",
+            value=depth,
+        )
+        yield GaugeMetricFamily(
+            "privclust_ledger_mismatched_datasets",
+            "Datasets whose running budget differed from the replay of their ledger when the "
+            "API's sweeper last checked them (should always be 0)",
+            value=mismatched_ledgers(rq_queue.connection),
         )
         workers = GaugeMetricFamily(
             "privclust_workers",

@@ -45,7 +45,7 @@ def _out(state: sweeps_service.SweepState) -> SweepOut:
     "/datasets/{dataset_id}/sweeps",
     status_code=202,
     response_model=SweepOut,
-    responses=responses(401, 403, 404, 409, 422, 503),
+    responses=responses(401, 403, 404, 409, 422, 429, 503),
     summary="Run one summarised job per k, admitted and charged atomically as one",
 )
 def sweeps_create(

@@ -137,6 +137,9 @@ class SweepAdmission(jobs_service.Admission[SweepRequest, SweepPlan, Sweep]):
     def plan(self) -> SweepPlan:
         return plan_sweep(self.dataset, self.req)
 
+    def job_count(self, plan: SweepPlan) -> int:
+        return len(plan.jobs)
+
     def reserve(self, session: Session, plan: SweepPlan) -> Sweep:
         _check_budget(session, self.dataset, plan)
         sweep = kit_repo.add(
@@ -190,7 +193,10 @@ def create_sweep(
     """Admit and enqueue every job of a sweep: (its state, created). created is False when the
     Idempotency-Key replayed an earlier request (nothing charged again)."""
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
-    sweep, created = SweepAdmission(dataset, req, actor, idempotency_key).run(session, settings)
+    limits = jobs_service.QueueLimits.of(settings)
+    sweep, created = SweepAdmission(dataset, req, actor, idempotency_key, limits).run(
+        session, settings
+    )
     return state_of(session, sweep), created
 
 

@@ -8,8 +8,9 @@ import time
 import numpy as np
 import pytest
 from redis import Redis
-from rq import Queue
 
+from app.jobs.queue import tenant_queue
+from app.kit.config import Settings
 from tests.support.api import uploaded, wait_for_job
 from tests.support.data import csv_bytes
 from tests.support.services import Stack
@@ -17,7 +18,7 @@ from tests.support.services import Stack
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 
-def test_a_job_whose_queue_entry_was_flushed_runs(stack: Stack) -> None:
+def test_a_job_whose_queue_entry_was_flushed_runs(stack: Stack, settings: Settings) -> None:
     # No worker for now, so that the job waits in the queue.
     worker = stack.workers[0]
     worker.send_signal(signal.SIGTERM)
@@ -33,7 +34,7 @@ def test_a_job_whose_queue_entry_was_flushed_runs(stack: Stack) -> None:
         job_id = job.json()["id"]
 
         redis = Redis.from_url(stack.env["PRIVCLUST_REDIS_URL"])
-        queue = Queue(stack.env["PRIVCLUST_QUEUE_NAME"], connection=redis)
+        queue = tenant_queue(settings, "acme", redis)
         assert queue.get_job_ids() == [job_id]
         redis.flushdb()  # the queue forgets the job; the database still has it queued
         lost_at = time.monotonic()

@@ -428,10 +428,10 @@ def test_submit_estimate_budget_exceeded_idempotency_and_cancel(client, keys, se
     problem = over.json()
     assert problem["code"] == "budget-exceeded"
     assert set(problem) >= {"mu_requested", "mu_remaining", "epsilon_remaining", "mu_cap"}
-    # The job sits in the real queue under its own id.
+    # The job sits in its tenant's queue under its own id.
     from app.jobs import queue
 
-    rq_job = queue.get_queue(settings).fetch_job(job["id"])
+    rq_job = queue.tenant_queue(settings, "acme").fetch_job(job["id"])
     assert rq_job is not None
     assert list(rq_job.args) == [job["id"]]
     cancelled = client.post(f"/v1/jobs/{job['id']}/cancel", headers=h)
@@ -472,7 +472,7 @@ def test_a_lost_enqueue_reply_after_a_worker_took_the_job_is_no_refund(
 
     ds = upload(client, keys["owner"], csv_bytes(two_blobs()))["body"]
 
-    def enqueue_then_lose_the_reply(settings_, job_id) -> None:
+    def enqueue_then_lose_the_reply(settings_, job_id, tenant=None) -> None:
         with session_scope(settings.resolved_database_url) as s:
             assert jobs_repo.transition_job(s, job_id, from_status="queued", status="running")
         raise ConnectionError("reply lost")

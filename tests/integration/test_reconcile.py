@@ -36,12 +36,12 @@ def _ledger_kinds(settings: Settings, job_id: uuid.UUID) -> list[str]:
 def test_a_queued_job_missing_from_the_queue_is_enqueued_again(settings: Settings) -> None:
     # Committed, never enqueued: as if the API died here.
     _, job_id = admitted_job(settings.resolved_database_url)
-    q = queue.get_queue(settings)
+    q = queue.tenant_queue(settings, "acme")
     assert str(job_id) not in q.get_job_ids()
 
     done = _reconcile(settings)
     assert done.requeued == [job_id] and done.failed == []
-    assert q.get_job_ids() == [str(job_id)]
+    assert q.get_job_ids() == [str(job_id)]  # back in its tenant's queue
     with session_scope(settings.resolved_database_url) as s:
         job = s.get(Job, job_id)
         assert job is not None and job.status == "queued"
@@ -54,13 +54,17 @@ def test_a_queued_job_missing_from_the_queue_is_enqueued_again(settings: Setting
 
 def test_an_enqueued_or_recent_job_is_left_alone(settings: Settings) -> None:
     _, enqueued = admitted_job(settings.resolved_database_url)
-    queue.enqueue_job(settings, enqueued)
+    queue.enqueue_job(settings, enqueued, "acme")
     _, recent = admitted_job(settings.resolved_database_url)
+    _, in_the_plain_queue = admitted_job(settings.resolved_database_url)
+    queue.enqueue_job(settings, in_the_plain_queue)  # as before tenants had queues
     done = _reconcile(settings, grace=60)
     assert done == reconcile.Reconciled()
     done = _reconcile(settings)
     assert done.requeued == [recent]
-    assert sorted(queue.get_queue(settings).get_job_ids()) == sorted([str(enqueued), str(recent)])
+    tenant_queue = queue.tenant_queue(settings, "acme")
+    assert sorted(tenant_queue.get_job_ids()) == sorted([str(enqueued), str(recent)])
+    assert queue.get_queue(settings).get_job_ids() == [str(in_the_plain_queue)]
 
 
 def _taken_by_a_worker(settings: Settings, job_id: uuid.UUID, ttl: int) -> None:
@@ -68,8 +72,8 @@ def _taken_by_a_worker(settings: Settings, job_id: uuid.UUID, ttl: int) -> None:
     with an expiry that its heartbeats keep extending (negative ttl: it stopped doing so)."""
     from rq.executions import Execution
 
-    q = queue.get_queue(settings)
-    queue.enqueue_job(settings, job_id)
+    q = queue.tenant_queue(settings, "acme")
+    queue.enqueue_job(settings, job_id, "acme")
     rq_job = q.fetch_job(str(job_id))
     assert rq_job is not None
     q.remove(rq_job)
@@ -90,7 +94,7 @@ def test_a_job_taken_by_a_worker_that_died_is_enqueued_again(settings: Settings)
     _, job_id = admitted_job(settings.resolved_database_url)
     _taken_by_a_worker(settings, job_id, ttl=-1)
     assert _reconcile(settings).requeued == [job_id]
-    assert queue.get_queue(settings).get_job_ids() == [str(job_id)]
+    assert queue.tenant_queue(settings, "acme").get_job_ids() == [str(job_id)]
 
 
 def test_a_job_lost_too_often_is_failed_and_refunded(settings: Settings) -> None:
@@ -99,7 +103,7 @@ def test_a_job_lost_too_often_is_failed_and_refunded(settings: Settings) -> None
     conn.set(f"privclust:requeued:{job_id}", reconcile.MAX_REQUEUES)
     done = _reconcile(settings)
     assert done.failed == [job_id] and done.requeued == []
-    assert queue.get_queue(settings).get_job_ids() == []
+    assert queue.queued_count(settings) == 0
     with session_scope(settings.resolved_database_url) as s:
         job = s.get(Job, job_id)
         assert job is not None and job.status == "failed"
