@@ -151,8 +151,12 @@ class Job(Base):
     __table_args__ = (
         UniqueConstraint("tenant", "idempotency_key", name="uq_jobs_tenant_idempotency_key"),
         Index("ix_jobs_status_heartbeat", "status", "heartbeat_at"),
-        # The operator's caps count a tenant's (a key's) queued jobs: only those rows.
-        Index("ix_jobs_tenant_status", "tenant", "status"),
+        # A page of a job list reads only its rows, in the list's order (created_at, id),
+        # by tenant, dataset or tenant and status; the operator's caps count a tenant's (a
+        # key's) queued jobs from the same index (and the next).
+        Index("ix_jobs_tenant_created", "tenant", "created_at", "id"),
+        Index("ix_jobs_dataset_created", "dataset_id", "created_at", "id"),
+        Index("ix_jobs_tenant_status_created", "tenant", "status", "created_at", "id"),
         Index("ix_jobs_created_by_status", "created_by", "status"),
     )
 
@@ -203,6 +207,8 @@ class LedgerEntry(Base):
     """
 
     __tablename__ = "ledger_entries"
+    # A dataset's entries in order: a page of its ledger, or its replay.
+    __table_args__ = (Index("ix_ledger_entries_dataset_id_id", "dataset_id", "id"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     dataset_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("datasets.id"), index=True)

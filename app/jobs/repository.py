@@ -124,8 +124,8 @@ def lock_tenant_queue(session: Session, tenant: str) -> None:
 
 def count_queued(session: Session, tenant: str, created_by: uuid.UUID | None, limit: int) -> int:
     """How many of the tenant's jobs (those of key `created_by` when given) are queued, counted
-    up to `limit` + 1 at most (an index on (tenant, status) / (created_by, status) keeps it to
-    those rows)."""
+    up to `limit` + 1 at most (the indexes on (tenant, status, ...) and (created_by, status)
+    keep it to those rows)."""
     stmt = select(Job.id).where(Job.status == JobStatus.QUEUED)
     stmt = (
         stmt.where(Job.tenant == tenant)
