@@ -40,6 +40,7 @@ from privclust.clustering.lloyd import (
 )
 from privclust.clustering.options import DEFAULT_STEP_FRACTION
 from privclust.clustering.plan import RunPlan
+from privclust.clustering.projection import sum_weight_before_lloyd
 from privclust.clustering.scaling import Box
 from privclust.clustering.summaries import summary_sigmas
 
@@ -119,7 +120,10 @@ def centre_noise(plan: RunPlan, space: Space) -> tuple[float, str]:
             largest = step_radius(2, R, d, k, DEFAULT_STEP_FRACTION)
             gap = math.exp((space.log_volume - math.log(k)) / d)
             step = min(max(gap / 2.0, _MIN_STEP_FRACTION * R), largest)
-            weight = max(plan.releases - plan.iterations, 1)
+            weight = plan.releases - plan.iterations
+            if plan.projection_dim is not None:  # its projected stage's counts and sums first
+                weight -= 1 + sum_weight_before_lloyd(plan.iterations)
+            weight = max(weight, 1)
         return step * joint * plan.sigma / math.sqrt(weight) / n, "final-mean-release"
     factor = CALIBRATED_FACTOR.get(plan.algorithm, max(CALIBRATED_FACTOR.values()))
     return factor * R * plan.sigma / n, "calibrated"

@@ -161,9 +161,25 @@ def reseed_starving(
     drifts with noise.) It reads nothing but released counts, public centres and the job's
     generator: post-processing.
     """
+    steps = np.full(len(centres), float(step))
+    return reseed_beside(centres, noisy_counts, ratio, steps, radius, rng)[0]
+
+
+def reseed_beside(
+    centres: np.ndarray,
+    noisy_counts: np.ndarray,
+    ratio: float,
+    steps: np.ndarray,
+    radius: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`reseed_starving` with a step radius per cluster: each pair's offset is 1e-3 of the
+    crowded centre's radius, and the moved centre takes that radius too (the pair shares the
+    crowded cluster). Returns (the centres, their step radii): post-processing, as there."""
     k, d = centres.shape
     order = np.argsort(noisy_counts, kind="stable")
     out = centres.copy()
+    radii = np.array(steps, dtype=np.float64)
     for i in range(k // 2):
         small, big = order[i], order[k - 1 - i]
         if not noisy_counts[big] >= ratio * max(float(noisy_counts[small]), 1.0):
@@ -171,7 +187,8 @@ def reseed_starving(
         direction = rng.standard_normal(d)
         length = float(np.linalg.norm(direction))
         # A standard normal vector of norm 0 has probability 0; the floor only avoids 0/0.
-        offset = direction * (1e-3 * step / max(length, 1e-300))
+        offset = direction * (1e-3 * radii[big] / max(length, 1e-300))
         out[small] = centres[big] + offset
         out[big] = centres[big] - offset
-    return project_into_ball(out, radius)
+        radii[small] = radii[big]
+    return project_into_ball(out, radius), radii

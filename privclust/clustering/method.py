@@ -64,7 +64,9 @@ class Method:
     - `rows_dtype`: the working copy's dtype (float32 where only votes read the rows).
     - `evolves`: it runs a PE population, so it has variations L and a population size.
     - `epsilon_iterations`: its default T when that grows with epsilon (PE-means'), so that a
-      run fed only a part of the job's mu can keep the T the whole job would plan.
+      run fed only a part of the job's mu can keep the T the whole job would plan (None for
+      a d where it does not grow: the run's own default then stands).
+    - `max_default_variations`: a cap on its default L (pe-lloyd's), below the population's.
     """
 
     name: Algorithm
@@ -74,7 +76,8 @@ class Method:
     prepare: Callable[[Options], Options] = as_given
     rows_dtype: type[np.floating[Any]] = np.float64
     evolves: bool = False
-    epsilon_iterations: Callable[[int, float | None], int] | None = None
+    epsilon_iterations: Callable[[int, float | None], int | None] | None = None
+    max_default_variations: int | None = None
 
 
 def plan_method(method: Method, basis: PlanBasis, options: Options) -> RunPlan:
@@ -117,8 +120,9 @@ def plan_method(method: Method, basis: PlanBasis, options: Options) -> RunPlan:
 
 
 def _initial_variations(method: Method, basis: PlanBasis, options: Options) -> int:
-    """L: the caller's `variations`, or max(N~/(5k), 4) lowered to the population's cap; the
-    population (L+1)*k must stay within `max_population`. 0 for a method without a population."""
+    """L: the caller's `variations`, or max(N~/(5k), 4) lowered to the population's cap (and
+    to the method's `max_default_variations`); the population (L+1)*k must stay within
+    `max_population`. 0 for a method without a population."""
     k, max_population = basis.k, basis.max_population
     if not method.evolves:
         return 0
@@ -132,6 +136,8 @@ def _initial_variations(method: Method, basis: PlanBasis, options: Options) -> i
                 f"{max_population}, so k can be at most {max_population // (MIN_VARIATIONS + 1)} "
                 "with the default variations",
             )
+        if method.max_default_variations is not None:
+            initial = min(initial, max(method.max_default_variations, MIN_VARIATIONS))
         return initial
     initial = check_integer("variations", options.variations, 1)
     if (initial + 1) * k > max_population:

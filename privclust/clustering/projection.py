@@ -26,12 +26,23 @@ from privclust.clustering.plan import PlanBasis
 
 # Values per block of the projection (bounds a block's view and its output).
 _BLOCK_ELEMENTS = 1 << 20
+# When noisy Lloyd steps follow the stage (pe-lloyd), its noisy sums are priced as this many
+# times the stage's other releases (the T vote histograms and the counts): with the Lloyd
+# steps' 30%, the job's mu^2 goes 30% to the votes and counts, 40% to the sums and 30% to the
+# Lloyd steps (bench/RESULTS.md, "auto at every dimension").
+SUMS_PER_STAGE_RELEASE = 4.0 / 3.0
 
 
 def default_projected_iterations(projection_dim: int) -> int:
     """PE iterations in a p-dimensional projection: T_total - 2 with T_total = floor(4 sqrt(p))
     (14 for p = 16), HDPE-means' published rule."""
     return max(math.isqrt(16 * projection_dim) - 2, 1)
+
+
+def sum_weight_before_lloyd(iterations: int) -> int:
+    """The releases the stage's noisy sums are priced as when Lloyd steps follow it:
+    SUMS_PER_STAGE_RELEASE x (T + 1), at least 1 (20 for T = 14)."""
+    return max(1, round(SUMS_PER_STAGE_RELEASE * (iterations + 1)))
 
 
 def planned_projection_dim(basis: PlanBasis, options: Options) -> int:

@@ -129,9 +129,10 @@ def test_plan_prices_a_job_before_it_runs() -> None:
     )
     # The population cap never binds at N = 20,000 (population ~ N/5 + k)...
     for k in (1, 3, 4, 16, 64, 500):
-        assert plan_run(20_000, 16, k, mu=1.0).variations == max(20_000 // (5 * k), 4)
+        pe = plan_run(20_000, 16, k, algorithm="pe-means", mu=1.0)
+        assert pe.variations == max(20_000 // (5 * k), 4)
     # ...but does at a million rows: L = N/(5k) = 12,500, capped to (L+1)*k <= 8192.
-    big = plan_run(1_000_000, 16, 16, epsilon=1.0, delta=1e-7)
+    big = plan_run(1_000_000, 16, 16, algorithm="pe-means", epsilon=1.0, delta=1e-7)
     assert big.variations == 511 and big.population_size == 8192
 
 

@@ -9,12 +9,19 @@ import numpy as np
 import pytest
 
 from privclust.clustering import ClusteringInputError, cluster, plan_run
-from privclust.clustering.grid import relative_grid_sums
-from privclust.clustering.lloyd import count_multiplier, default_count_share, moved_centres
+from privclust.clustering.grid import grid_sensitivity, relative_grid_sums
+from privclust.clustering.lloyd import (
+    count_multiplier,
+    default_count_share,
+    moved_centres,
+    reseed_beside,
+)
 from privclust.clustering.methods.pe_lloyd import (
+    PROJECT_ABOVE_DIM,
     lloyd_weight,
     pe_lloyd,
     plan_lloyd_releases,
+    plan_projected_releases,
     step_radii,
 )
 from privclust.clustering.metrics import kmeans_loss
@@ -163,3 +170,107 @@ def test_per_cluster_step_radii_keep_the_sensitivity_in_grid_units() -> None:
     same = np.vstack([centres[:1], centres[:1], centres[2:]])
     assert step_radii(same, radius, k, "centres")[0] == pytest.approx(1e-3 * radius)
     assert step_radii(centres, radius, k, "fastlloyd") == min(radius, 2 * radius / k ** (1 / d))
+
+
+@pytest.mark.parametrize(("n_public", "steps"), [(1190, None), (None, 2)])
+def test_above_32_columns_the_projected_releases_compose_to_the_planned_mu(
+    log: ReleaseLog, n_public: int | None, steps: int | None
+) -> None:
+    d, k = PROJECT_ABOVE_DIM + 8, 3
+    X = blobs(1200, d, k)
+    epsilon, delta = 1.0, 1e-6
+    result = pe_lloyd(
+        X, k, radius=1.5, epsilon=epsilon, delta=delta, n_public=n_public,
+        rng=np.random.default_rng(6), lloyd_steps=steps,
+    )  # fmt: skip
+    plan = plan_run(
+        result.n_public, d, k, algorithm="pe-lloyd", epsilon=epsilon, delta=delta,
+        count_mu=result.count_mu, lloyd_steps=steps,
+    )  # fmt: skip
+    assert (result.sigma, result.releases, result.iterations) == (
+        plan.sigma,
+        plan.releases,
+        plan.iterations,
+    )
+    # PE-means in a 16-dimensional projection for T = 14 iterations, whatever epsilon.
+    assert (plan.projection_dim, result.projection_dim, result.iterations) == (16, 16, 14)
+    split = plan_projected_releases(14, steps, None)
+    assert (split.sum_weight, split.weight) == (20, lloyd_weight(14 + 1 + 20, split.steps, 0.3))
+    calls = log.calls[1:] if n_public is None else log.calls
+    votes, rest = calls[:14], calls[14:]
+    assert all(s == 1.0 and sig == result.sigma for s, sig, _ in votes)
+    assert all(shape == (result.population_size,) for _, _, shape in votes[:1])
+    # The noisy sums in the full space (priced as 20 releases), the counts, then each step.
+    sums, counts, *lloyd = rest
+    assert sums == (grid_sensitivity(d) / math.sqrt(20), result.sigma, (k, d))
+    assert counts == (1.0, result.sigma, (k,))
+    assert len(lloyd) == split.steps
+    for call in lloyd:
+        assert call == (joint_sensitivity(d) / math.sqrt(split.weight), result.sigma, (k * d + k,))
+    true = [1.0] * 14 + [grid_sensitivity(d), 1.0] + [joint_sensitivity(d)] * split.steps
+    mu_releases = composed_mu(calls, true)
+    assert mu_releases == pytest.approx(math.sqrt(result.releases) / result.sigma, rel=1e-12)
+    assert result.releases == 14 + 1 + 20 + split.steps * split.weight
+    total = math.hypot(mu_releases, result.count_mu or 0.0)
+    assert total <= result.mu * (1 + 1e-12)
+    assert total == pytest.approx(result.mu, rel=1e-12)
+    # The Lloyd steps get about 30% of the releases' mu^2, the sums 40%.
+    assert abs(split.steps * split.weight / result.releases - 0.3) < 0.02
+    assert abs(20 / result.releases - 0.4) < 0.02
+
+
+def test_above_32_columns_progress_counts_the_means_and_every_step() -> None:
+    X = blobs(500, 40, 3)
+    seen: list[tuple[int, int]] = []
+    result = pe_lloyd(
+        X, 3, radius=1.5, mu=1.0, n_public=500, rng=np.random.default_rng(3), iterations=4,
+        lloyd_steps=2, progress=lambda t, total: seen.append((t, total)),
+    )  # fmt: skip
+    total = result.iterations + 1 + 2
+    assert seen == [(t, total) for t in range(1, total + 1)]
+    assert result.centers.shape == (3, 40)
+    assert (np.linalg.norm(result.centers, axis=1) <= 1.5).all()
+
+
+def test_a_starving_centre_is_moved_beside_the_crowded_one_with_its_radius() -> None:
+    # Released counts of a merge: one centre holds two clusters (2000 rows), two centres share
+    # one (500 each). The smaller of the two moves beside the crowded centre and takes its step
+    # radius, so the next Lloyd step splits the crowd; nothing moves below the ratio.
+    rng = np.random.default_rng(12)
+    centres = np.array([[0.5, 0.0, 0.0], [-0.5, 0.0, 0.0], [-0.45, 0.05, 0.0], [0.0, 0.6, 0.0]])
+    counts = np.array([2000.0, 500.0, 480.0, 1000.0])
+    radii = np.array([0.3, 0.025, 0.025, 0.3])
+    moved, new_radii = reseed_beside(centres, counts, 3.0, radii, 1.0, rng)
+    assert np.linalg.norm(moved[2] - centres[0]) == pytest.approx(1e-3 * 0.3)
+    np.testing.assert_allclose(moved[2] + moved[0], 2 * centres[0])
+    np.testing.assert_array_equal(moved[[1, 3]], centres[[1, 3]])
+    np.testing.assert_array_equal(new_radii, [0.3, 0.025, 0.3, 0.3])
+    same, same_radii = reseed_beside(centres, counts, 5.0, radii, 1.0, rng)
+    np.testing.assert_array_equal(same, centres)
+    np.testing.assert_array_equal(same_radii, radii)
+
+
+def test_above_32_columns_the_run_reaches_the_kmeans_loss_with_a_large_budget() -> None:
+    # Well-separated blobs in 48 dimensions (inside the ball), mu = 20: the projected search
+    # finds the basins, the noisy means and one Lloyd step put the centres at the cluster means
+    # up to noise of std ~1e-3 R. Fixed seeds; the bound has a wide margin (the run is within
+    # 0.001% of KMeans).
+    from sklearn.cluster import KMeans
+
+    X = blobs(4000, 48, 5, seed=7, half_width=0.2)
+    floor = kmeans_loss(X, KMeans(5, n_init=10, random_state=0).fit(X).cluster_centers_)
+    result = pe_lloyd(X, 5, radius=1.5, mu=20.0, n_public=4000, rng=np.random.default_rng(8))
+    assert result.projection_dim == 16
+    assert kmeans_loss(X, result.centers) <= 1.05 * floor
+
+
+def test_the_default_variations_stop_at_250_per_centre() -> None:
+    # N~/(5k) beyond 250 buys pe-lloyd nothing measurable and costs every row a score per
+    # variation; PE-means keeps the paper's L; an explicit `variations` is taken as given.
+    for n, k, expected in [(20_000, 4, 250), (20_000, 16, 250), (20_000, 64, 62), (150, 3, 10)]:
+        assert plan_run(n, 16, k, algorithm="pe-lloyd", mu=1.0).variations == expected
+    assert plan_run(1_000_000, 16, 16, algorithm="pe-lloyd", mu=1.0).population_size == 4016
+    assert plan_run(20_000, 16, 4, algorithm="pe-means", mu=1.0).variations == 1000
+    assert plan_run(20_000, 16, 4, algorithm="pe-lloyd", mu=1.0, variations=900).variations == 900
+    # The largest k the population allows is the same (4 variations each).
+    assert plan_run(20_000, 16, 1638, algorithm="pe-lloyd", mu=1.0).variations == 4

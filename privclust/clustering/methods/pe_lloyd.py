@@ -21,12 +21,23 @@ mu on PE-means and a share of it on `lloyd_steps` noisy Lloyd steps:
   sqrt(T + steps w) / sigma = mu-GDP (plus its own row count when no public count is given,
   as in pe_means).
 
+Above PROJECT_ABOVE_DIM columns (a public fact) the search for the basins runs in a random
+projection, where a vote costs p = 16 coordinates instead of d: HDPE-means' stage
+(privclust.clustering.projection: T = 14 PE-means iterations in the projection, then each
+cluster's noisy sum and count in the full space, the sums priced as `sum_weight_before_lloyd`
+releases), then, before each Lloyd step, a starving centre moved beside a crowded one
+(`lloyd.reseed_beside`, post-processing of the released counts: the step then splits two
+clusters that the projection merged), and the Lloyd steps with 30% of mu^2 by default. The
+run is sqrt(T + 1 + sum weight + steps w) / sigma = mu-GDP.
+
 Defaults and the measurement behind them (the step radius, the share, one step or two):
-bench/RESULTS.md, "pe-lloyd: PE-means, then a noisy Lloyd step".
+bench/RESULTS.md, "pe-lloyd: PE-means, then a noisy Lloyd step"; the projected path: "auto at
+every dimension".
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Unpack
 
 import numpy as np
@@ -39,6 +50,7 @@ from privclust.clustering.lloyd import (
     default_count_share,
     largest_lloyd_sensitivity,
     lloyd_step,
+    reseed_beside,
     step_radius,
 )
 from privclust.clustering.method import Method, RunStart
@@ -51,6 +63,12 @@ from privclust.clustering.options import (
     options_for,
 )
 from privclust.clustering.plan import PlanBasis, Releases, default_pe_iterations, planned_iterations
+from privclust.clustering.projection import (
+    default_projected_iterations,
+    evolve_in_projection,
+    planned_projection_dim,
+    sum_weight_before_lloyd,
+)
 from privclust.clustering.result import ClusteringResult, Outcome
 from privclust.clustering.runner import run_method
 from privclust.clustering.vote_cells import VOTE_DTYPE
@@ -67,6 +85,29 @@ MAX_LLOYD_STEPS = 10
 # A Lloyd step priced as more releases than this would be a tiny share of nothing useful; the
 # cap keeps the release count (stored with the job) a modest integer.
 MAX_LLOYD_WEIGHT = 100_000
+# The default L per selected centre is at most this: N~/(5k) beyond it (k = 4 at 20,000 rows,
+# any k at a million) bought no loss AUC on the Table I sets or loss at 1,000,000 x 16, and
+# each variation costs every row a score in every iteration (bench/RESULTS.md, "auto at every
+# dimension").
+MAX_DEFAULT_VARIATIONS = 250
+# Above this many columns PE-means searches in a random projection (the module's docstring).
+PROJECT_ABOVE_DIM = 32
+# On that path: the Lloyd steps' default share of mu^2, and the ratio of released counts from
+# which a starving centre is moved beside a crowded one before a step (bench/RESULTS.md,
+# "auto at every dimension").
+PROJECTED_LLOYD_SHARE = 0.3
+PROJECTED_RESEED_RATIO = 3.0
+
+
+def projects(n_cols: int) -> bool:
+    """Whether a run on `n_cols` columns searches in a projection (public: d alone)."""
+    return n_cols > PROJECT_ABOVE_DIM
+
+
+def default_iterations(n_cols: int, epsilon: float | None) -> int | None:
+    """PE-means's default T, which grows with epsilon (`default_pe_iterations`); None on the
+    projected path, whose T does not (`default_projected_iterations` of the projection)."""
+    return None if projects(n_cols) else default_pe_iterations(n_cols, epsilon)
 
 
 def lloyd_weight(pe_iterations: int, steps: int, share: float) -> int:
@@ -109,8 +150,44 @@ def plan_lloyd_releases(
     return steps, weight, pe_iterations + steps * weight, pe_iterations + steps
 
 
+@dataclass(frozen=True)
+class ProjectedSplit:
+    """The releases of a projected run: T vote histograms, the counts (one release) and the
+    sums (`sum_weight` releases), then `steps` Lloyd steps of `weight` releases each."""
+
+    steps: int
+    sum_weight: int
+    weight: int
+    releases: int
+    progress_total: int
+
+
+def plan_projected_releases(
+    iterations: int, lloyd_steps: int | None, lloyd_share: float | None
+) -> ProjectedSplit:
+    """The split of a projected run with T PE iterations: the stage's T + 1 + sum weight
+    releases, then Lloyd steps with `lloyd_share` (default PROJECTED_LLOYD_SHARE) of mu^2;
+    progress after every PE iteration, the noisy means and every Lloyd step."""
+    sum_weight = sum_weight_before_lloyd(iterations)
+    stage = iterations + 1 + sum_weight
+    share = PROJECTED_LLOYD_SHARE if lloyd_share is None else lloyd_share
+    steps, weight, releases, _ = plan_lloyd_releases(stage, lloyd_steps, share)
+    return ProjectedSplit(steps, sum_weight, weight, releases, iterations + 1 + steps)
+
+
 def plan(basis: PlanBasis, options: Options) -> Releases:
-    """PE-means's T vote histograms, then the Lloyd steps (plan_lloyd_releases)."""
+    """PE-means's T vote histograms, then the Lloyd steps (plan_lloyd_releases); above
+    PROJECT_ABOVE_DIM columns, the projected stage's releases first (plan_projected_releases)."""
+    if projects(basis.n_cols):
+        p = planned_projection_dim(basis, options)
+        iterations = planned_iterations(options, lambda: default_projected_iterations(p))
+        split = plan_projected_releases(iterations, options.lloyd_steps, options.lloyd_share)
+        return Releases(
+            iterations=iterations,
+            releases=split.releases,
+            progress_total=split.progress_total,
+            projection_dim=p,
+        )
     iterations = planned_iterations(
         options, lambda: default_pe_iterations(basis.n_cols, basis.epsilon)
     )
@@ -131,7 +208,10 @@ def prepare(options: Options) -> Options:
 
 
 def run(start: RunStart, options: Options) -> Outcome:
-    """The PE-means loop, then the noisy Lloyd steps from its centres."""
+    """The PE-means loop, then the noisy Lloyd steps from its centres (above
+    PROJECT_ABOVE_DIM columns: `run_projected`)."""
+    if start.plan.projection_dim is not None:
+        return run_projected(start, options)
     points, plan, radius = start.points, start.plan, start.radius
     n_cols = points.shape[1]
     steps, weight, releases, _ = plan_lloyd_releases(
@@ -165,6 +245,38 @@ def run(start: RunStart, options: Options) -> Outcome:
     return Outcome(centres=centres, final_variations=outcome.final_variations)
 
 
+def run_projected(start: RunStart, options: Options) -> Outcome:
+    """PE-means in the projection and the clusters' noisy means (`evolve_in_projection`), then
+    the Lloyd steps, each after moving starving centres beside crowded ones by the latest
+    released counts (`reseed_beside`)."""
+    points, plan, radius, rng = start.points, start.plan, start.radius, start.rng
+    split = plan_projected_releases(plan.iterations, options.lloyd_steps, options.lloyd_share)
+    if split.releases != plan.releases:  # the plan and the run must price the same releases
+        raise ArithmeticError("pe-lloyd release count does not match its plan")
+    means = evolve_in_projection(start, options, split.sum_weight)
+    if options.progress is not None:
+        options.progress(plan.iterations + 1, plan.progress_total)
+    n_cols = points.shape[1]
+    multiplier = count_multiplier(n_cols, default_count_share(n_cols))
+    centres, counts = means.centres, means.counts.astype(np.float64)
+    for i in range(1, split.steps + 1):
+        radii = np.broadcast_to(step_radii(centres, radius, plan.k, options.step_rule), plan.k)
+        centres, radii = reseed_beside(centres, counts, PROJECTED_RESEED_RATIO, radii, radius, rng)
+        centres, counts = lloyd_step(
+            points,
+            centres,
+            step=radii,
+            radius=radius,
+            plan=plan,
+            multiplier=multiplier,
+            rng=rng,
+            weight=split.weight,
+        )
+        if options.progress is not None:
+            options.progress(plan.iterations + 1 + i, plan.progress_total)
+    return Outcome(centres=centres, final_variations=means.final_variations)
+
+
 METHOD = Method(
     name=Algorithm.PE_LLOYD,
     plan=plan,
@@ -177,13 +289,16 @@ METHOD = Method(
     # copy cost 1.28 GB more at 10,000,000 x 16.
     rows_dtype=VOTE_DTYPE,
     evolves=True,
-    epsilon_iterations=default_pe_iterations,
+    epsilon_iterations=default_iterations,
+    max_default_variations=MAX_DEFAULT_VARIATIONS,
 )
 
 
 class PELloydKeywords(EvolutionKeywords, total=False):
-    """pe_lloyd's keywords: its Lloyd steps, their share of mu and their clipping rule."""
+    """pe_lloyd's keywords: the projection's dimension (above PROJECT_ABOVE_DIM columns), its
+    Lloyd steps, their share of mu and their clipping rule."""
 
+    projection_dim: int
     lloyd_steps: int | None
     lloyd_share: float | None
     step_rule: str
@@ -198,5 +313,10 @@ def pe_lloyd(X: np.ndarray, k: int, **keywords: Unpack[PELloydKeywords]) -> Clus
     0.1, rounded to whole releases: see `lloyd_weight`) and `step_rule` (the clipping radius:
     see `step_radii`). `progress(t, T + lloyd_steps)` is
     called after each PE iteration and each Lloyd step.
+
+    Above PROJECT_ABOVE_DIM columns PE-means runs in a `projection_dim`-dimensional projection
+    (default 16; T defaults to 14 there) and the clusters' noisy means lift its centres to the
+    full space before the Lloyd steps (the module's docstring); `lloyd_share` then defaults to
+    0.3 and `progress(t, T + 1 + lloyd_steps)` also counts the noisy means.
     """
     return run_method(METHOD, X, k, options_for(PELloydKeywords, keywords))
