@@ -29,10 +29,7 @@ from typing import TYPE_CHECKING, Any
 from privclust.clustering.choices import ALGORITHMS, RELATIONS, Algorithm, Relation
 
 if TYPE_CHECKING:  # the names, for type checkers (re-exported)
-    from privclust.clustering.auto import AUTO_HDPE_ABOVE_DIM as AUTO_HDPE_ABOVE_DIM
-    from privclust.clustering.auto import (
-        AUTO_PE_LLOYD_MAX_MU_HIGH_DIM as AUTO_PE_LLOYD_MAX_MU_HIGH_DIM,
-    )
+    from privclust.clustering.auto import AUTO_ALGORITHM as AUTO_ALGORITHM
     from privclust.clustering.auto import choose_algorithm as choose_algorithm
     from privclust.clustering.auto import resolve_algorithm as resolve_algorithm
     from privclust.clustering.dispatch import cluster as cluster
@@ -58,8 +55,7 @@ if TYPE_CHECKING:  # the names, for type checkers (re-exported)
 # The names each module defines for the package (loaded on first use, see __getattr__).
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "privclust.clustering.auto": (
-        "AUTO_HDPE_ABOVE_DIM",
-        "AUTO_PE_LLOYD_MAX_MU_HIGH_DIM",
+        "AUTO_ALGORITHM",
         "choose_algorithm",
         "resolve_algorithm",
     ),

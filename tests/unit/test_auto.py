@@ -82,24 +82,25 @@ def test_auto_refuses_bad_arguments_before_any_noise(log: ReleaseLog) -> None:
     assert log.calls == []
 
 
-def test_above_32_columns_a_small_budget_runs_pe_lloyd_and_a_larger_one_hdpe() -> None:
-    from privclust.clustering import AUTO_PE_LLOYD_MAX_MU_HIGH_DIM as threshold
+def test_auto_runs_pe_lloyd_at_every_dimension_and_budget() -> None:
+    from privclust.clustering import AUTO_ALGORITHM
 
-    for n, k in ((150, 3), (20_000, 16), (1_000_000, 64)):
-        assert choose_algorithm(n, 64, k, threshold) == "pe-lloyd"
-        assert choose_algorithm(n, 64, k, threshold * 1.001) == "hdpe-means"
-        assert choose_algorithm(n, 32, k, 10.0) == "pe-lloyd"  # d <= 32: always pe-lloyd
+    assert AUTO_ALGORITHM == "pe-lloyd"
+    for n, d, k, mu in FACTS:
+        assert choose_algorithm(n, d, k, mu) == AUTO_ALGORITHM
+    # Above 32 columns pe-lloyd searches in a 16-dimensional projection: the plan says so.
+    assert plan_run(20_000, 32, 16, algorithm="auto", mu=0.3).projection_dim is None
+    wide = plan_run(20_000, 33, 16, algorithm="auto", mu=0.3)
+    assert (wide.algorithm, wide.projection_dim, wide.iterations) == ("pe-lloyd", 16, 14)
 
 
-def test_with_summaries_the_run_uses_the_method_planned_on_the_whole_mu() -> None:
-    # Just above the threshold, the centres' part of mu is below it: the planner and the run
-    # must still agree on the method (the service's worker refuses a run that differs).
-    from privclust.clustering import AUTO_PE_LLOYD_MAX_MU_HIGH_DIM as threshold
-
-    mu = threshold * 1.01
+def test_with_summaries_the_run_uses_the_plan_made_on_the_whole_mu() -> None:
+    # The planner prices the job from the whole mu; the run sees the centres' part of it: the
+    # two must still agree on the method, its releases and its noise (the service's worker
+    # refuses a run that differs).
     X = blobs(600, 40, 3)
-    plan = plan_run(590, 40, 3, algorithm="auto", mu=mu, summaries=True)
-    result = cluster(X, 3, algorithm="auto", radius=1.5, mu=mu, n_public=590, summaries=True,
+    plan = plan_run(590, 40, 3, algorithm="auto", mu=0.9, summaries=True)
+    result = cluster(X, 3, algorithm="auto", radius=1.5, mu=0.9, n_public=590, summaries=True,
                      rng=np.random.default_rng(3))  # fmt: skip
-    assert plan.algorithm == result.algorithm == "hdpe-means"
+    assert plan.algorithm == result.algorithm == "pe-lloyd"
     assert (plan.releases, plan.sigma) == (result.releases, result.sigma)

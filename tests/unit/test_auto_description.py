@@ -6,11 +6,7 @@ from __future__ import annotations
 
 from privclust import PrivateKMeans
 from privclust.clustering import Algorithm, choose_algorithm
-from privclust.clustering.auto import (
-    AUTO_HDPE_ABOVE_DIM,
-    AUTO_PE_LLOYD_MAX_MU_HIGH_DIM,
-    describe_auto,
-)
+from privclust.clustering.auto import AUTO_ALGORITHM, describe_auto
 from tests.support.repo import ROOT
 
 
@@ -33,12 +29,7 @@ def test_every_description_of_auto_is_the_rendered_rule() -> None:
 
 def test_the_rendered_rule_says_what_choose_algorithm_does() -> None:
     rule = describe_auto()
-    assert f"at most {AUTO_HDPE_ABOVE_DIM} columns" in rule
-    assert f"at most {AUTO_PE_LLOYD_MAX_MU_HIGH_DIM:g}" in rule
-    narrow, wide = AUTO_HDPE_ABOVE_DIM, AUTO_HDPE_ABOVE_DIM + 1
-    for mu in (0.01, AUTO_PE_LLOYD_MAX_MU_HIGH_DIM, 10.0):
-        assert choose_algorithm(10_000, narrow, 4, mu) == Algorithm.PE_LLOYD
-    assert choose_algorithm(10_000, wide, 4, AUTO_PE_LLOYD_MAX_MU_HIGH_DIM) == Algorithm.PE_LLOYD
-    assert choose_algorithm(10_000, wide, 4, AUTO_PE_LLOYD_MAX_MU_HIGH_DIM * 1.01) == (
-        Algorithm.HDPE_MEANS
-    )
+    assert f"runs {AUTO_ALGORITHM.value} on every table and budget" in rule
+    for d in (2, 32, 33, 128):
+        for mu in (0.01, 0.4, 10.0):
+            assert choose_algorithm(10_000, d, 4, mu) == AUTO_ALGORITHM == Algorithm.PE_LLOYD
