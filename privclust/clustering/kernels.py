@@ -205,6 +205,43 @@ def _search_cells_loops(
 search_cells = _Kernel(_search_cells_loops, calls={"_merge_top2_jit": merge_top2})
 
 
+def _smallest_scores_loops(
+    scores: np.ndarray, probes: int, nearest: np.ndarray, edge: np.ndarray
+) -> None:  # pragma: no cover - compiled (covered through `smallest_scores`)
+    """Per row (column of `scores`, centres x rows, float32): the `probes` centres of smallest
+    score (nearest[r], in increasing score), and the scores of the probes-th and the next
+    smallest (edge[r] = [that, the next]; +inf when there are fewer centres). The same
+    selection as numpy's argpartition at [probes - 1, probes], in one pass and without the GIL:
+    which of two equal scores at the edge is taken is not defined by either (a caller treats an
+    edge gap of 0 as a tie). NaN scores are never selected."""
+    m, n = scores.shape
+    keep = probes + 1
+    values = np.empty(keep, dtype=np.float32)
+    picks = np.empty(keep, dtype=np.int64)
+    for r in range(n):
+        for j in range(keep):
+            values[j] = np.inf
+            picks[j] = 0
+        for c in range(m):
+            s = scores[c, r]
+            if not s < values[keep - 1]:
+                continue
+            j = keep - 1
+            while j > 0 and s < values[j - 1]:
+                values[j] = values[j - 1]
+                picks[j] = picks[j - 1]
+                j -= 1
+            values[j] = s
+            picks[j] = c
+        for j in range(probes):
+            nearest[r, j] = picks[j]
+        edge[r, 0] = values[probes - 1]
+        edge[r, 1] = values[probes]
+
+
+smallest_scores = _Kernel(_smallest_scores_loops)
+
+
 # Why not BLAS: it chooses its kernel, blocking and summation order by the shape of the product
 # and a row's place in it (micro-kernel edges), so a row's product could change in its low bits
 # with the number of other rows in its block or its position there: with a neighbouring dataset
@@ -295,3 +332,6 @@ def warm_up() -> None:
     ordered_best(rows, np.zeros((3, 4)), np.arange(4), np.full(2, np.inf), np.zeros(2, np.int64))
     for dtype in (np.float64, np.float32):  # HDPE's projections, the LSH codes
         ordered_products(np.zeros((5, 3), dtype=dtype), np.zeros((3, 2)), np.empty((5, 2)))
+    smallest_scores(
+        np.zeros((3, 2), np.float32), 1, np.empty((2, 1), np.int64), np.empty((2, 2), np.float32)
+    )

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from privclust.clustering.kernels import ordered_best, search_cells
+from privclust.clustering.kernels import ordered_best, search_cells, smallest_scores
 from privclust.clustering.nearest import GroupLayout, worker_count
 from privclust.clustering.vote_cells import VOTE_DTYPE, Cell, VoteIndex, vote_index
 
@@ -199,15 +199,16 @@ def _probed_cells(
             uncertain |= ~(centre_next.astype(np.float64) - centre_best > 2.0 * window)
         return nearest_centre[:, None]
     if probes < n_centres:
-        # Columns 0..probes-1: the probes best centres; column probes: the next one, with
-        # the same rule at the probes-th.
-        centre_scores = _scores(index.centres.weights, rows_t).T
-        part = np.argpartition(centre_scores, [probes - 1, probes], axis=1)
-        edge = np.take_along_axis(centre_scores, part[:, probes - 1 : probes + 1], axis=1)
+        # The probes best centres, and the gap from the probes-th to the next one, with the
+        # same rule at the probes-th (a compiled selection: numpy's argpartition along rows
+        # took 0.5 s of CPU per million rows).
+        nearest = np.empty((n, probes), dtype=np.intp)
+        edge = np.empty((n, 2), dtype=VOTE_DTYPE)
+        smallest_scores(_scores(index.centres.weights, rows_t), probes, nearest, edge)
         with np.errstate(invalid="ignore"):  # inf - inf: uncertain
             gap = edge[:, 1].astype(np.float64) - edge[:, 0]
         uncertain |= ~(gap > 2.0 * window)
-        return part[:, :probes]
+        return nearest
     return np.broadcast_to(np.arange(n_centres), (n, n_centres))
 
 

@@ -392,6 +392,33 @@ def test_merge_top2_equals_argmin_and_min_of_the_rest(n_members: int) -> None:
     np.testing.assert_array_equal(second, rest.min(axis=0))  # a repeated minimum is the second
 
 
+@pytest.mark.parametrize(("n_centres", "probes"), [(2, 1), (16, 8), (31, 8), (9, 8)])
+def test_smallest_scores_select_what_argpartition_selects(n_centres: int, probes: int) -> None:
+    # The inverted file's probes: the same set of centres, and the same scores at the edge, as
+    # numpy's argpartition, ties included (where either may take either of two equal scores,
+    # the edge gap is 0 and the caller re-decides the row).
+    from privclust.clustering.kernels import smallest_scores
+
+    rng = np.random.default_rng(n_centres)
+    rows = 500
+    scores = rng.normal(size=(n_centres, rows)).astype(np.float32)
+    scores[:, :100] = rng.integers(0, 4, size=(n_centres, 100))  # exact ties
+    nearest_ = np.empty((rows, probes), dtype=np.intp)
+    edge = np.empty((rows, 2), dtype=np.float32)
+    smallest_scores(scores, probes, nearest_, edge)
+    by_row = scores.T
+    part = np.argpartition(by_row, [probes - 1, probes], axis=1)
+    expected_edge = np.take_along_axis(by_row, part[:, probes - 1 : probes + 1], axis=1)
+    np.testing.assert_array_equal(edge, expected_edge)
+    chosen = np.take_along_axis(by_row, nearest_, axis=1)
+    assert (np.diff(chosen, axis=1) >= 0).all()  # in increasing score
+    np.testing.assert_array_equal(chosen[:, -1], edge[:, 0])
+    untied = edge[:, 1] > edge[:, 0]
+    assert untied.sum() > 300
+    for r in np.flatnonzero(untied):
+        assert set(nearest_[r]) == set(part[r, :probes])
+
+
 def test_rows_whose_float32_scores_would_overflow_are_decided_exactly() -> None:
     # Candidates within 1e-42 of the origin: scaled by their largest norm, rows of norm ~1 are
     # ~1e42 in score units, beyond float32 (3.4e38). Such rows (above 2^100) take the exact
