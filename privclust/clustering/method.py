@@ -66,7 +66,8 @@ class Method:
     - `epsilon_iterations`: its default T when that grows with epsilon (PE-means'), so that a
       run fed only a part of the job's mu can keep the T the whole job would plan (None for
       a d where it does not grow: the run's own default then stands).
-    - `max_default_variations`: a cap on its default L (pe-lloyd's), below the population's.
+    - `variations_cap(d)`: a cap on its default L on d columns (pe-lloyd's; None: none), below
+      the population's.
     """
 
     name: Algorithm
@@ -77,7 +78,7 @@ class Method:
     rows_dtype: type[np.floating[Any]] = np.float64
     evolves: bool = False
     epsilon_iterations: Callable[[int, float | None], int | None] | None = None
-    max_default_variations: int | None = None
+    variations_cap: Callable[[int], int | None] | None = None
 
 
 def plan_method(method: Method, basis: PlanBasis, options: Options) -> RunPlan:
@@ -121,7 +122,7 @@ def plan_method(method: Method, basis: PlanBasis, options: Options) -> RunPlan:
 
 def _initial_variations(method: Method, basis: PlanBasis, options: Options) -> int:
     """L: the caller's `variations`, or max(N~/(5k), 4) lowered to the population's cap (and
-    to the method's `max_default_variations`); the population (L+1)*k must stay within
+    to the method's `variations_cap`); the population (L+1)*k must stay within
     `max_population`. 0 for a method without a population."""
     k, max_population = basis.k, basis.max_population
     if not method.evolves:
@@ -136,9 +137,8 @@ def _initial_variations(method: Method, basis: PlanBasis, options: Options) -> i
                 f"{max_population}, so k can be at most {max_population // (MIN_VARIATIONS + 1)} "
                 "with the default variations",
             )
-        if method.max_default_variations is not None:
-            initial = min(initial, max(method.max_default_variations, MIN_VARIATIONS))
-        return initial
+        cap = None if method.variations_cap is None else method.variations_cap(basis.n_cols)
+        return initial if cap is None else min(initial, max(cap, MIN_VARIATIONS))
     initial = check_integer("variations", options.variations, 1)
     if (initial + 1) * k > max_population:
         raise ClusteringInputError(

@@ -264,12 +264,14 @@ def test_above_32_columns_the_run_reaches_the_kmeans_loss_with_a_large_budget() 
     assert kmeans_loss(X, result.centers) <= 1.05 * floor
 
 
-def test_the_default_variations_stop_at_250_per_centre() -> None:
-    # N~/(5k) beyond 250 buys pe-lloyd nothing measurable and costs every row a score per
-    # variation; PE-means keeps the paper's L; an explicit `variations` is taken as given.
-    for n, k, expected in [(20_000, 4, 250), (20_000, 16, 250), (20_000, 64, 62), (150, 3, 10)]:
+def test_the_default_variations_stop_at_256_per_centre_above_6_columns() -> None:
+    # N~/(5k) beyond 256 buys pe-lloyd nothing measurable above 6 columns and costs every row a
+    # score per variation; at d <= 6, PE-means and an explicit `variations` keep their L.
+    for n, k, expected in [(20_000, 4, 256), (20_000, 16, 250), (20_000, 64, 62), (150, 3, 10)]:
         assert plan_run(n, 16, k, algorithm="pe-lloyd", mu=1.0).variations == expected
-    assert plan_run(1_000_000, 16, 16, algorithm="pe-lloyd", mu=1.0).population_size == 4016
+    assert plan_run(20_000, 64, 4, algorithm="pe-lloyd", mu=1.0).variations == 256
+    assert plan_run(20_000, 6, 4, algorithm="pe-lloyd", mu=1.0).variations == 1000
+    assert plan_run(1_000_000, 16, 16, algorithm="pe-lloyd", mu=1.0).population_size == 4112
     assert plan_run(20_000, 16, 4, algorithm="pe-means", mu=1.0).variations == 1000
     assert plan_run(20_000, 16, 4, algorithm="pe-lloyd", mu=1.0, variations=900).variations == 900
     # The largest k the population allows is the same (4 variations each).

@@ -85,11 +85,14 @@ MAX_LLOYD_STEPS = 10
 # A Lloyd step priced as more releases than this would be a tiny share of nothing useful; the
 # cap keeps the release count (stored with the job) a modest integer.
 MAX_LLOYD_WEIGHT = 100_000
-# The default L per selected centre is at most this: N~/(5k) beyond it (k = 4 at 20,000 rows,
-# any k at a million) bought no loss AUC on the Table I sets or loss at 1,000,000 x 16, and
-# each variation costs every row a score in every iteration (bench/RESULTS.md, "auto at every
-# dimension").
-MAX_DEFAULT_VARIATIONS = 250
+# Above VARIATIONS_CAP_ABOVE_DIM columns the default L per selected centre is at most
+# MAX_DEFAULT_VARIATIONS: N~/(5k) beyond it (k = 4 at 20,000 rows, any k at a million) bought
+# no loss AUC on the Table I sets at d = 16 and 64 nor loss at 1,000,000 x 16, and each
+# variation costs every row a score of d + 1 products in every iteration. At d = 4 the cap
+# cost sklearn_4_4 2e-6 of loss AUC (in 40 seeds) and the scores are cheap, so it stays off
+# there (bench/RESULTS.md, "auto at every dimension").
+MAX_DEFAULT_VARIATIONS = 256
+VARIATIONS_CAP_ABOVE_DIM = 6
 # Above this many columns PE-means searches in a random projection (the module's docstring).
 PROJECT_ABOVE_DIM = 32
 # On that path: the Lloyd steps' default share of mu^2, and the ratio of released counts from
@@ -102,6 +105,12 @@ PROJECTED_RESEED_RATIO = 3.0
 def projects(n_cols: int) -> bool:
     """Whether a run on `n_cols` columns searches in a projection (public: d alone)."""
     return n_cols > PROJECT_ABOVE_DIM
+
+
+def variations_cap(n_cols: int) -> int | None:
+    """The cap on the default L on `n_cols` columns: MAX_DEFAULT_VARIATIONS above
+    VARIATIONS_CAP_ABOVE_DIM, none below."""
+    return MAX_DEFAULT_VARIATIONS if n_cols > VARIATIONS_CAP_ABOVE_DIM else None
 
 
 def default_iterations(n_cols: int, epsilon: float | None) -> int | None:
@@ -290,7 +299,7 @@ METHOD = Method(
     rows_dtype=VOTE_DTYPE,
     evolves=True,
     epsilon_iterations=default_iterations,
-    max_default_variations=MAX_DEFAULT_VARIATIONS,
+    variations_cap=variations_cap,
 )
 
 
