@@ -7,10 +7,10 @@ from privclust.clustering.choices import ALGORITHMS, Algorithm
 from privclust.clustering.errors import ClusteringInputError
 
 # The method "auto" runs, on every table and budget (bench/RESULTS.md, "auto at every
-# dimension"). Above 32 columns pe-lloyd searches in a 16-dimensional projection, then lifts its
+# dimension"). Above 16 columns pe-lloyd searches in a 16-dimensional projection, then lifts its
 # centres with noisy means and refines them with noisy Lloyd steps: there it has a lower loss
-# AUC than HDPE-means and than the full-dimensional pe-lloyd of the rule before (which ran it
-# below mu 0.4 and HDPE-means above), at about HDPE-means' cost.
+# AUC than HDPE-means and than the full-dimensional pe-lloyd of the rule before (which ran it up
+# to 32 columns, and above at mu <= 0.4, HDPE-means otherwise), at about HDPE-means' cost.
 AUTO_ALGORITHM = Algorithm.PE_LLOYD
 
 
@@ -22,13 +22,14 @@ def choose_algorithm(n_rows: int, n_cols: int, k: int, mu: float) -> Algorithm:
     every method on the Table I sets over epsilon 0.1 to 8 (bench/auto_grid.py), checked on
     held-out make_blobs sets: pe-lloyd has the lowest loss AUC on every set with d <= 16 (tied
     at the KMeans floor on sklearn_4_4) and on the held-out sets at d = 8, 16 and 24. "auto at
-    every dimension": above 32 columns pe-lloyd runs PE-means in a projection, lifts its
+    every dimension": above 16 columns pe-lloyd runs PE-means in a projection, lifts its
     centres with noisy means, moves starving centres beside crowded ones and takes a noisy
     Lloyd step; over the Table I epsilons it has a lower loss AUC than both HDPE-means and the
     earlier full-dimensional pe-lloyd on sklearn_4_64 and sklearn_16_64 (10 seeds, and 30
     more) and on held-out sets at d = 96 and 128 with k = 4 to 64 (5 seeds), at every epsilon
-    from 0.25 to 4, and runs in 0.2-0.4 s on 20,000 rows where the full-dimensional search
-    took 1-3 s. The cells where another method wins (FastLloyd at epsilon 0.1 on
+    from 0.25 to 4, lower than the full-dimensional pe-lloyd on held-out sets at d = 20, 24
+    and 32 (6-20 seeds), and runs in 0.2-0.4 s on 20,000 rows where the full-dimensional
+    search took 0.5-4 s. The cells where another method wins (FastLloyd at epsilon 0.1 on
     sklearn_64_16, PE-means at epsilon >= 2 there) are not separated by N~, k or mu from
     cells where the same method loses, so the rule does not read them; N~, d, k and mu stay
     in the signature so that a rule that does can replace this one without touching a caller.

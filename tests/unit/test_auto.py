@@ -88,9 +88,9 @@ def test_auto_runs_pe_lloyd_at_every_dimension_and_budget() -> None:
     assert AUTO_ALGORITHM == "pe-lloyd"
     for n, d, k, mu in FACTS:
         assert choose_algorithm(n, d, k, mu) == AUTO_ALGORITHM
-    # Above 32 columns pe-lloyd searches in a 16-dimensional projection: the plan says so.
-    assert plan_run(20_000, 32, 16, algorithm="auto", mu=0.3).projection_dim is None
-    wide = plan_run(20_000, 33, 16, algorithm="auto", mu=0.3)
+    # Above 16 columns pe-lloyd searches in a 16-dimensional projection: the plan says so.
+    assert plan_run(20_000, 16, 16, algorithm="auto", mu=0.3).projection_dim is None
+    wide = plan_run(20_000, 17, 16, algorithm="auto", mu=0.3)
     assert (wide.algorithm, wide.projection_dim, wide.iterations) == ("pe-lloyd", 16, 14)
 
 

@@ -308,9 +308,9 @@ def test_bad_epsilon_delta_raise_the_privacy_error(
     assert info.value.field == field
 
 
-def test_auto_runs_pe_lloyd_in_a_projection_above_32_columns() -> None:
-    low = cluster(blobs(200, 32, 2), 2, radius=2.0, mu=1.0, iterations=2)
-    high = cluster(blobs(200, 33, 2), 2, radius=2.0, mu=1.0, iterations=2)
+def test_auto_runs_pe_lloyd_in_a_projection_above_16_columns() -> None:
+    low = cluster(blobs(200, 16, 2), 2, radius=2.0, mu=1.0, iterations=2)
+    high = cluster(blobs(200, 17, 2), 2, radius=2.0, mu=1.0, iterations=2)
     assert (low.algorithm, high.algorithm) == ("pe-lloyd", "pe-lloyd")
     assert (low.projection_dim, high.projection_dim) == (None, 16)
 
