@@ -9,7 +9,9 @@ public (it follows from the plan's sigma, the declared domain and N~):
   cluster may be empty;
 - `domain-loose`: every released centre sits in a small part of the declared domain (in every
   column within LOOSE_FRACTION of its range), so the domain is far looser than the data
-  seems to need, and every noisy figure pays for it (the noise scales with the domain);
+  seems to need, and every noisy figure pays for it (the noise scales with the domain). A
+  centre whose noisy size is below noise is left out: its cluster may be empty and its
+  position is then mostly noise, spread over the whole domain;
 - `sweep-inconclusive`: no two ks of a sweep have noisy losses further apart than noise alone
   explains (`ks_told_apart`), so the sweep cannot tell its ks apart and suggests none;
 - `suggested-k-largest`: the suggestion is the largest k tried: the elbow may lie beyond it.
@@ -71,10 +73,19 @@ def size_warnings(
     ]
 
 
-def domain_warnings(centres: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> list[Caveat]:
+def domain_warnings(
+    centres: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    sizes: Sequence[float] | np.ndarray | None = None,
+    sizes_se: float | None = None,
+) -> list[Caveat]:
     """`domain-loose` when, in every column with a positive declared range, the released
-    centres span at most LOOSE_FRACTION of it (k >= 2; a single centre says nothing)."""
+    centres span at most LOOSE_FRACTION of it (at least two centres; a single one says
+    nothing). With noisy sizes, centres whose size is below noise are not counted."""
     points = np.asarray(centres, dtype=np.float64)
+    if sizes is not None and sizes_se is not None:
+        points = points[np.asarray(sizes, dtype=np.float64) >= TWO_SE * sizes_se]
     widths = np.asarray(upper, dtype=np.float64) - np.asarray(lower, dtype=np.float64)
     used = widths > 0
     if len(points) < 2 or not used.any():
@@ -165,5 +176,5 @@ def figure_warnings(
     return (
         loss_warnings(loss, loss_se)
         + size_warnings(sizes, sizes_se)
-        + domain_warnings(centres, lower, upper)
+        + domain_warnings(centres, lower, upper, sizes, sizes_se)
     )

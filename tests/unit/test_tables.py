@@ -166,3 +166,10 @@ def test_warnings_name_what_is_not_informative() -> None:
     assert [w.code for w in domain_warnings(tight, np.zeros(2), np.ones(2))] == ["domain-loose"]
     spread = np.array([[0.1, 0.5], [0.9, 0.51]])
     assert domain_warnings(spread, np.zeros(2), np.ones(2)) == []
+    # A centre whose noisy size is below noise does not count: its position is mostly noise.
+    stray = np.array([[0.50, 0.5], [0.52, 0.51], [0.95, 0.05]])
+    sizes, se = np.array([900.0, 1100.0, 3.0]), 10.0
+    codes = [w.code for w in domain_warnings(stray, np.zeros(2), np.ones(2), sizes, se)]
+    assert codes == ["domain-loose"]
+    assert domain_warnings(stray, np.zeros(2), np.ones(2)) == []
+    assert domain_warnings(stray, np.zeros(2), np.ones(2), np.array([900, 5, 5]), se) == []
