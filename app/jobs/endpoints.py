@@ -24,6 +24,7 @@ from app.keys.auth import TenantKey
 from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, UnitOfWorkRoute
 from app.kit.errors import NotFound
 from app.kit.problems import responses
+from app.kit.query import ListQuery
 from app.kit.schemas import Page
 from app.ledger.schemas import Budget
 from app.models import Role
@@ -57,18 +58,6 @@ def method_params(params: JobParams | None) -> dict[str, int | None]:
     """The request's method parameters (each None when not given), for a job or a sweep."""
     names = ("iterations", "variations", "projection_dim")
     return {name: getattr(params, name) if params else None for name in names}
-
-
-def privacy_of(plan: jobs_service.JobPlan) -> Privacy:
-    """The privacy part of a job's estimate (also each job of a sweep's)."""
-    return Privacy(
-        mu=plan.mu,
-        epsilon=plan.epsilon,
-        delta=plan.delta,
-        sigma=plan.sigma,
-        iterations=plan.releases,
-        summary_mu=plan.summary_mu,
-    )
 
 
 @router.post(
@@ -113,7 +102,7 @@ def jobs_estimate(
     assert est.plan.accuracy is not None
     return Estimate(
         algorithm=est.plan.algorithm,
-        privacy=privacy_of(est.plan),
+        privacy=Privacy.of(est.plan),
         accuracy=Accuracy.of(est.plan.accuracy, est.loss_space),
         admissible=est.admissible,
         budget=Budget.of(est.budget_before),
@@ -137,7 +126,8 @@ def jobs_list(
     limit: PageLimit = 50,
     cursor: PageCursor = None,
 ) -> Page[JobOut]:
-    items, nxt = jobs_service.list_jobs(session, key.tenant, limit, cursor, dataset_id, status)
+    query = ListQuery(key.tenant, limit, cursor, dataset_id, status)
+    items, nxt = jobs_service.list_jobs(session, query)
     return Page[JobOut](items=[JobOut.of(job, context) for job, context in items], next_cursor=nxt)
 
 

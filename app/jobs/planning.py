@@ -7,8 +7,6 @@ is exactly what the worker runs. Nothing here writes to the database.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from dataclasses import dataclass, replace
 from typing import Any
@@ -16,6 +14,7 @@ from typing import Any
 from app.datasets import service as datasets_service
 from app.datasets.domain import accuracy_space
 from app.kit.errors import InvalidParameter
+from app.kit.query import body_digest
 from app.models import Dataset, Job
 from privclust.clustering import (
     Algorithm,
@@ -50,7 +49,7 @@ class JobRequest:
             del body["summaries"]
         if self.summary_fraction is None:
             del body["summary_fraction"]
-        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        return body_digest(body)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from sqlalchemy import func, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from app.jobs.results import ResultContext
-from app.kit.repository import paginate
+from app.kit.query import ListQuery
+from app.kit.repository import list_page
 from app.models import Dataset, Job, JobStatus
 
 
@@ -46,20 +47,8 @@ def job_by_idempotency_key(session: Session, tenant: str, key: str) -> Job | Non
     return session.scalar(select(Job).where(Job.tenant == tenant, Job.idempotency_key == key))
 
 
-def list_jobs(
-    session: Session,
-    tenant: str,
-    limit: int,
-    cursor: str | None,
-    dataset_id: uuid.UUID | None = None,
-    status: str | None = None,
-) -> tuple[list[Job], str | None]:
-    stmt = select(Job).where(Job.tenant == tenant)
-    if dataset_id is not None:
-        stmt = stmt.where(Job.dataset_id == dataset_id)
-    if status is not None:
-        stmt = stmt.where(Job.status == status)
-    return paginate(session, stmt, Job, limit, cursor)
+def list_jobs(session: Session, query: ListQuery) -> tuple[list[Job], str | None]:
+    return list_page(session, Job, query)
 
 
 def transition_job(

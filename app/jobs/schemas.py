@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.jobs.results import ResultContext, result_warnings, sizes_se
-from app.kit.schemas import JsonInt, ParamInt, RequestBody
+from app.kit.schemas import JsonInt, ParamInt, RequestBody, from_attributes
 from app.ledger.schemas import Budget
 from app.models import Job, JobStatus
 from privclust.clustering import Algorithm
@@ -18,6 +18,8 @@ from privclust.clustering.auto import describe_auto
 from privclust.clustering.uncertainty import Caveat
 
 if TYPE_CHECKING:
+    from app.jobs.planning import JobPlan
+
     AlgorithmName = str
     AlgorithmChoice = str
     StatusName = str
@@ -147,13 +149,12 @@ class Accuracy(BaseModel):
 
     @classmethod
     def of(cls, accuracy: AccuracyFigures, loss_space: str) -> Accuracy:
-        return cls(
+        return from_attributes(
+            cls,
+            accuracy,
             centre_std=list(accuracy.centre_std),
             centre_std_fraction=list(accuracy.centre_std_fraction),
-            loss_se=accuracy.loss_se,
-            sizes_se=accuracy.sizes_se,
             loss_space=loss_space,
-            basis=accuracy.basis,
         )
 
 
@@ -173,6 +174,11 @@ class Privacy(BaseModel):
         description="With summaries: the part of `mu` spent on them (two more releases); "
         "`sigma` and `iterations` are then the centres'.",
     )
+
+    @classmethod
+    def of(cls, source: Job | JobPlan) -> Privacy:
+        """A job's privacy block, from its row or from its plan (an estimate's)."""
+        return from_attributes(cls, source, iterations=source.releases)
 
 
 class JobResult(BaseModel):
@@ -228,42 +234,18 @@ class JobOut(BaseModel):
     def of(cls, job: Job, context: ResultContext) -> JobOut:
         result = None
         if job.status == JobStatus.SUCCEEDED and job.centers is not None:
-            result = JobResult(
-                centers=job.centers,
+            result = from_attributes(
+                JobResult,
+                job,
                 columns=context.columns,
-                sizes=job.sizes,
-                loss=job.loss,
-                loss_se=job.loss_se,
                 sizes_se=sizes_se(job, context.relation),
                 loss_space=context.loss_space,
                 warnings=[FigureWarning.of(w) for w in result_warnings(job, context)],
             )
-        return cls(
-            id=job.id,
-            dataset_id=job.dataset_id,
-            algorithm=job.algorithm,
-            k=job.k,
-            status=job.status,
-            progress=Progress(
-                iteration=job.progress_iteration, iterations=job.progress_total or job.iterations
-            ),
-            privacy=Privacy(
-                mu=job.mu,
-                epsilon=job.epsilon,
-                delta=job.delta,
-                sigma=job.sigma,
-                iterations=job.releases,
-                summary_mu=job.summary_mu,
-            ),
-            result=result,
-            error=job.error,
-            cancel_requested=job.cancel_requested,
-            summaries=job.summaries,
-            sweep_id=job.sweep_id,
-            created_at=job.created_at,
-            started_at=job.started_at,
-            finished_at=job.finished_at,
+        progress = Progress(
+            iteration=job.progress_iteration, iterations=job.progress_total or job.iterations
         )
+        return from_attributes(cls, job, progress=progress, privacy=Privacy.of(job), result=result)
 
 
 class Estimate(BaseModel):

@@ -42,10 +42,12 @@ from app.jobs.planning import (
 from app.jobs.results import ResultContext
 from app.kit.config import Settings
 from app.kit.errors import NotFound, ServiceUnavailable
+from app.kit.query import ListQuery
 from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus
 from privclust.clustering.scaling import ORIGINAL_SPACE
 from privclust.privacy import budget as bmath
+from privclust.privacy.cost import release_cost
 
 __all__ = [
     "LOST_WORKER",
@@ -216,11 +218,7 @@ def reserve_job(
         algorithm=plan.algorithm,
         k=plan.k,
         params=plan.params,
-        mu=plan.mu,
-        epsilon=plan.epsilon,
-        delta=plan.delta,
-        sigma=plan.sigma,
-        releases=plan.releases,
+        **release_cost(plan),
         iterations=plan.iterations,
         status=JobStatus.QUEUED,
         progress_iteration=0,
@@ -245,16 +243,11 @@ def get_job(session: Session, job_id: uuid.UUID, tenant: str) -> tuple[Job, Resu
 
 
 def list_jobs(
-    session: Session,
-    tenant: str,
-    limit: int,
-    cursor: str | None,
-    dataset_id: uuid.UUID | None = None,
-    status: str | None = None,
+    session: Session, query: ListQuery
 ) -> tuple[list[tuple[Job, ResultContext]], str | None]:
     """A page of the tenant's jobs (newest first), each with its dataset's public facts for
     its result, and the next cursor."""
-    items, nxt = repo.list_jobs(session, tenant, limit, cursor, dataset_id, status)
+    items, nxt = repo.list_jobs(session, query)
     contexts: dict[uuid.UUID, ResultContext] = {}
     for job in items:
         if job.dataset_id not in contexts:

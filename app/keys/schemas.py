@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.kit.schemas import NOT_BLANK, RequestBody
+from app.kit.schemas import NOT_BLANK, RequestBody, from_attributes
 from app.models import ApiKey, Role
 
 # The roles as the schema states them (an enum of strings), from the one definition.
@@ -33,14 +33,7 @@ class ApiKeyOut(BaseModel):
 
     @classmethod
     def of(cls, key: ApiKey) -> ApiKeyOut:
-        return cls(
-            id=key.id,
-            tenant=key.tenant,
-            role=key.role,
-            prefix=key.prefix,
-            created_at=key.created_at,
-            revoked_at=key.revoked_at,
-        )
+        return from_attributes(cls, key)
 
 
 class ApiKeyCreated(ApiKeyOut):

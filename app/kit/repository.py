@@ -7,11 +7,12 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import Select, and_, or_
+from sqlalchemy import Select, and_, or_, select
 from sqlalchemy.orm import Session
 
 from app.kit.db.base import utcnow
 from app.kit.errors import InvalidParameter
+from app.kit.query import ListQuery
 
 T = TypeVar("T")
 
@@ -66,6 +67,17 @@ def paginate(
         encode_cursor(rows[limit - 1].created_at, rows[limit - 1].id) if len(rows) > limit else None
     )
     return rows[:limit], nxt
+
+
+def list_page(session: Session, model: type[M], query: ListQuery) -> tuple[list[M], str | None]:
+    """`query`'s page of `model`'s rows, newest first, and the next page's cursor."""
+    table: Any = model
+    stmt = select(model).where(table.tenant == query.tenant)
+    if query.dataset_id is not None:
+        stmt = stmt.where(table.dataset_id == query.dataset_id)
+    if query.status is not None:
+        stmt = stmt.where(table.status == query.status)
+    return paginate(session, stmt, model, query.limit, query.cursor)
 
 
 def now() -> datetime:

@@ -1,5 +1,5 @@
 """Request-body plumbing shared by every domain's schemas: strict JSON bodies, integers as
-JSON Schema means them, and the paginated list."""
+JSON Schema means them, the paginated list, and responses read off a row."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Annotated, Generic, TypeVar
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
 
 def integral(value: object) -> object:
@@ -44,3 +45,11 @@ class Page(BaseModel, Generic[T]):
     next_cursor: str | None = Field(
         default=None, description="Pass as `cursor` to get the next page; null on the last."
     )
+
+
+def from_attributes(model: type[M], source: object, **given: object) -> M:
+    """A response `model` whose fields are read from `source`'s attributes of the same names,
+    except those `given` (a renamed or computed field). The model's fields are the list of
+    what is shown: nothing else of `source` is read."""
+    values = {name: getattr(source, name) for name in model.model_fields if name not in given}
+    return model.model_validate({**values, **given})

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.kit.schemas import RequestBody
+from app.kit.schemas import RequestBody, from_attributes
 from app.ledger.service import BudgetView
 from app.models import LedgerEntry
 
@@ -78,20 +78,7 @@ class LedgerEntryOut(BaseModel):
 
     @classmethod
     def of(cls, e: LedgerEntry) -> LedgerEntryOut:
-        return cls(
-            id=e.id,
-            kind=e.kind,
-            job_id=e.job_id,
-            sweep_id=e.sweep_id,
-            actor=e.actor_key_id,
-            mu=e.mu,
-            sigma=e.sigma,
-            iterations=e.releases,
-            epsilon=e.epsilon,
-            delta=e.delta,
-            note=e.note,
-            created_at=e.created_at,
-        )
+        return from_attributes(cls, e, actor=e.actor_key_id, iterations=e.releases)
 
 
 class LedgerOut(BaseModel):

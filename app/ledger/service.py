@@ -15,6 +15,7 @@ import math
 import re
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -25,6 +26,7 @@ from app.ledger import repository as repo
 from app.ledger.state import BudgetView, LedgerState, RunningBudget, budget_view, new_row, replay
 from app.models import Dataset, DatasetBudget, Job, LedgerEntry, LedgerKind
 from privclust.privacy import budget as bmath
+from privclust.privacy.cost import release_cost
 from privclust.privacy.gdp import PrivacyParameterError, compose_squares, noise_multiplier
 
 LEDGER_PAGE_DEFAULT = 100
@@ -113,31 +115,16 @@ def open_dataset_budget(session: Session, dataset: Dataset, actor: uuid.UUID | N
     row count public) the cost of the noisy row count released at upload; and its running
     budget, which starts from them."""
     running_budget = RunningBudget(mu_cap=dataset.mu_cap)
-    kit_repo.add(
-        session,
-        LedgerEntry(
-            dataset_id=dataset.id,
-            kind=LedgerKind.CAP,
-            actor_key_id=actor,
-            mu=dataset.mu_cap,
-            epsilon=dataset.epsilon,
-            delta=dataset.delta,
-            note="initial budget",
-        ),
-    )
+    cap = {"mu": dataset.mu_cap, "epsilon": dataset.epsilon, "delta": dataset.delta}
+    kit_repo.add(session, dataset_entry(dataset.id, LedgerKind.CAP, actor, "initial budget", **cap))
     if dataset.count_mu is not None:
-        kit_repo.add(
-            session,
-            LedgerEntry(
-                dataset_id=dataset.id,
-                kind=LedgerKind.COUNT,
-                actor_key_id=actor,
-                mu=dataset.count_mu,
-                sigma=noise_multiplier(dataset.count_mu, 1),  # as release_count draws it
-                releases=1,
-                note="noisy row count released at upload",
-            ),
+        # The cost of one release, as release_count draws it.
+        mu, sigma = dataset.count_mu, noise_multiplier(dataset.count_mu, 1)
+        note = "noisy row count released at upload"
+        count = dataset_entry(
+            dataset.id, LedgerKind.COUNT, actor, note, mu=mu, sigma=sigma, releases=1
         )
+        kit_repo.add(session, count)
         running_budget = running_budget.released(dataset.count_mu)
     kit_repo.add(session, new_row(dataset.id, running_budget))
 
@@ -192,19 +179,7 @@ def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID 
     kit_repo.add(session, job)
     kit_repo.add(
         session,
-        LedgerEntry(
-            dataset_id=dataset_id,
-            kind=LedgerKind.RESERVE,
-            job_id=job.id,
-            sweep_id=job.sweep_id,
-            actor_key_id=actor,
-            mu=job.mu,
-            sigma=job.sigma,
-            releases=job.releases,
-            epsilon=job.epsilon,
-            delta=job.delta,
-            note=_charge_note(job),
-        ),
+        job_entry(job, LedgerKind.RESERVE, _charge_note(job), actor, **release_cost(job)),
     )
     _move(row, current.reserved(job.mu))
     session.flush()
@@ -238,15 +213,7 @@ def commit(session: Session, job: Job) -> None:
     reserved = _live_reservation(repo.all_ledger_entries_for_job(session, job.id))
     kit_repo.add(
         session,
-        LedgerEntry(
-            dataset_id=job.dataset_id,
-            kind=LedgerKind.COMMIT,
-            job_id=job.id,
-            sweep_id=job.sweep_id,
-            mu=job.mu,
-            sigma=job.sigma,
-            releases=job.releases,
-        ),
+        job_entry(job, LedgerKind.COMMIT, mu=job.mu, sigma=job.sigma, releases=job.releases),
     )
     if reserved is not None:
         row = _locked_budget(session, job.dataset_id)
@@ -265,15 +232,7 @@ def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None
         return
     kit_repo.add(
         session,
-        LedgerEntry(
-            dataset_id=job.dataset_id,
-            kind=LedgerKind.REFUND,
-            job_id=job.id,
-            sweep_id=job.sweep_id,
-            actor_key_id=actor,
-            mu=job.mu,
-            note=note,
-        ),
+        job_entry(job, LedgerKind.REFUND, note, actor, mu=job.mu),
     )
     row = _locked_budget(session, job.dataset_id)
     _move(row, RunningBudget.of_row(row).refunded(reserved))
@@ -290,17 +249,30 @@ def record(
     """An audit-only entry (succeeded, failed, cancelled): it never changes the budget."""
     if kind not in (LedgerKind.SUCCEEDED, LedgerKind.FAILED, LedgerKind.CANCELLED):
         raise ValueError(f"{kind!r} changes the budget; it is not an audit-only entry")
-    kit_repo.add(
-        session,
-        LedgerEntry(
-            dataset_id=job.dataset_id,
-            kind=kind,
-            job_id=job.id,
-            sweep_id=job.sweep_id,
-            actor_key_id=actor,
-            note=note,
-        ),
+    kit_repo.add(session, job_entry(job, kind, note, actor))
+
+
+def job_entry(
+    job: Job,
+    kind: LedgerKind | str,
+    note: str | None = None,
+    actor: uuid.UUID | None = None,
+    **cost: Any,
+) -> LedgerEntry:
+    """An entry about `job` (on its dataset, under its sweep if any), with the part of its
+    cost the kind records (`cost`: mu, sigma, releases, epsilon, delta)."""
+    return dataset_entry(
+        job.dataset_id, kind, actor, note, job_id=job.id, sweep_id=job.sweep_id, **cost
     )
+
+
+def dataset_entry(
+    dataset_id: uuid.UUID, kind: LedgerKind | str, actor: uuid.UUID | None, note: str | None,
+    **columns: Any,
+) -> LedgerEntry:  # fmt: skip
+    """An entry on a dataset's ledger; `columns` are the rest of its columns (the job and
+    sweep it is about, and what it costs)."""
+    return LedgerEntry(dataset_id=dataset_id, kind=kind, actor_key_id=actor, note=note, **columns)
 
 
 def check_cap(epsilon: float, delta: float) -> float:
@@ -373,18 +345,9 @@ def change_cap(
             mu_used=used,
         )
     dataset.epsilon, dataset.delta, dataset.mu_cap = epsilon, delta, mu_cap
-    kit_repo.add(
-        session,
-        LedgerEntry(
-            dataset_id=dataset_id,
-            kind=LedgerKind.CAP,
-            actor_key_id=actor,
-            mu=mu_cap,
-            epsilon=epsilon,
-            delta=delta,
-            note="cap changed by owner",
-        ),
-    )
+    cap = {"mu": mu_cap, "epsilon": epsilon, "delta": delta}
+    entry = dataset_entry(dataset_id, LedgerKind.CAP, actor, "cap changed by owner", **cap)
+    kit_repo.add(session, entry)
     _move(row, capped)
     session.flush()
     return dataset

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from typing import Protocol
 
@@ -160,28 +160,17 @@ def new_row(dataset_id: uuid.UUID, running: RunningBudget) -> DatasetBudget:
 
 
 @dataclass(frozen=True)
-class BudgetView:
+class BudgetView(bmath.BudgetState):
+    """The budget's figures (mu_cap, spent, reserved, remaining) with the dataset's declared
+    (epsilon, delta) and its job count."""
+
     epsilon: float
     delta: float
-    mu_cap: float
-    mu_spent: float
-    mu_reserved: float
-    mu_remaining: float
-    epsilon_remaining: float
     jobs: int
 
 
 def budget_view(epsilon: float, delta: float, running: RunningBudget) -> BudgetView:
     """The budget as the API shows it (the same floats from a replay or a running budget)."""
     spent, reserved = running.spent_sq, running.reserved_sq
-    b = bmath.budget_state_from_squares(spent, reserved, running.mu_cap, delta)
-    return BudgetView(
-        epsilon=epsilon,
-        delta=delta,
-        mu_cap=b.mu_cap,
-        mu_spent=b.mu_spent,
-        mu_reserved=b.mu_reserved,
-        mu_remaining=b.mu_remaining,
-        epsilon_remaining=b.epsilon_remaining,
-        jobs=running.jobs,
-    )
+    figures = bmath.budget_state_from_squares(spent, reserved, running.mu_cap, delta)
+    return BudgetView(**asdict(figures), epsilon=epsilon, delta=delta, jobs=running.jobs)

@@ -6,11 +6,12 @@ import uuid
 
 from fastapi import APIRouter, Response
 
-from app.jobs.endpoints import IdempotencyKey, method_params, privacy_of
-from app.jobs.schemas import Accuracy, FigureWarning
+from app.jobs.endpoints import IdempotencyKey, method_params
+from app.jobs.schemas import Accuracy, FigureWarning, Privacy
 from app.keys.auth import TenantKey
 from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, UnitOfWorkRoute
 from app.kit.problems import responses
+from app.kit.query import ListQuery
 from app.kit.schemas import Page
 from app.ledger.schemas import Budget
 from app.sweeps import service as sweeps_service
@@ -79,14 +80,12 @@ def sweeps_estimate(
     est = sweeps_service.estimate(session, dataset_id, key.tenant, _request_of(body))
     plan = est.plan
     return SweepEstimate(
-        privacy=SweepPrivacy(
-            mu=plan.mu, epsilon=plan.epsilon, delta=plan.delta, job_mu=plan.job_mu
-        ),
+        privacy=SweepPrivacy.of(plan),
         jobs=[
             SweepJobEstimate(
                 k=j.k,
                 algorithm=j.algorithm,
-                privacy=privacy_of(j),
+                privacy=Privacy.of(j),
                 accuracy=Accuracy.of(j.accuracy, est.loss_space),
             )
             for j in plan.jobs
@@ -107,7 +106,8 @@ def sweeps_list(
     cursor: PageCursor = None,
 ) -> Page[SweepOut]:
     """The tenant's sweeps, newest first, optionally of one dataset."""
-    items, nxt = sweeps_service.list_sweeps(session, key.tenant, limit, cursor, dataset_id)
+    query = ListQuery(key.tenant, limit, cursor, dataset_id)
+    items, nxt = sweeps_service.list_sweeps(session, query)
     return Page[SweepOut](items=[_out(state) for state in items], next_cursor=nxt)
 
 

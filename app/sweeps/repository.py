@@ -7,7 +7,8 @@ import uuid
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.kit.repository import paginate
+from app.kit.query import ListQuery
+from app.kit.repository import list_page
 from app.models import Job, Sweep
 
 
@@ -25,18 +26,11 @@ def jobs_of_sweep(session: Session, sweep_id: uuid.UUID) -> list[Job]:
 
 
 def list_sweeps(
-    session: Session,
-    tenant: str,
-    limit: int,
-    cursor: str | None,
-    dataset_id: uuid.UUID | None = None,
+    session: Session, query: ListQuery
 ) -> tuple[list[tuple[Sweep, list[Job]]], str | None]:
     """A page of the tenant's sweeps (newest first), each with its jobs in increasing k, and
     the next cursor: two queries whatever the page size."""
-    stmt = select(Sweep).where(Sweep.tenant == tenant)
-    if dataset_id is not None:
-        stmt = stmt.where(Sweep.dataset_id == dataset_id)
-    sweeps, nxt = paginate(session, stmt, Sweep, limit, cursor)
+    sweeps, nxt = list_page(session, Sweep, query)
     jobs: dict[uuid.UUID, list[Job]] = {s.id: [] for s in sweeps}
     if sweeps:
         for job in session.scalars(select(Job).where(Job.sweep_id.in_(list(jobs))).order_by(Job.k)):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -20,10 +20,13 @@ from app.jobs.schemas import (
     Progress,
     StatusName,
 )
-from app.kit.schemas import RequestBody, integral
+from app.kit.schemas import RequestBody, from_attributes, integral
 from app.ledger.schemas import Budget
 from app.models import Job, JobStatus, Sweep
 from privclust.clustering import Algorithm
+
+if TYPE_CHECKING:
+    from app.sweeps.service import SweepPlan
 
 
 class SweepCreate(RequestBody):
@@ -49,6 +52,11 @@ class SweepPrivacy(BaseModel):
     epsilon: float
     delta: float
     job_mu: float = Field(description="Each job's cost: mu / sqrt(number of ks), rounded down.")
+
+    @classmethod
+    def of(cls, source: Sweep | SweepPlan) -> SweepPrivacy:
+        """A sweep's cost, from its row or from its plan (an estimate's)."""
+        return from_attributes(cls, source)
 
 
 class SweepJobEstimate(BaseModel):
@@ -110,31 +118,29 @@ class SweepOut(BaseModel):
         warnings: list[FigureWarning] | None = None,
         loss_space: str = "original",
     ) -> SweepOut:
-        return cls(
-            id=sweep.id,
-            dataset_id=sweep.dataset_id,
-            algorithm=sweep.algorithm,
+        progress = Progress(
+            iteration=sum(j.progress_iteration for j in jobs),
+            iterations=sum(j.progress_total or j.iterations for j in jobs),
+        )
+        points = [
+            SweepPoint(
+                k=j.k,
+                job_id=j.id,
+                status=j.status,
+                loss=j.loss if j.status == JobStatus.SUCCEEDED else None,
+                loss_se=j.loss_se if j.status == JobStatus.SUCCEEDED else None,
+            )
+            for j in jobs
+        ]
+        return from_attributes(
+            cls,
+            sweep,
             ks=[int(k) for k in sweep.ks],
             status=status,
-            progress=Progress(
-                iteration=sum(j.progress_iteration for j in jobs),
-                iterations=sum(j.progress_total or j.iterations for j in jobs),
-            ),
-            privacy=SweepPrivacy(
-                mu=sweep.mu, epsilon=sweep.epsilon, delta=sweep.delta, job_mu=sweep.job_mu
-            ),
-            jobs=[
-                SweepPoint(
-                    k=j.k,
-                    job_id=j.id,
-                    status=j.status,
-                    loss=j.loss if j.status == JobStatus.SUCCEEDED else None,
-                    loss_se=j.loss_se if j.status == JobStatus.SUCCEEDED else None,
-                )
-                for j in jobs
-            ],
+            progress=progress,
+            privacy=SweepPrivacy.of(sweep),
+            jobs=points,
             suggested_k=suggested_k,
             warnings=warnings or [],
             loss_space=loss_space,
-            created_at=sweep.created_at,
         )

@@ -3,8 +3,6 @@ state, and the suggested k (privclust.clustering.summaries.suggest_k on the nois
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from dataclasses import dataclass, field
 
@@ -16,6 +14,7 @@ from app.jobs import service as jobs_service
 from app.kit import repository as kit_repo
 from app.kit.config import Settings
 from app.kit.errors import Conflict, InvalidParameter, NotFound, ServiceUnavailable
+from app.kit.query import ListQuery, body_digest
 from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus, Sweep
 from app.sweeps import repository as repo
@@ -42,7 +41,7 @@ class SweepRequest:
     def fingerprint(self, dataset_id: uuid.UUID) -> str:
         body = {"dataset_id": str(dataset_id), "kind": "sweep", **self.__dict__}
         body["ks"] = list(self.ks)
-        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        return body_digest(body)
 
 
 @dataclass(frozen=True)
@@ -242,15 +241,9 @@ def get_sweep(session: Session, sweep_id: uuid.UUID, tenant: str) -> Sweep:
     return sweep
 
 
-def list_sweeps(
-    session: Session,
-    tenant: str,
-    limit: int,
-    cursor: str | None,
-    dataset_id: uuid.UUID | None = None,
-) -> tuple[list[SweepState], str | None]:
+def list_sweeps(session: Session, query: ListQuery) -> tuple[list[SweepState], str | None]:
     """A page of the tenant's sweeps (newest first) and the next cursor."""
-    items, nxt = repo.list_sweeps(session, tenant, limit, cursor, dataset_id)
+    items, nxt = repo.list_sweeps(session, query)
     return [state_of(session, sweep, jobs) for sweep, jobs in items], nxt
 
 

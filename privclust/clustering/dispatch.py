@@ -6,7 +6,7 @@ summaries (privclust.clustering.summaries)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Unpack
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -246,7 +246,16 @@ def _with_summaries(X: np.ndarray, k: int, options: Options) -> ClusteringResult
             summary_fraction=None,
         ),
     )
-    return _summarised(X, result, options, mu_summary, (job_mu, job_epsilon, job_delta))
+    job = JobPrivacy(mu=job_mu, epsilon=job_epsilon, delta=job_delta)
+    return _summarised(X, result, options, mu_summary, job)
+
+
+class JobPrivacy(TypedDict):
+    """What the whole job spent (its centres' run and its summaries): the result says it."""
+
+    mu: float
+    epsilon: float | None
+    delta: float | None
 
 
 def _summarised(
@@ -254,7 +263,7 @@ def _summarised(
     result: ClusteringResult,
     options: Options,
     mu_summary: float,
-    job: tuple[float, float | None, float | None],
+    job: JobPrivacy,
 ) -> ClusteringResult:
     """`result` with its private sizes and loss released from `mu_summary` (on the job's
     generator: the caller's, or a fresh ChaCha20 from OS entropy), and the job's privacy."""
@@ -267,12 +276,9 @@ def _summarised(
         n_public=result.n_public,
         rng=noise.job_generator(options.rng),
     )
-    job_mu, job_epsilon, job_delta = job
     return dataclasses.replace(
         result,
-        mu=job_mu,
-        epsilon=job_epsilon,
-        delta=job_delta,
+        **job,
         sizes=summary.sizes,
         loss=summary.loss,
         loss_se=summary.loss_se,

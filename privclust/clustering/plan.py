@@ -22,6 +22,7 @@ from privclust.clustering.errors import ClusteringInputError, check_integer, che
 from privclust.clustering.histogram import MIN_VARIATIONS
 from privclust.clustering.options import Options, resolve_privacy
 from privclust.clustering.result import ClusteringResult, released_centres
+from privclust.privacy.cost import release_cost
 from privclust.privacy.gdp import remaining_after
 from privclust.privacy.noise import MAX_NOISE_STD
 
@@ -217,12 +218,8 @@ class RunPlan:
         return ClusteringResult(
             centers=released_centres(centred, center, radius),
             algorithm=self.algorithm,
-            mu=self.mu,
-            sigma=self.sigma,
-            releases=self.releases,
+            **release_cost(self),
             iterations=self.iterations,
-            epsilon=self.epsilon,
-            delta=self.delta,
             variations=self.variations,
             final_variations=final_variations,
             population_size=self.population_size,
