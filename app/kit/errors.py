@@ -16,6 +16,19 @@ class PrivclustError(Exception):
     code: str = "error"
     title: str = "Bad request"
 
+    def __init_subclass__(
+        cls, *, status: int | None = None, code: str | None = None, title: str | None = None
+    ) -> None:
+        """A subclass states its problem in its header: `class NotFound(PrivclustError,
+        status=404, code="not-found", title="Not found")`; what it leaves out it inherits."""
+        super().__init_subclass__()
+        if status is not None:
+            cls.status = status
+        if code is not None:
+            cls.code = code
+        if title is not None:
+            cls.title = title
+
     def __init__(
         self, detail: str, *, code: str | None = None, status: int | None = None, **extra: Any
     ) -> None:
@@ -31,76 +44,55 @@ class PrivclustError(Exception):
         self.headers: dict[str, str] = {}
 
 
-class UploadError(PrivclustError):
+class UploadError(PrivclustError, status=400, code="invalid-file", title="Invalid dataset file"):
     """A dataset file that cannot be accepted; names the row and column at fault when known."""
 
-    status = 400
-    code = "invalid-file"
-    title = "Invalid dataset file"
 
-
-class InvalidParameter(PrivclustError):
+class InvalidParameter(
+    PrivclustError, status=422, code="invalid-parameter", title="Invalid parameter"
+):
     """A request parameter that is invalid for this resource (422 `invalid-parameter`)."""
-
-    status = 422
-    code = "invalid-parameter"
-    title = "Invalid parameter"
 
     def __init__(self, detail: str, *, field: str | None = None, **extra: Any) -> None:
         super().__init__(detail, field=field, **extra)
         self.field = field
 
 
-class NotFound(PrivclustError):
-    status = 404
-    code = "not-found"
-    title = "Not found"
+class NotFound(PrivclustError, status=404, code="not-found", title="Not found"):
+    """No such object for this tenant (or one the key may not see)."""
 
 
-class Forbidden(PrivclustError):
-    status = 403
-    code = "forbidden"
-    title = "Forbidden"
+class Forbidden(PrivclustError, status=403, code="forbidden", title="Forbidden"):
+    """The key's role may not do this."""
 
 
-class Unauthorized(PrivclustError):
-    status = 401
-    code = "unauthorized"
-    title = "Unauthorized"
+class Unauthorized(PrivclustError, status=401, code="unauthorized", title="Unauthorized"):
+    """No key, or a key that is unknown or revoked."""
 
 
-class Conflict(PrivclustError):
-    status = 409
-    code = "conflict"
-    title = "Conflict"
+class Conflict(PrivclustError, status=409, code="conflict", title="Conflict"):
+    """The request contradicts the object's state (or an idempotency key's first use)."""
 
 
-class Gone(PrivclustError):
+class Gone(PrivclustError, status=410, code="gone", title="Gone"):
     """The object existed but what the request needs is gone (a dataset's deleted rows)."""
 
-    status = 410
-    code = "gone"
-    title = "Gone"
+
+class BudgetExceeded(Conflict, code="budget-exceeded", title="Privacy budget exceeded"):
+    """The job would overshoot the dataset's privacy budget; nothing was charged."""
 
 
-class BudgetExceeded(Conflict):
-    code = "budget-exceeded"
-    title = "Privacy budget exceeded"
+class ServiceUnavailable(
+    PrivclustError, status=503, code="service-unavailable", title="Service unavailable"
+):
+    """A dependency (the queue, the database) cannot take the request now."""
 
 
-class ServiceUnavailable(PrivclustError):
-    status = 503
-    code = "service-unavailable"
-    title = "Service unavailable"
-
-
-class TooManyQueuedJobs(PrivclustError):
+class TooManyQueuedJobs(
+    PrivclustError, status=429, code="too-many-queued-jobs", title="Too many queued jobs"
+):
     """The operator's cap on queued jobs (per tenant or per key) is reached: 429, with a
     Retry-After; nothing was charged."""
-
-    status = 429
-    code = "too-many-queued-jobs"
-    title = "Too many queued jobs"
 
     def __init__(self, detail: str, *, retry_after: int, **extra: Any) -> None:
         super().__init__(detail, retry_after=retry_after, **extra)

@@ -238,14 +238,24 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def _database_down(_: Request, exc: Exception) -> JSONResponse:
-    log.error("database error: %s", exc)
-    return problem_response(
-        503,
-        "database-unavailable",
-        "Database unavailable",
-        "the database could not be reached; nothing was changed",
-    )
+def _unavailable(
+    what: str, code: str, title: str, detail: str
+) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
+    """The handler of a dependency that cannot be reached: logged, and a 503 `code`."""
+
+    async def handler(_: Request, exc: Exception) -> JSONResponse:
+        log.error("%s error: %s", what, exc)
+        return problem_response(503, code, title, detail)
+
+    return handler
+
+
+_database_down = _unavailable(
+    "database",
+    "database-unavailable",
+    "Database unavailable",
+    "the database could not be reached; nothing was changed",
+)
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -256,14 +266,12 @@ async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-async def _queue_down(_: Request, exc: Exception) -> JSONResponse:
-    log.error("redis error: %s", exc)
-    return problem_response(
-        503,
-        "queue-unavailable",
-        "Job queue unavailable",
-        "the job queue (Redis) could not be reached; nothing was charged",
-    )
+_queue_down = _unavailable(
+    "redis",
+    "queue-unavailable",
+    "Job queue unavailable",
+    "the job queue (Redis) could not be reached; nothing was charged",
+)
 
 
 PROBLEM_SCHEMA_REF = {"$ref": "#/components/schemas/Problem"}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -57,25 +57,15 @@ class StateCollector(Collector):
         self.sessions = sessions
 
     def collect(self) -> Iterator[Metric]:
-        database_up = GaugeMetricFamily(
-            "privclust_database_up", "1 if the database answered this scrape's queries, else 0"
+        yield from _read_or_down(
+            self._from_database,
+            "privclust_database_up",
+            "1 if the database answered this scrape's queries, else 0",
+            "database",
         )
-        try:
-            yield from self._from_database()
-            database_up.add_metric([], 1)
-        except Exception as exc:
-            log.warning("metrics: cannot read the database: %s", exc)
-            database_up.add_metric([], 0)
-        yield database_up
-
-        queue_up = GaugeMetricFamily("privclust_queue_up", "1 if Redis answered, else 0")
-        try:
-            yield from self._from_redis()
-            queue_up.add_metric([], 1)
-        except Exception as exc:
-            log.warning("metrics: cannot read the queue: %s", exc)
-            queue_up.add_metric([], 0)
-        yield queue_up
+        yield from _read_or_down(
+            self._from_redis, "privclust_queue_up", "1 if Redis answered, else 0", "queue"
+        )
 
     def _from_redis(self) -> Iterator[Metric]:
         rq_queue = queue.get_queue(self.settings)
@@ -195,3 +185,18 @@ def _budgets(budgets: list[repo.DatasetBudget]) -> Iterator[Metric]:
         for tenant in sorted(values):
             family.add_metric([tenant], values[tenant])
         yield family
+
+
+def _read_or_down(
+    read: Callable[[], Iterator[Metric]], up_name: str, up_help: str, what: str
+) -> Iterator[Metric]:
+    """`read`'s metrics, then the gauge `up_name`: 1 if it read them all, 0 if it failed (the
+    failure is logged, never raised into the scrape)."""
+    up = GaugeMetricFamily(up_name, up_help)
+    try:
+        yield from read()
+        up.add_metric([], 1)
+    except Exception as exc:
+        log.warning("metrics: cannot read the %s: %s", what, exc)
+        up.add_metric([], 0)
+    yield up
