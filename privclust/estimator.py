@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from privclust.clustering import Algorithm, ClusteringResult, Relation, cluster
 from privclust.clustering.auto import describe_auto
 from privclust.clustering.scaling import Box
-from privclust.clustering.uncertainty import figure_warnings, sizes_noise_std
+from privclust.clustering.uncertainty import run_warnings, sizes_noise_std
 from privclust.tables import read_rows
 
 DEFAULT_DELTA = 1e-6
@@ -198,16 +198,7 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.loss_, self.loss_se_ = result.loss, result.loss_se
         self.loss_space_ = result.loss_space
         lower, upper = self._ranges(result.centers.shape[1])
-        caveats = figure_warnings(
-            result.centers,
-            lower,
-            upper,
-            loss=result.loss,
-            loss_se=result.loss_se,
-            sizes=result.sizes,
-            sizes_se=self.sizes_se_,
-        )
-        self.warnings_ = [(c.code, c.detail) for c in caveats]
+        self.warnings_ = [(c.code, c.detail) for c in run_warnings(result, lower, upper)]
 
     def _ranges(self, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
         """Each column's declared range: the bounds, or c +- R for a ball."""

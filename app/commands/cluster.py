@@ -225,7 +225,7 @@ def _run_once(args: argparse.Namespace, X: Any, columns: list[str], delta: float
             "loss": result.loss,
             "loss_se": result.loss_se,
             "loss_space": result.loss_space,
-            "warnings": [vars(w) for w in _warnings(result, domain, summary=True)],
+            "warnings": [vars(w) for w in _warnings(result, domain)],
         }
     if args.format == "json":
         document: dict[str, Any] = {
@@ -256,27 +256,18 @@ def _run_once(args: argparse.Namespace, X: Any, columns: list[str], delta: float
     return 0
 
 
-def _warnings(result: Any, domain: dict[str, Any], *, summary: bool) -> list[Any]:
+def _warnings(result: Any, domain: dict[str, Any]) -> list[Any]:
     """The warnings of a run's released figures (privclust.clustering.uncertainty)."""
     import numpy as np
 
-    from privclust.clustering.uncertainty import figure_warnings, sizes_noise_std
+    from privclust.clustering.uncertainty import run_warnings
 
     if "lower" in domain:
         lower, upper = np.asarray(domain["lower"]), np.asarray(domain["upper"])
     else:
         c = np.zeros(result.centers.shape[1]) if domain["center"] is None else domain["center"]
         lower, upper = np.asarray(c) - domain["radius"], np.asarray(c) + domain["radius"]
-    sizes_se = sizes_noise_std(result.summary_mu, result.relation) if summary else None
-    return figure_warnings(
-        result.centers,
-        lower,
-        upper,
-        loss=result.loss,
-        loss_se=result.loss_se,
-        sizes=result.sizes,
-        sizes_se=sizes_se,
-    )
+    return run_warnings(result, lower, upper)
 
 
 def _relation(args: argparse.Namespace) -> Relation:

@@ -23,9 +23,13 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.special import ndtri
+
+if TYPE_CHECKING:
+    from privclust.clustering.result import ClusteringResult
 
 # How many standard errors make a difference (about a 5% two-sided test for one figure).
 TWO_SE = 2.0
@@ -177,4 +181,17 @@ def figure_warnings(
         loss_warnings(loss, loss_se)
         + size_warnings(sizes, sizes_se)
         + domain_warnings(centres, lower, upper, sizes, sizes_se)
+    )
+
+
+def run_warnings(result: ClusteringResult, lower: np.ndarray, upper: np.ndarray) -> list[Caveat]:
+    """`figure_warnings` of a library run's result, with its sizes' noise (if it has sizes)."""
+    return figure_warnings(
+        result.centers,
+        lower,
+        upper,
+        loss=result.loss,
+        loss_se=result.loss_se,
+        sizes=result.sizes,
+        sizes_se=sizes_noise_std(result.summary_mu, result.relation),
     )
