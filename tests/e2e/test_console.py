@@ -17,7 +17,13 @@ import pytest
 
 from tests.support.api import uploaded
 from tests.support.browser import Console, launched, new_console, round_steps, shot
-from tests.support.data import csv_bytes
+from tests.support.data import (
+    CUSTOMER_COLUMNS,
+    CUSTOMER_LOWER,
+    CUSTOMER_UPPER,
+    csv_bytes,
+    customers,
+)
 from tests.support.services import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.browser]
@@ -360,16 +366,11 @@ def test_console_at_400_px(browser: Any, stack: Stack, tmp_path: Path) -> None:
     c.assert_clean()
 
 
-# The README's customers: four columns in very different units, declared per column.
-COLUMNS = ["age", "income_k", "visits", "spend"]
-LOWER = np.array([0.0, 0.0, 0.0, 0.0])
-UPPER = np.array([100.0, 200.0, 30.0, 1000.0])
-SEGMENTS = np.array([[30, 50, 5, 200], [45, 120, 15, 500], [65, 80, 25, 800.0]])
+COLUMNS, LOWER, UPPER = CUSTOMER_COLUMNS, CUSTOMER_LOWER, CUSTOMER_UPPER
 
 
 def _customers(path: Path, n: int, seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    rows = SEGMENTS[rng.integers(0, 3, n)] + rng.normal(size=(n, 4)) * (UPPER - LOWER) * 0.05
+    rows, _ = customers(n, seed)
     path.write_bytes(csv_bytes(np.clip(rows, LOWER, UPPER), COLUMNS, digits=3))
 
 

@@ -13,21 +13,24 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.support.api import auth, upload, uploaded
-from tests.support.data import csv_bytes
+from tests.support.data import (
+    CUSTOMER_COLUMNS,
+    CUSTOMER_LOWER,
+    CUSTOMER_SEGMENTS,
+    CUSTOMER_UPPER,
+    csv_bytes,
+    customers,
+)
 
 pytestmark = pytest.mark.integration
 
-COLUMNS = ["age", "income_k", "visits", "spend"]
-LOWER = np.array([0.0, 0.0, 0.0, 0.0])
-UPPER = np.array([100.0, 200.0, 30.0, 1000.0])
-SEGMENTS = np.array([[30, 50, 5, 200], [45, 120, 15, 500], [65, 80, 25, 800.0]])
+COLUMNS = CUSTOMER_COLUMNS
+LOWER, UPPER, SEGMENTS = CUSTOMER_LOWER, CUSTOMER_UPPER, CUSTOMER_SEGMENTS
 
 
 def _table(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """n customers in 3 segments, each column in its own units (spread 5% of its range)."""
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, 3, n)
-    rows = SEGMENTS[labels] + rng.normal(size=(n, 4)) * (UPPER - LOWER) * 0.05
+    """n customers in 3 segments, each column in its own units, clipped into the bounds."""
+    rows, labels = customers(n, seed)
     return np.clip(rows, LOWER, UPPER), labels
 
 

@@ -45,3 +45,20 @@ def csv_bytes(
 
     lines = [",".join(header)] + [",".join(text(v) for v in row) for row in rows]
     return ("\n".join(lines) + "\n").encode()
+
+
+# The README's customers: four columns in very different units, declared per column, and three
+# segments.
+CUSTOMER_COLUMNS = ["age", "income_k", "visits", "spend"]
+CUSTOMER_LOWER = np.array([0.0, 0.0, 0.0, 0.0])
+CUSTOMER_UPPER = np.array([100.0, 200.0, 30.0, 1000.0])
+CUSTOMER_SEGMENTS = np.array([[30, 50, 5, 200], [45, 120, 15, 500], [65, 80, 25, 800.0]])
+
+
+def customers(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """n customers around the 3 segments (spread 5% of each column's range), not yet clipped
+    into the declared bounds, and each row's segment."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 3, n)
+    spread = (CUSTOMER_UPPER - CUSTOMER_LOWER) * 0.05
+    return CUSTOMER_SEGMENTS[labels] + rng.normal(size=(n, 4)) * spread, labels

@@ -7,12 +7,15 @@ import os
 import uuid
 from pathlib import Path
 
+from alembic import command
+from alembic.config import Config
 from sqlalchemy.orm import Session
 
 from app.jobs import service as jobs_service
 from app.keys.service import create_key
 from app.kit import repository as kit_repo
 from app.kit.config import Settings
+from app.kit.db.migrate import alembic_config
 from app.kit.db.session import session_scope
 from app.kit.errors import BudgetExceeded
 from app.ledger import service as ledger
@@ -103,3 +106,12 @@ def stored_files(settings: Settings) -> list[Path]:
     """The files in the service's datasets directory."""
     d = settings.datasets_dir
     return sorted(d.iterdir()) if d.exists() else []
+
+
+def database_at(tmp_path: Path, revision: str) -> tuple[str, Config]:
+    """A new SQLite database under `tmp_path` migrated to `revision` (to test what a later
+    migration makes of it): its URL and its Alembic configuration."""
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    cfg = alembic_config(url)
+    command.upgrade(cfg, revision)
+    return url, cfg

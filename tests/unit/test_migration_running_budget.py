@@ -11,10 +11,10 @@ from pathlib import Path
 from alembic import command
 from sqlalchemy import inspect, text
 
-from app.kit.db.migrate import alembic_config
 from app.kit.db.session import make_engine, session_factory
 from app.ledger import service as ledger
 from app.ledger import verify
+from tests.support.db import database_at
 
 
 def _insert_0003_dataset(
@@ -46,9 +46,7 @@ def _insert_0003_dataset(
 
 
 def test_upgrade_backfills_the_running_budget_from_the_ledger(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'old.db'}"
-    cfg = alembic_config(url)
-    command.upgrade(cfg, "0003")
+    url, cfg = database_at(tmp_path, "0003")
     a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
     busy = _insert_0003_dataset(
         url,

@@ -13,6 +13,7 @@ from app.datasets.service import planning_count
 from app.kit.db.migrate import alembic_config
 from app.kit.db.session import make_engine, session_factory
 from app.models import Dataset
+from tests.support.db import database_at
 
 
 def _insert_0001_rows(url: str) -> uuid.UUID:
@@ -49,9 +50,7 @@ def _insert_0001_rows(url: str) -> uuid.UUID:
 
 
 def test_upgrade_from_0001_backfills_existing_datasets(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'old.db'}"
-    cfg = alembic_config(url)
-    command.upgrade(cfg, "0001")
+    url, cfg = database_at(tmp_path, "0001")
     dataset_id = _insert_0001_rows(url)
 
     # The datasets table is rebuilt under rows that reference it (jobs, ledger entries).

@@ -13,18 +13,9 @@ from privclust.clustering.accuracy import Space, expected_accuracy, smallest_eps
 from privclust.clustering.scaling import Box
 from privclust.clustering.summaries import nearest_centre_blocks
 from privclust.clustering.uncertainty import domain_warnings, ks_told_apart, loss_warnings
-
-LOWER = np.array([0.0, 0.0, 0.0, 0.0])
-UPPER = np.array([100.0, 200.0, 30.0, 1000.0])
-SEGMENTS = np.array([[30, 50, 5, 200], [45, 120, 15, 500], [65, 80, 25, 800.0]])
-
-
-def mixed_units(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """n rows of 4 columns in very different units around 3 segments (5% of each range)."""
-    rng = np.random.default_rng(seed)
-    labels = rng.integers(0, 3, n)
-    rows = SEGMENTS[labels] + rng.normal(size=(n, 4)) * (UPPER - LOWER) * 0.05
-    return rows, labels
+from tests.support.data import CUSTOMER_LOWER as LOWER
+from tests.support.data import CUSTOMER_UPPER as UPPER
+from tests.support.data import customers as mixed_units
 
 
 def test_a_box_clusters_each_column_on_its_own_scale_and_answers_in_its_units() -> None:
