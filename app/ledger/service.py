@@ -129,12 +129,20 @@ def open_dataset_budget(session: Session, dataset: Dataset, actor: uuid.UUID | N
     kit_repo.add(session, new_row(dataset.id, running_budget))
 
 
+# session.info key: (the transaction, {dataset id: its row}) of the budget locks it holds.
+_HELD_LOCKS = "privclust.budget_locks"
+
+
 def lock_for_admission(session: Session, dataset_id: uuid.UUID) -> Dataset:
     """Take the dataset's budget lock (held until commit) for admitting a job on it.
 
-    Raises NotFound, or Conflict when its rows were deleted. Taking it twice in one
-    transaction is harmless.
+    Raises NotFound, or Conflict when its rows were deleted. Taken again in the same
+    transaction (an admission, then each of its jobs' `reserve`), it is still held and the
+    row cannot have changed: the row read the first time is returned without another query.
     """
+    held = _locks_held(session)
+    if dataset_id in held:
+        return held[dataset_id]
     dataset = repo.lock_dataset(session, dataset_id)
     if dataset is None:
         raise NotFound("no such dataset")
@@ -142,7 +150,21 @@ def lock_for_admission(session: Session, dataset_id: uuid.UUID) -> Dataset:
         raise Conflict(
             "the dataset's rows were deleted; no new jobs can run on it", code="dataset-deleted"
         )
+    _locks_held(session)[dataset_id] = dataset  # the transaction the lock began, if it did
     return dataset
+
+
+def _locks_held(session: Session) -> dict[uuid.UUID, Dataset]:
+    """The datasets whose budget lock this session's current transaction holds: none when
+    no transaction is open, and a new transaction starts with none."""
+    transaction = session.get_transaction()
+    held = session.info.get(_HELD_LOCKS)
+    if transaction is None:
+        return {}
+    if held is None or held[0] is not transaction:
+        held = session.info[_HELD_LOCKS] = (transaction, {})
+    locks: dict[uuid.UUID, Dataset] = held[1]
+    return locks
 
 
 def refuse_unless_admissible(

@@ -223,3 +223,33 @@ def test_the_row_count_is_spent_first_and_the_cap_cannot_go_below_it(session, db
         gdp.noise_multiplier(count_mu, 1),  # 1/mu rounded up, as the count was drawn
         1,
     )
+
+
+def test_the_budget_lock_is_taken_once_a_transaction_and_again_in_the_next(db_url: str) -> None:
+    from sqlalchemy import event
+
+    dataset_id = make_dataset(db_url, mu_cap=1.0)
+    engine = get_engine(db_url)
+    locks: list[str] = []
+
+    def count(conn: object, cursor: object, statement: str, *rest: object) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "FROM datasets" in statement:
+            locks.append(statement)
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        with session_factory(db_url)() as s:
+            ledger.begin_budget_transaction(s)
+            first = ledger.lock_for_admission(s, dataset_id)
+            assert ledger.lock_for_admission(s, dataset_id) is first  # held: no second query
+            assert len(locks) == 1
+            s.commit()
+            ledger.lock_for_admission(s, dataset_id)  # a new transaction locks again
+            assert len(locks) == 2
+            s.rollback()
+            ledger.begin_budget_transaction(s)
+            ledger.lock_for_admission(s, dataset_id)
+            assert len(locks) == 3
+            s.rollback()
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
