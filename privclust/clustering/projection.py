@@ -29,7 +29,7 @@ _BLOCK_ELEMENTS = 1 << 20
 # When noisy Lloyd steps follow the stage (pe-lloyd), its noisy sums are priced as this many
 # times the stage's other releases (the T vote histograms and the counts): with the Lloyd
 # steps' 30%, the job's mu^2 goes 30% to the votes and counts, 40% to the sums and 30% to the
-# Lloyd steps (bench/RESULTS.md, "auto at every dimension").
+# Lloyd steps (the runs with this split: bench/RESULTS.md, "auto at every dimension").
 SUMS_PER_STAGE_RELEASE = 4.0 / 3.0
 
 

@@ -86,21 +86,21 @@ MAX_LLOYD_STEPS = 10
 # cap keeps the release count (stored with the job) a modest integer.
 MAX_LLOYD_WEIGHT = 100_000
 # Above VARIATIONS_CAP_ABOVE_DIM columns the default L per selected centre is at most
-# MAX_DEFAULT_VARIATIONS: N~/(5k) beyond it (k = 4 at 20,000 rows, any k at a million) bought
-# no loss AUC on the Table I sets at d = 16 and 64 nor loss at 1,000,000 x 16, and each
-# variation costs every row a score of d + 1 products in every iteration. At d = 4 the cap
-# cost sklearn_4_4 2e-6 of loss AUC (in 40 seeds) and the scores are cheap, so it stays off
-# there (bench/RESULTS.md, "auto at every dimension").
+# MAX_DEFAULT_VARIATIONS (it binds at k = 4 on 20,000 rows, and at any k on a million): each
+# variation costs every row a score of d + 1 products in every iteration, and with the cap the
+# Table I sets at d = 16 and 64 kept or lowered their loss AUCs and 1,000,000 x 16 its loss
+# (bench/RESULTS.md, "auto at every dimension"). At d <= 6 the scores are cheap and L stays
+# N~/(5k).
 MAX_DEFAULT_VARIATIONS = 256
 VARIATIONS_CAP_ABOVE_DIM = 6
 # Above this many columns PE-means searches in a random projection (the module's docstring):
-# the projection's own dimension. From d = 20 to 128 that path had a lower loss AUC than
-# PE-means in the full space, at a half to a tenth of its cost (bench/RESULTS.md, "auto at every
-# dimension").
+# the projection's own dimension. On held-out sets at d = 24 and 96 and on the d = 64 Table I
+# sets that path had a lower (or, on one, equal) loss AUC than PE-means in the full space, at
+# a fraction of its cost (bench/RESULTS.md, "auto at every dimension").
 PROJECT_ABOVE_DIM = 16
 # On that path: the Lloyd steps' default share of mu^2, and the ratio of released counts from
-# which a starving centre is moved beside a crowded one before a step (bench/RESULTS.md,
-# "auto at every dimension").
+# which a starving centre is moved beside a crowded one before a step (the runs with these
+# defaults: bench/RESULTS.md, "auto at every dimension").
 PROJECTED_LLOYD_SHARE = 0.3
 PROJECTED_RESEED_RATIO = 3.0
 
