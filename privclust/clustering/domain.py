@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from privclust.clustering.errors import ClusteringInputError, check_positive, data_shape
+from privclust.clustering.limits import domain_centre
 
 if TYPE_CHECKING:
     from privclust.clustering.scaling import Box
@@ -97,26 +98,6 @@ def prepare_rows(
             block = box.to_scaled(block)
         out[start : start + block_rows] = _centred_in_ball(block, start, c, R)
     return out, c
-
-
-def domain_centre(center: object | None, n_cols: int, radius: float) -> np.ndarray:
-    """The declared centre as float64 (the origin when None), checked against the domain."""
-    if center is None:
-        c = np.zeros(n_cols)
-    else:
-        try:
-            c = np.asarray(center, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise ClusteringInputError("center", "center must be a vector of numbers") from exc
-        if c.shape != (n_cols,):
-            raise ClusteringInputError(
-                "center", f"center must have {n_cols} values (one per column), got shape {c.shape}"
-            )
-        if not np.isfinite(c).all():
-            raise ClusteringInputError("center", "center must be finite")
-    if not (np.isfinite(c - radius).all() and np.isfinite(c + radius).all()):
-        raise ClusteringInputError("center", "center +- radius must be finite")
-    return c
 
 
 def _centred_in_ball(block: np.ndarray, start: int, c: np.ndarray, radius: float) -> np.ndarray:

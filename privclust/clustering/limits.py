@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from privclust.clustering.errors import ClusteringInputError
+from privclust.clustering.errors import ClusteringInputError, check_positive
 
 MAX_DOMAIN_ABS = 1e100
 MIN_RADIUS = 1e-100
@@ -96,8 +96,25 @@ def check_ball(radius: object, center: object | None, n_cols: int) -> None:
 def check_domain(radius: object, center: object | None, n_cols: int) -> None:
     """A call's whole declared ball, checked before anything is drawn: the radius a finite
     number > 0, the centre d finite numbers, both within the limits."""
-    from privclust.clustering.domain import domain_centre  # the domain reads these limits
-    from privclust.clustering.errors import check_positive
-
     R = check_radius(check_positive("radius", radius))
     check_ball_centre(domain_centre(center, n_cols, R), R)
+
+
+def domain_centre(center: object | None, n_cols: int, radius: float) -> np.ndarray:
+    """The declared centre as float64 (the origin when None), checked against the domain."""
+    if center is None:
+        c = np.zeros(n_cols)
+    else:
+        try:
+            c = np.asarray(center, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ClusteringInputError("center", "center must be a vector of numbers") from exc
+        if c.shape != (n_cols,):
+            raise ClusteringInputError(
+                "center", f"center must have {n_cols} values (one per column), got shape {c.shape}"
+            )
+        if not np.isfinite(c).all():
+            raise ClusteringInputError("center", "center must be finite")
+    if not (np.isfinite(c - radius).all() and np.isfinite(c + radius).all()):
+        raise ClusteringInputError("center", "center +- radius must be finite")
+    return c
