@@ -75,7 +75,7 @@ def _child_main(conn: Connection, parent_pid: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     from privclust.clustering.kernels import warm_up
-    from worker import tasks
+    from worker import execute
 
     warm_up()
     conn.send(("ready", os.getpid()))
@@ -85,7 +85,7 @@ def _child_main(conn: Connection, parent_pid: int) -> None:
         except EOFError:  # the worker closed the pipe: it is stopping
             os._exit(0)
         try:
-            reply: tuple[str, Any] = ("done", tasks.run_job_here(job_id))
+            reply: tuple[str, Any] = ("done", execute.run_job_here(job_id))
         except Exception as exc:
             log.exception("job %s: the job process could not run it", job_id)
             reply = ("error", f"{type(exc).__name__}: {exc}")

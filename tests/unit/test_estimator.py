@@ -80,10 +80,10 @@ def test_fits_iris_inside_a_pipeline_with_a_declared_domain() -> None:
     # The same code path as a worker's job: the function the worker calls, the algorithm that
     # "auto" resolves to there, and the plan (noise multiplier, releases, iterations) that
     # privclust.clustering prices from the public inputs and the released count.
-    import worker.tasks
+    import worker.execute
     from privclust import estimator
 
-    assert estimator.cluster is worker.tasks.cluster
+    assert estimator.cluster is worker.execute.cluster
     chosen = resolve_algorithm("auto", 4, n_rows=model.privacy_["n_rows_dp"], k=3, mu=1.0)
     assert model.algorithm_ == chosen == "pe-lloyd"
     privacy = model.privacy_

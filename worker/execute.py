@@ -1,0 +1,148 @@
+"""A job run in this process: load its inputs, start it (the charge), cluster, record the end.
+
+Privacy-critical order: the ledger `commit` entry and the queued -> running transition are
+committed in one transaction BEFORE any noise is drawn, and the transition is a compare-and-set,
+so a job can draw noise at most once: a retried or duplicated RQ job finds it no longer queued
+(app.jobs.lifecycle.JobRun.start). Every state change goes through the jobs service.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import signal
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from rq import get_current_job
+
+from app.datasets import storage
+from app.jobs import service as jobs_service
+from app.kit.config import get_settings
+from app.models import Job, JobStatus
+from privclust.clustering import ClusteringResult, cluster
+
+log = logging.getLogger("privclust.worker")
+
+
+class JobStopped(Exception):
+    """Raised from the progress callback to stop a running job (cancelled or swept)."""
+
+
+def _die_with_parent() -> None:
+    """If the worker process is killed, its work horse (this process) must not run on."""
+    if get_current_job() is not None and sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:  # pragma: no cover - non-glibc systems
+            pass
+
+
+class _Heartbeat(threading.Thread):
+    """Records that this job's worker lives, and notices cancellation or sweeping."""
+
+    def __init__(self, run: jobs_service.JobRun, every: float) -> None:
+        super().__init__(daemon=True, name=f"heartbeat-{run.job_id}")
+        self.job_run, self.every = run, every
+        self.stop_requested = threading.Event()
+        self.finished = threading.Event()
+
+    def run(self) -> None:
+        while not self.finished.wait(self.every):
+            try:
+                if not self.job_run.heartbeat():
+                    self.stop_requested.set()
+            except Exception:  # the database may blip; the sweeper tolerates a few misses
+                log.exception("heartbeat failed for job %s", self.job_run.job_id)
+
+
+def _progress_writer(run: jobs_service.JobRun, heartbeat: _Heartbeat) -> Any:
+    last = 0.0
+
+    def progress(iteration: int, total: int) -> None:
+        nonlocal last
+        if heartbeat.stop_requested.is_set():
+            raise JobStopped()
+        now = time.monotonic()
+        if now - last >= 1.0 or iteration >= total:
+            last = now
+            run.progress(iteration, total)
+
+    return progress
+
+
+def run_job_here(job_id: str) -> str:
+    """Run the job in this process: load, start (the charge), cluster, finish."""
+    _die_with_parent()
+    settings = get_settings()
+    run = jobs_service.JobRun(settings.resolved_database_url, uuid.UUID(job_id))
+    queued = run.load()
+    if isinstance(queued, str):  # no longer queued (or missing): nothing to do
+        return queued
+    rows = _open_rows(run, queued)
+    if rows is None:
+        return JobStatus.FAILED
+    # Re-plans from public inputs (refunded if the run would differ from what was charged),
+    # then commits the charge with queued -> running.
+    job = run.start(queued, n_cols=int(rows.shape[1]))
+    if isinstance(job, str):
+        return job
+    return _cluster(run, job, queued, rows, settings.heartbeat_seconds)
+
+
+def _open_rows(
+    run: jobs_service.JobRun, queued: jobs_service.QueuedJob
+) -> npt.NDArray[np.float64] | None:
+    try:
+        return storage.open_rows(queued.storage_path)
+    except (OSError, ValueError) as exc:
+        # Nothing noisy can have been produced yet: fail and refund. The error (it names the
+        # server's storage path) goes to the operator's log, not into the job that analysts read.
+        log.warning("job %s: the dataset's rows could not be read: %s", run.job_id, exc)
+        run.refund("the dataset's rows could not be read (see the worker's log)")
+        return None
+
+
+def _cluster(
+    run: jobs_service.JobRun,
+    job: Job,
+    queued: jobs_service.QueuedJob,
+    rows: npt.NDArray[np.float64],
+    heartbeat_seconds: float,
+) -> str:
+    """Run the charged job and record its end: succeeded (or discarded), cancelled or failed."""
+    heartbeat = _Heartbeat(run, heartbeat_seconds)
+    heartbeat.start()
+    try:
+        result: ClusteringResult = cluster(
+            rows,
+            job.k,
+            **queued.domain,  # a ball, or per-column bounds clustered in the scaled space
+            progress=_progress_writer(run, heartbeat),
+            n_public=queued.count.n_rows,
+            relation=queued.count.relation,
+            **jobs_service.run_options(job),
+        )
+        jobs_service.check_ran_as_charged(job, queued.count, result)
+    except JobStopped:
+        run.stopped()
+        return JobStatus.CANCELLED
+    except Exception:
+        log.exception("job %s failed", run.job_id)
+        # Analysts read this: never echo a message that could depend on the rows (e.g. which
+        # row overflowed). Parameters were validated at admission; the log has the details.
+        run.fail(
+            "clustering failed; the privacy budget it spent stays "
+            f"charged. The worker log has the details (job {run.job_id})."
+        )
+        return JobStatus.FAILED
+    finally:
+        heartbeat.finished.set()
+    # Swept or stopped meanwhile: "discarded", and the result is never released.
+    return run.finish(job, result)
