@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -33,11 +33,9 @@ from privclust.clustering.domain import prepare_rows
 from privclust.clustering.errors import ClusteringInputError, data_shape
 from privclust.clustering.limits import check_ball
 from privclust.clustering.nearest import nearest_candidates
+from privclust.clustering.scaling import Box, box_keywords
 from privclust.privacy import noise
 from privclust.privacy.gdp import noise_multiplier, remaining_after
-
-if TYPE_CHECKING:
-    from privclust.clustering.scaling import Box
 
 # The summaries' default share of a job's mu: summary_mu = SUMMARY_MU_FRACTION * mu (4% of the
 # job in GDP terms, mu^2); the centres keep sqrt(1 - 0.2^2) = 98.0% of mu. Measured in
@@ -215,8 +213,6 @@ def nearest_centre_blocks(
     Post-processing of the released centres: it costs no budget, but the labels describe
     individual rows, so only the data's owner may see them.
     """
-    from privclust.clustering.scaling import box_keywords  # scaling imports the results
-
     box: Box | None = None
     if lower is not None or upper is not None:
         _, n_cols = data_shape(X)

@@ -28,6 +28,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.special import ndtri
 
+from privclust.clustering.choices import Relation
+from privclust.clustering.summaries import summary_sigmas
+
 if TYPE_CHECKING:
     from privclust.clustering.result import ClusteringResult
 
@@ -158,9 +161,6 @@ def sizes_noise_std(summary_mu: float | None, relation: str) -> float | None:
     """The standard deviation of the noise on each released size of a run with summaries."""
     if summary_mu is None:
         return None
-    from privclust.clustering.choices import Relation
-    from privclust.clustering.summaries import summary_sigmas
-
     sizes_sigma, _ = summary_sigmas(summary_mu)
     return sizes_sigma * Relation(relation).count_sensitivity
 
