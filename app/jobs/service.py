@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from sqlalchemy.orm import Session
 
@@ -49,6 +50,8 @@ from privclust.clustering.scaling import ORIGINAL_SPACE
 from privclust.privacy import budget as bmath
 from privclust.privacy.cost import release_cost
 
+P = TypeVar("P")  # a job's or a sweep's plan
+
 __all__ = [
     "LOST_WORKER",
     "RUNNER_DIED",
@@ -60,12 +63,12 @@ __all__ = [
     "JobRun",
     "QueueLimits",
     "QueuedJob",
-    "budget_if_admitted",
     "cancel",
     "cancel_job",
     "check_ran_as_charged",
     "create_job",
     "estimate",
+    "estimate_of",
     "fail_unqueued",
     "get_job",
     "list_jobs",
@@ -81,27 +84,31 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class Estimate:
-    plan: JobPlan
+class Estimate(Generic[P]):
+    """What admitting `plan` (a job's or a sweep's) would do: the budget before and after, and
+    whether it would be admitted now."""
+
+    plan: P
     budget_before: ledger.BudgetView
     budget_after: ledger.BudgetView
     admissible: bool
     loss_space: str = ORIGINAL_SPACE
 
 
-def budget_if_admitted(
-    session: Session, dataset: Dataset, total_mu: float, job_mus: Sequence[float]
-) -> tuple[ledger.BudgetView, ledger.BudgetView, bool]:
-    """(the budget now, the budget after admitting jobs of `job_mus`, whether they would be
-    admitted now): the admission test is `ledger.reserve`'s, on `total_mu` (the jobs' composed
-    mu), from the running budget (constant time)."""
+def estimate_of(
+    session: Session, dataset: Dataset, plan: P, total_mu: float, job_mus: Sequence[float]
+) -> Estimate[P]:
+    """The estimate of admitting `plan`, jobs of `job_mus` composing to `total_mu`: the
+    admission test is `ledger.reserve`'s, on `total_mu`, from the running budget (constant
+    time). Charges nothing."""
     now = ledger.running(session, dataset.id)
     ok = bmath.is_admissible_sq(now.used_sq, total_mu, now.mu_cap)
     after = now
     if ok:
         for mu in job_mus:
             after = after.reserved(mu)
-    return ledger.view(dataset, now), ledger.view(dataset, after), ok
+    before_view, after_view = ledger.view(dataset, now), ledger.view(dataset, after)
+    return Estimate(plan, before_view, after_view, ok, loss_space(dataset))
 
 
 def estimate(
@@ -110,20 +117,13 @@ def estimate(
     tenant: str,
     req: JobRequest,
     target: float | None = None,
-) -> Estimate:
+) -> Estimate[JobPlan]:
     """What the job would cost, what accuracy to expect of it and the budget after it; with a
     `target` centre_std_fraction instead of epsilon/mu, the smallest epsilon that meets it
     (`plan_for_target`). Charges nothing."""
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
     plan = plan_job(dataset, req) if target is None else plan_for_target(dataset, req, target)
-    before, after, ok = budget_if_admitted(session, dataset, plan.mu, [plan.mu])
-    return Estimate(
-        plan=plan,
-        budget_before=before,
-        budget_after=after,
-        admissible=ok,
-        loss_space=loss_space(dataset),
-    )
+    return estimate_of(session, dataset, plan, plan.mu, [plan.mu])
 
 
 class JobAdmission(Admission[JobRequest, JobPlan, Job]):

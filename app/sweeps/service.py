@@ -97,33 +97,15 @@ def plan_sweep(dataset: Dataset, req: SweepRequest) -> SweepPlan:
     return SweepPlan(mu=total, epsilon=epsilon, delta=delta, job_mu=job_mu, jobs=tuple(plans))
 
 
-@dataclass(frozen=True)
-class SweepEstimate:
-    plan: SweepPlan
-    budget_before: ledger.BudgetView
-    budget_after: ledger.BudgetView
-    admissible: bool
-    loss_space: str = ORIGINAL_SPACE
-
-
 def estimate(
     session: Session, dataset_id: uuid.UUID, tenant: str, req: SweepRequest
-) -> SweepEstimate:
+) -> jobs_service.Estimate[SweepPlan]:
     """What admitting the sweep would charge and the budget after it; charges nothing.
     Admissible by the same test as `SweepAdmission.reserve`: the whole sweep's mu against what
     is left."""
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
     plan = plan_sweep(dataset, req)
-    before, after, ok = jobs_service.budget_if_admitted(
-        session, dataset, plan.mu, [job.mu for job in plan.jobs]
-    )
-    return SweepEstimate(
-        plan=plan,
-        budget_before=before,
-        budget_after=after,
-        admissible=ok,
-        loss_space=loss_space(dataset),
-    )
+    return jobs_service.estimate_of(session, dataset, plan, plan.mu, [j.mu for j in plan.jobs])
 
 
 class SweepAdmission(jobs_service.Admission[SweepRequest, SweepPlan, Sweep]):
