@@ -11,14 +11,15 @@ from privclust.clustering.options import Progress
 from privclust.clustering.packing import initial_population
 from privclust.clustering.plan import RunPlan
 from privclust.clustering.result import Outcome
+from privclust.clustering.rows import Rows
 from privclust.clustering.selection import select_centres
 from privclust.clustering.variation import levy_variations
-from privclust.clustering.vote import nearest_candidate_votes, one_blas_thread
+from privclust.clustering.vote import VoteCounts, one_blas_thread
 from privclust.privacy import noise
 
 
 def evolve(
-    points: np.ndarray,
+    points: Rows,
     plan: RunPlan,
     *,
     radius: float,
@@ -42,7 +43,7 @@ def evolve(
     variation_rng = noise.variation_generator(rng)
     with one_blas_thread():  # see there: idle BLAS threads would slow the next vote
         for t in range(1, plan.iterations + 1):
-            votes = nearest_candidate_votes(points, population, layout)
+            (votes,) = points.total(VoteCounts(population, layout))
             noisy = noise.integer_release(votes, sensitivity=sensitivity, sigma=plan.sigma, rng=rng)
             processed = postprocess_votes(noisy, plan.n_rows)
             selection = select_centres(population, processed, k, selection, rng)

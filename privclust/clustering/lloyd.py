@@ -14,6 +14,7 @@ M to an integer).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from privclust.clustering.grid import GRID_BITS, grid_sensitivity, relative_grid
 from privclust.clustering.nearest import nearest_candidates
 from privclust.clustering.options import Options
 from privclust.clustering.plan import RunPlan
+from privclust.clustering.rows import Part, Rows
 from privclust.privacy import noise
 
 # The count multiplier M stays within [1, 2^31]; see `grid.relative_grid_sums` for why no sum of
@@ -120,8 +122,21 @@ def moved_centres(
     return project_into_ball(centres + moves, radius)
 
 
+@dataclass(frozen=True, eq=False)
+class LloydSums:
+    """A pass's statistic: every row labelled by its nearest centre, then each cluster's exact
+    sums of clipped offsets and its count (`relative_grid_sums`)."""
+
+    centres: np.ndarray
+    step: float | np.ndarray
+
+    def __call__(self, part: Part) -> tuple[np.ndarray, ...]:
+        labels = nearest_candidates(part.points, self.centres)
+        return relative_grid_sums(part.points, self.centres, labels, self.step)
+
+
 def lloyd_step(
-    points: np.ndarray,
+    points: Rows,
     centres: np.ndarray,
     *,
     step: float | np.ndarray,
@@ -135,9 +150,7 @@ def lloyd_step(
     nearest centre, release the clipped offset sums and the counts (`joint_release`, priced as
     `weight` releases) and move each centre by the noisy mean offset (`moved_centres`).
     Returns (new centres, noisy counts)."""
-    labels = nearest_candidates(points, centres)
-    sums, counts = relative_grid_sums(points, centres, labels, step)
-    del labels
+    sums, counts = points.total(LloydSums(centres, step))
     noisy_sums, noisy_counts = joint_release(sums, counts, plan, multiplier, rng, weight)
     return moved_centres(centres, noisy_sums, noisy_counts, step, radius), noisy_counts
 

@@ -19,11 +19,15 @@ a tree over their prefixes grown from noisy counts (privclust.clustering.methods
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from privclust.clustering.grid import cluster_grid_sums
 from privclust.clustering.kernels import ordered_products
 from privclust.clustering.options import Progress
 from privclust.clustering.plan import RunPlan
+from privclust.clustering.rows import Part, Rows, token
 from privclust.privacy import noise
 
 # At most this many nodes branch at a level (those with the largest noisy counts; the others
@@ -64,24 +68,102 @@ def branching_nodes(counts: np.ndarray, branch_count: int) -> np.ndarray:
     return branching
 
 
-class _Leaves:
-    """The tree's leaves as they are closed, level by level: each row's leaf (-1: none) and
-    each leaf's noisy count."""
+@dataclass(frozen=True, eq=False)
+class Level:
+    """One level of the grown tree, public (released counts and thresholds decided it): the
+    branching nodes of the level above (`parents`, in its numbering), the node each child slot
+    became at this level (`new_index`, -1: not kept), and the leaf each node of the level
+    above became (`leaf_ids`, -1: not a leaf)."""
 
-    def __init__(self, n_rows: int) -> None:
-        self.leaf = np.full(n_rows, -1, dtype=np.int64)
-        self.counts: list[np.ndarray] = []
-        self.n_leaves = 0
+    parents: np.ndarray
+    new_index: np.ndarray
+    leaf_ids: np.ndarray
 
-    def close(self, node: np.ndarray, counts: np.ndarray, is_leaf: np.ndarray) -> None:
-        """Make leaves of the nodes `is_leaf` of a level (`node`: each row's node there, -1
-        for none; `counts`: the nodes' noisy counts)."""
-        ids = np.full(len(is_leaf), -1, dtype=np.int64)
-        ids[is_leaf] = np.arange(self.n_leaves, self.n_leaves + int(is_leaf.sum()))
-        member = node >= 0
-        self.leaf[member] = np.where(is_leaf[node[member]], ids[node[member]], self.leaf[member])
-        self.counts.append(counts[is_leaf])
-        self.n_leaves += int(is_leaf.sum())
+
+@dataclass(frozen=True, eq=False)
+class Walk:
+    """How a row walks down the tree grown so far: a function of its code and the public
+    levels alone, so every partition of the rows can replay it where it is read."""
+
+    levels: int
+    bits_per_level: int
+    history: tuple[Level, ...]
+
+    def nodes(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(each row's node at the last level of `history`, -1 for none; each row's leaf among
+        the levels above it, -1 for none)."""
+        fanout = 1 << self.bits_per_level
+        node = np.zeros(len(codes), dtype=np.int64)
+        leaf = np.full(len(codes), -1, dtype=np.int64)
+        n_nodes = 1
+        for t, level in enumerate(self.history, start=1):
+            _close(leaf, node, level.leaf_ids)
+            shift = (self.levels - t) * self.bits_per_level
+            moving, child = _children_of_rows(codes, node, n_nodes, level.parents, shift, fanout)
+            node = np.full(len(codes), -1, dtype=np.int64)
+            node[moving] = level.new_index[child]
+            n_nodes = int((level.new_index >= 0).sum())
+        return node, leaf
+
+
+def _close(leaf: np.ndarray, node: np.ndarray, leaf_ids: np.ndarray) -> None:
+    """Rows in a node that is a leaf (`leaf_ids` >= 0) take that leaf."""
+    member = node >= 0
+    ids = leaf_ids[node[member]]
+    leaf[member] = np.where(ids >= 0, ids, leaf[member])
+
+
+@dataclass(frozen=True, eq=False)
+class HashCodes:
+    """x -> its SimHash code (`hash_codes`) for the public hyperplanes."""
+
+    normals: np.ndarray
+
+    def __call__(self, points: np.ndarray) -> np.ndarray:
+        return hash_codes(points, self.normals)
+
+
+@dataclass(frozen=True, eq=False)
+class ChildCounts:
+    """A pass's statistic: how many rows fall into each child of the branching nodes `parents`
+    of the last level of `walk` (numbered parent by parent)."""
+
+    codes: HashCodes
+    key: str
+    walk: Walk
+    parents: np.ndarray
+
+    def __call__(self, part: Part) -> tuple[np.ndarray, ...]:
+        codes = part.derived(self.key, self.codes).points
+        node, _ = self.walk.nodes(codes)
+        fanout = 1 << self.walk.bits_per_level
+        n_nodes = int((self.walk.history[-1].new_index >= 0).sum()) if self.walk.history else 1
+        shift = (self.walk.levels - len(self.walk.history) - 1) * self.walk.bits_per_level
+        _, child = _children_of_rows(codes, node, n_nodes, self.parents, shift, fanout)
+        return (np.bincount(child, minlength=len(self.parents) * fanout).astype(np.int64),)
+
+
+@dataclass(frozen=True, eq=False)
+class LeafSums:
+    """A pass's statistic: each leaf's exact grid sums and counts (rows in no leaf go to an
+    extra bucket, the last, that is never released)."""
+
+    codes: HashCodes
+    key: str
+    walk: Walk
+    last_leaf_ids: np.ndarray
+    radius: float
+
+    def __call__(self, part: Part) -> tuple[np.ndarray, ...]:
+        codes = part.derived(self.key, self.codes).points
+        node, leaf = self.walk.nodes(codes)
+        _close(leaf, node, self.last_leaf_ids)
+        part.forget(self.key)  # the last pass that reads the codes
+        n_leaves = int((self.last_leaf_ids >= 0).sum()) + sum(
+            int((level.leaf_ids >= 0).sum()) for level in self.walk.history
+        )
+        labels = np.where(leaf >= 0, leaf, n_leaves)
+        return cluster_grid_sums(part.points, labels, n_leaves + 1, self.radius)
 
 
 def _children_of_rows(
@@ -99,34 +181,46 @@ def _children_of_rows(
     return moving, row_slot[moving] * fanout + digit
 
 
+@dataclass(frozen=True)
+class Tree:
+    """The grown tree: every leaf's exact grid sums (k x d, in leaf order) and noisy count."""
+
+    sums: np.ndarray
+    counts: np.ndarray
+
+
 def grow_tree(
-    codes: np.ndarray,
+    rows: Rows,
+    normals: np.ndarray,
     plan: RunPlan,
     *,
     bits_per_level: int,
     min_count: int,
     branch_count: int,
+    radius: float,
     rng: np.random.Generator,
     progress: Progress | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """(leaf of every row, -1 for rows in no leaf; noisy count of every leaf).
+) -> Tree:
+    """The leaves' exact grid sums and noisy counts.
 
     One integer release per level (plan.iterations of them) of the counts of all children of the
-    branching nodes; see the module docstring.
+    branching nodes; see the module docstring. Each level is one pass over the rows
+    (`ChildCounts`), each row walking down the public levels above it; a last pass sums the
+    rows of every leaf (`LeafSums`).
     """
     levels = plan.iterations
     fanout = 1 << bits_per_level
-    leaves = _Leaves(len(codes))
-    # Kept nodes of the current level: each row's node (-1: none), their noisy counts, and
-    # which of them branch.
-    node = np.zeros(len(codes), dtype=np.int64)
+    codes, key = HashCodes(normals), token(normals)
+    history: list[Level] = []
+    leaf_counts: list[np.ndarray] = []
+    n_leaves = 0
+    # Kept nodes of the current level: their noisy counts, and which of them branch.
     counts = np.array([plan.n_rows], dtype=np.int64)
     branching = branching_nodes(counts, branch_count)
     for t in range(1, levels + 1):
         parents = np.flatnonzero(branching)
-        shift = (levels - t) * bits_per_level
-        moving, child_of_row = _children_of_rows(codes, node, len(counts), parents, shift, fanout)
-        exact = np.bincount(child_of_row, minlength=len(parents) * fanout).astype(np.int64)
+        walk = Walk(levels, bits_per_level, tuple(history))
+        (exact,) = rows.total(ChildCounts(codes, key, walk, parents))
         noisy = noise.integer_release(
             exact, sensitivity=plan.count_sensitivity, sigma=plan.sigma, rng=rng
         )
@@ -135,17 +229,27 @@ def grow_tree(
         # Leaves of this level: kept nodes that did not branch, or branched into nothing kept.
         is_leaf = ~branching
         is_leaf[parents[~has_kept_child]] = True
-        leaves.close(node, counts, is_leaf)
+        leaf_ids, n_leaves = _leaf_ids(is_leaf, n_leaves)
+        leaf_counts.append(counts[is_leaf])
         # The next level: the kept children; every other row is in no node from now on.
         new_index = np.full(len(kept), -1, dtype=np.int64)
         new_index[kept] = np.arange(int(kept.sum()))
-        node = np.full(len(codes), -1, dtype=np.int64)
-        node[moving] = new_index[child_of_row]
+        history.append(Level(parents=parents, new_index=new_index, leaf_ids=leaf_ids))
         counts = noisy[kept]
         branching = (
             branching_nodes(counts, branch_count) if t < levels else np.zeros(len(counts), bool)
         )
         if progress is not None:
             progress(t, plan.progress_total)
-    leaves.close(node, counts, np.ones(len(counts), dtype=bool))
-    return leaves.leaf, np.concatenate(leaves.counts)
+    last_ids, n_leaves = _leaf_ids(np.ones(len(counts), dtype=bool), n_leaves)
+    leaf_counts.append(counts)
+    walk = Walk(levels, bits_per_level, tuple(history))
+    sums, _ = rows.total(LeafSums(codes, key, walk, last_ids, radius))
+    return Tree(sums=sums[:n_leaves], counts=np.concatenate(leaf_counts))
+
+
+def _leaf_ids(is_leaf: np.ndarray, n_leaves: int) -> tuple[np.ndarray, int]:
+    """Leaf ids for the nodes `is_leaf` of a level, numbered on from `n_leaves`; -1 elsewhere."""
+    ids = np.full(len(is_leaf), -1, dtype=np.int64)
+    ids[is_leaf] = np.arange(n_leaves, n_leaves + int(is_leaf.sum()))
+    return ids, n_leaves + int(is_leaf.sum())

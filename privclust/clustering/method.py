@@ -22,6 +22,7 @@ from privclust.clustering.histogram import MIN_VARIATIONS
 from privclust.clustering.options import Options
 from privclust.clustering.plan import PlanBasis, Releases, RunPlan, default_variations
 from privclust.clustering.result import Outcome
+from privclust.clustering.rows import Rows
 from privclust.clustering.summaries import loss_sensitivity, summary_sigmas
 from privclust.privacy.gdp import noise_multiplier
 from privclust.privacy.noise import MAX_NOISE_STD, noise_std
@@ -30,10 +31,11 @@ from privclust.privacy.noise import MAX_NOISE_STD, noise_std
 @dataclass(frozen=True)
 class RunStart:
     """What every method's run starts from (privclust.clustering.runner.start_run): the
-    centred, clipped rows (the one N x d working copy), the domain's centre and radius, the
-    plan (with the public row count) and the job's generator, the only source of noise."""
+    centred, clipped rows (read only through passes: privclust.clustering.rows), the domain's
+    centre and radius, the plan (with the public row count) and the job's generator, the only
+    source of noise."""
 
-    points: np.ndarray
+    points: Rows
     center: np.ndarray
     radius: float
     plan: RunPlan

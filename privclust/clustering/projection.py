@@ -23,6 +23,7 @@ from privclust.clustering.method import RunStart
 from privclust.clustering.nearest import nearest_candidates
 from privclust.clustering.options import DEFAULT_PROJECTION_DIM, Options
 from privclust.clustering.plan import PlanBasis
+from privclust.clustering.rows import Part, token
 
 # Values per block of the projection (bounds a block's view and its output).
 _BLOCK_ELEMENTS = 1 << 20
@@ -78,6 +79,33 @@ def project_rows(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True, eq=False)
+class Projection:
+    """x -> G x / sqrt(p) (`project_rows`) for the public Gaussian matrix G."""
+
+    matrix: np.ndarray
+
+    def __call__(self, points: np.ndarray) -> np.ndarray:
+        return project_rows(points, self.matrix)
+
+
+@dataclass(frozen=True, eq=False)
+class ProjectedClusterSums:
+    """A pass's statistic: every row labelled by its nearest projected centre, then each
+    cluster's exact grid sums and counts in the full space (`cluster_grid_sums`)."""
+
+    projection: Projection
+    key: str
+    centres: np.ndarray
+    radius: float
+
+    def __call__(self, part: Part) -> tuple[np.ndarray, ...]:
+        projected = part.derived(self.key, self.projection)
+        labels = nearest_candidates(projected.points, self.centres)
+        part.forget(self.key)  # the last pass that reads the projection
+        return cluster_grid_sums(part.points, labels, len(self.centres), self.radius)
+
+
 @dataclass(frozen=True)
 class ProjectedMeans:
     """The released means of the clusters a projected PE-means labelled (centred coordinates,
@@ -97,12 +125,15 @@ def evolve_in_projection(start: RunStart, options: Options, sum_weight: int) -> 
     points, plan, rng, radius = start.points, start.plan, start.rng, start.radius
     assert plan.projection_dim is not None
     matrix = rng.standard_normal(size=(plan.projection_dim, points.shape[1]))
-    projected = project_rows(points, matrix)  # no BLAS (compiled): no threads left spinning
+    # Each partition is projected where it is read, once (no BLAS: compiled, no threads left
+    # spinning), and the projection kept for the passes that follow.
+    projection = Projection(matrix)
+    projected = points.projected(matrix, projection)
     outcome = evolve(
         projected, plan, radius=radius, rng=rng, packing_rng=options.rng, progress=options.progress
     )
-    labels = nearest_candidates(projected, outcome.centres)
-    del projected
-    sums, counts = cluster_grid_sums(points, labels, plan.k, radius)
+    sums, counts = points.total(
+        ProjectedClusterSums(projection, token(matrix), outcome.centres, radius)
+    )
     centres, noisy_counts = release_means(sums, counts, plan, radius, rng, sum_weight)
     return ProjectedMeans(centres, noisy_counts, outcome.final_variations)

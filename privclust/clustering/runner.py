@@ -10,22 +10,21 @@ from collections.abc import Callable
 import numpy as np
 
 from privclust.clustering.choices import Relation
-from privclust.clustering.domain import prepare_rows
 from privclust.clustering.errors import (
     ClusteringInputError,
     check_integer,
     check_positive,
-    data_shape,
 )
-from privclust.clustering.limits import check_ball
+from privclust.clustering.limits import check_ball, domain_centre
 from privclust.clustering.method import Method, RunStart, plan_method
 from privclust.clustering.options import Options
 from privclust.clustering.plan import RunPlan, plan_basis
 from privclust.clustering.result import ClusteringResult
+from privclust.clustering.rows import Reading, Table, as_table
 from privclust.privacy import noise
 
 
-def run_method(method: Method, X: np.ndarray, k: int, options: Options) -> ClusteringResult:
+def run_method(method: Method, X: np.ndarray | Table, k: int, options: Options) -> ClusteringResult:
     """`method` on the rows X: its own arguments checked (`method.prepare`), the run started
     (`start_run`), its centres found (`method.run`) and released on the grid of the plan."""
     options = method.prepare(options)
@@ -34,16 +33,23 @@ def run_method(method: Method, X: np.ndarray, k: int, options: Options) -> Clust
     return start.plan.result(outcome.centres, start.center, start.radius, outcome.final_variations)
 
 
-def start_run(method: Method, X: np.ndarray, k: int, options: Options) -> RunStart:
+def start_run(method: Method, X: np.ndarray | Table, k: int, options: Options) -> RunStart:
     """The common start of a run, in the order that keeps it private: validate X and the
-    domain and clip the rows (`prepare_rows`, as `method.rows_dtype`: float32 halves the copy
-    where only votes read it), take the job's generator (`noise.job_generator`), then plan with the
-    public row count (`plan_for_rows`: no noise is drawn before every argument is validated)."""
-    n_rows, n_cols = data_shape(X)
+    domain and read the rows as the run passes over them (`Table.rows`: clipped and centred
+    by `prepare_rows`, as `method.rows_dtype`: float32 halves the copy where only votes read
+    it), take the job's generator (`noise.job_generator`), then plan with the public row count
+    (`plan_for_rows`: no noise is drawn before every argument is validated)."""
+    table = as_table(X)
+    n_rows, n_cols = table.shape
     check_ball(options.radius, options.center, n_cols)
-    points, c = prepare_rows(
-        X, options.radius, options.center, dtype=method.rows_dtype, box=options.box
+    reading = Reading(
+        radius=check_positive("radius", options.radius),
+        center=options.center,
+        dtype=np.dtype(method.rows_dtype).name,
+        box=options.box,
     )
+    points = table.rows(reading)
+    c = domain_centre(options.center, n_cols, reading.radius)
     noise_rng = noise.job_generator(options.rng)
     plan = plan_for_rows(
         n_rows,
@@ -56,8 +62,7 @@ def start_run(method: Method, X: np.ndarray, k: int, options: Options) -> RunSta
             method, plan_basis(count, n_cols, k, options, count_mu), options
         ),
     )
-    radius = check_positive("radius", options.radius)  # checked by prepare_rows already
-    return RunStart(points=points, center=c, radius=radius, plan=plan, rng=noise_rng)
+    return RunStart(points=points, center=c, radius=reading.radius, plan=plan, rng=noise_rng)
 
 
 def plan_for_rows(

@@ -1,9 +1,10 @@
 """Private summaries of released centres (cluster sizes, k-means loss), their share of a job's
 budget, and the owner's labels (docs/algorithms.md section 12).
 
-Everything here reads the rows only through blocks of at most BLOCK_ROWS rows: a dataset may be
-a memory-mapped matrix of millions of rows. The two summary releases are integer releases
-(privclust.privacy.noise.integer_release):
+Everything here reads the rows in one pass, a block or partition at a time
+(privclust.clustering.rows: `Table.streamed`, `Table.each`): a dataset may be a memory-mapped
+matrix, or partitions in object storage, of millions of rows. The two summary releases are
+integer releases (privclust.privacy.noise.integer_release):
 
 - the sizes: how many rows have each released centre as their nearest, a k-vector of counts
   (l2 sensitivity 1 under add/remove, sqrt(2) under replace-one);
@@ -29,10 +30,10 @@ from typing import Any
 import numpy as np
 
 from privclust.clustering.choices import Relation
-from privclust.clustering.domain import prepare_rows
-from privclust.clustering.errors import ClusteringInputError, data_shape
-from privclust.clustering.limits import check_ball
+from privclust.clustering.errors import ClusteringInputError
+from privclust.clustering.limits import check_ball, domain_centre
 from privclust.clustering.nearest import nearest_candidates
+from privclust.clustering.rows import Part, Reading, as_table
 from privclust.clustering.scaling import Box, box_keywords
 from privclust.privacy import noise
 from privclust.privacy.gdp import noise_multiplier, remaining_after
@@ -62,8 +63,6 @@ LOSS_GRID_BITS = 20
 # rounded up to (a short number, never below the relaxation's value).
 LOSS_BOUND_STEPS = 200
 LOSS_BOUND_GRID = 2.0**-10
-# Rows per block when reading a dataset (bounds the working memory of summaries and labels).
-BLOCK_ROWS = 1 << 16
 
 
 def summary_mu(job_mu: float, fraction: float | None = None) -> float:
@@ -181,20 +180,23 @@ def _centred_centres(centers: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.asarray(centers, dtype=np.float64) - c
 
 
-def _blocks(
-    X: Any, centers: np.ndarray, radius: float, center: np.ndarray | None, box: Box | None = None
-) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """(clipped centred rows, their nearest centre, the centred centres) per block of X.
-
-    Rows are clipped into the ball exactly as a job reads them (`prepare_rows`, with its box),
-    so the nearest centre of a row is the one its job's summaries counted it for.
-    """
-    n_rows, n_cols = data_shape(X)
+def _reading(X: Any, radius: float, center: np.ndarray | None, box: Box | None) -> Reading:
+    """How the summaries and the labels read the rows: as a job does (`prepare_rows`, with its
+    box), in float64, so that a row's nearest centre is the one its job's summaries counted it
+    for."""
+    _, n_cols = as_table(X).shape
     check_ball(radius, center, n_cols)
-    for start in range(0, n_rows, BLOCK_ROWS):
-        points, c = prepare_rows(X[start : start + BLOCK_ROWS], radius, center, box=box)
-        centred = _centred_centres(centers, c)
-        yield points, nearest_candidates(points, centred), centred
+    return Reading(radius=float(radius), center=center, box=box)
+
+
+@dataclass(frozen=True, eq=False)
+class NearestLabels:
+    """Each row's nearest centre (int32, lowest index on ties) in a partition."""
+
+    centred: np.ndarray
+
+    def __call__(self, part: Part) -> np.ndarray:
+        return nearest_candidates(part.points, self.centred).astype(np.int32)
 
 
 def nearest_centre_blocks(
@@ -208,21 +210,41 @@ def nearest_centre_blocks(
 ) -> Iterator[np.ndarray]:
     """Each row's nearest released centre (int32, lowest index on ties), a block at a time.
 
-    The domain is a ball (`radius`, `center`) or per-column bounds (`lower`, `upper`; the
-    centres in the columns' own units, compared in the scaled space where the job clustered).
-    Post-processing of the released centres: it costs no budget, but the labels describe
-    individual rows, so only the data's owner may see them.
+    X is an array or a table (privclust.clustering.rows). The domain is a ball (`radius`,
+    `center`) or per-column bounds (`lower`, `upper`; the centres in the columns' own units,
+    compared in the scaled space where the job clustered). Post-processing of the released
+    centres: it costs no budget, but the labels describe individual rows, so only the data's
+    owner may see them.
     """
     box: Box | None = None
+    table = as_table(X)
     if lower is not None or upper is not None:
-        _, n_cols = data_shape(X)
-        box, ball = box_keywords({"radius": radius, "center": center}, lower, upper, n_cols)
+        box, ball = box_keywords({"radius": radius, "center": center}, lower, upper, table.shape[1])
         radius, center = ball["radius"], ball["center"]
         centers = box.to_scaled(np.asarray(centers, dtype=np.float64))
     if radius is None:
         raise ClusteringInputError("radius", "declare a domain: radius, or lower and upper")
-    for _, labels, _ in _blocks(X, centers, radius, center, box):
-        yield labels.astype(np.int32)
+    reading = _reading(table, radius, center, box)
+    c = domain_centre(center, table.shape[1], reading.radius)
+    return table.each(reading, NearestLabels(_centred_centres(centers, c)))
+
+
+@dataclass(frozen=True, eq=False)
+class SummaryCounts:
+    """A pass's statistic: how many rows have each centre as their nearest, and the sum of
+    their squared distances clipped at `bound`, in grid units of bound / 2^LOSS_GRID_BITS."""
+
+    centred: np.ndarray
+    bound: float
+
+    def __call__(self, part: Part) -> tuple[np.ndarray, ...]:
+        k, scale = len(self.centred), 2.0**LOSS_GRID_BITS
+        labels = nearest_candidates(part.points, self.centred)
+        counts = np.bincount(labels, minlength=k).astype(np.int64)
+        diff = part.points - self.centred[labels]
+        squared = np.einsum("ij,ij->i", diff, diff)
+        units = np.rint(np.minimum(squared / self.bound, 1.0) * scale).astype(np.int64)
+        return counts, np.array([np.minimum(units, 2**LOSS_GRID_BITS).sum()], dtype=np.int64)
 
 
 def exact_summary(
@@ -233,23 +255,18 @@ def exact_summary(
     center: np.ndarray | None = None,
     box: Box | None = None,
 ) -> ExactSummary:
-    """Per-centre counts and the clipped loss sum on its grid, read block by block. The clip
-    comes from the centres and the domain alone (the domain's centre as `prepare_rows` takes
-    it: the origin when `center` is None). With a `box`, the rows are read into the scaled
-    space and `centers`, `radius` and `center` are that space's."""
-    k = len(centers)
-    scale = 2.0**LOSS_GRID_BITS
-    c = np.zeros(np.shape(centers)[1]) if center is None else np.asarray(center, dtype=np.float64)
-    bound = loss_bound(_centred_centres(centers, c), radius)
-    counts = np.zeros(k, dtype=np.int64)
-    total = 0
-    for points, labels, centred in _blocks(X, centers, radius, center, box):
-        counts += np.bincount(labels, minlength=k).astype(np.int64)
-        diff = points - centred[labels]
-        squared = np.einsum("ij,ij->i", diff, diff)
-        units = np.rint(np.minimum(squared / bound, 1.0) * scale).astype(np.int64)
-        total += int(np.minimum(units, 2**LOSS_GRID_BITS).sum())
-    return ExactSummary(counts=counts, loss_units=total, bound=bound)
+    """Per-centre counts and the clipped loss sum on its grid, in one pass over X (an array or
+    a table, read partition by partition). The clip comes from the centres and the domain
+    alone (the domain's centre as `prepare_rows` takes it: the origin when `center` is None).
+    With a `box`, the rows are read into the scaled space and `centers`, `radius` and `center`
+    are that space's."""
+    table = as_table(X)
+    reading = _reading(table, radius, center, box)
+    c = domain_centre(center, table.shape[1], reading.radius)
+    centred = _centred_centres(centers, c)
+    bound = loss_bound(centred, radius)
+    counts, (loss_units,) = table.streamed(reading).total(SummaryCounts(centred, bound))
+    return ExactSummary(counts=counts, loss_units=int(loss_units), bound=bound)
 
 
 def loss_sensitivity() -> float:

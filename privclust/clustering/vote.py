@@ -19,12 +19,14 @@ import contextlib
 import functools
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from privclust.clustering.kernels import ordered_best, search_cells, smallest_scores
 from privclust.clustering.nearest import GroupLayout, worker_count
+from privclust.clustering.rows import Part
 from privclust.clustering.vote_cells import VOTE_DTYPE, Cell, VoteIndex, vote_index
 
 _EPS = float(np.finfo(np.float64).eps)
@@ -344,3 +346,14 @@ def nearest_candidate_votes(
     replaced)."""
     labels = vote_labels(points, vote_index(candidates, layout))
     return np.bincount(labels, minlength=len(candidates)).astype(np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class VoteCounts:
+    """The vote histogram of a partition (`nearest_candidate_votes`): a pass's statistic."""
+
+    candidates: np.ndarray
+    layout: GroupLayout | None = None
+
+    def __call__(self, part: Part) -> tuple[np.ndarray, ...]:
+        return (nearest_candidate_votes(part.points, self.candidates, self.layout),)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from privclust.clustering import ClusteringInputError, cluster, plan_run, suggest_k, sweep
+from privclust.clustering import ClusteringInputError, cluster, plan_run, rows, suggest_k, sweep
 from privclust.clustering import summaries as sm
 from privclust.clustering.metrics import kmeans_loss
 from privclust.privacy.gdp import equal_share, mu_from_epsilon_delta
@@ -100,7 +100,7 @@ def test_the_loss_bound_in_special_cases() -> None:
 def test_labels_come_in_blocks_and_match_the_nearest_centre(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(sm, "BLOCK_ROWS", 100)
+    monkeypatch.setattr(rows, "STREAM_BLOCK_ROWS", 100)
     X = blobs(1050, 4, 3)
     centres = np.array([[0.3, 0.3, 0.3, 0.3], [-0.3, 0.0, 0.2, 0.1], [0.0, -0.4, 0.0, 0.0]])
     blocks = list(sm.nearest_centre_blocks(X, centres, radius=1.5))

@@ -43,12 +43,11 @@ from privclust.clustering.choices import Algorithm
 from privclust.clustering.domain import project_into_ball
 from privclust.clustering.errors import ClusteringInputError, check_integer
 from privclust.clustering.grid import (
-    cluster_grid_sums,
     grid_means,
     largest_sum_sensitivity,
     release_grid_sums,
 )
-from privclust.clustering.lsh_tree import grow_tree, hash_codes
+from privclust.clustering.lsh_tree import grow_tree
 from privclust.clustering.method import Method, RunStart
 from privclust.clustering.options import (
     Options,
@@ -206,23 +205,19 @@ def released_coreset(start: RunStart, options: Options) -> tuple[np.ndarray, np.
     keep_at = default_min_count(plan, weight) if options.min_count is None else options.min_count
     branch_at = BRANCH_FACTOR * keep_at if options.branch_count is None else options.branch_count
     normals = rng.standard_normal(size=(plan.iterations * bits, points.shape[1]))
-    codes = hash_codes(points, normals)
-    leaf, counts = grow_tree(
-        codes,
+    tree = grow_tree(
+        points,
+        normals,
         plan,
         bits_per_level=bits,
         min_count=keep_at,
         branch_count=branch_at,
+        radius=radius,
         rng=rng,
         progress=options.progress,
     )
-    del codes
-    n_leaves = len(counts)
-    # Rows in no leaf go to an extra bucket that is never released.
-    labels = np.where(leaf >= 0, leaf, n_leaves)
-    sums, _ = cluster_grid_sums(points, labels, n_leaves + 1, radius)
-    del labels
-    noisy_sums = release_grid_sums(sums[:n_leaves], plan, rng, weight)
+    sums, counts = tree.sums, tree.counts
+    noisy_sums = release_grid_sums(sums, plan, rng, weight)
     return grid_means(noisy_sums, counts, radius), counts
 
 
