@@ -1,0 +1,52 @@
+"""A real Dask cluster for the tests: a LocalCluster of worker processes, and partitions that
+carry their own rows (so a worker process can read them without the test's storage)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Block:
+    """A partition holding its rows; `delay` seconds to read it (a slow store, for the tests
+    that stop a worker in the middle of a pass)."""
+
+    rows: np.ndarray
+    delay: float = 0.0
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.rows)
+
+    def read(self) -> np.ndarray:
+        if self.delay:
+            time.sleep(self.delay)
+        return self.rows
+
+
+def blocks(X: np.ndarray, rows: int, delay: float = 0.0) -> list[Block]:
+    """X cut into partitions of `rows` rows (the last one shorter)."""
+    return [Block(X[i : i + rows], delay) for i in range(0, len(X), rows)]
+
+
+@contextmanager
+def local_cluster(n_workers: int = 2) -> Iterator[tuple[object, object]]:
+    """(the LocalCluster, a Client of it): worker processes with one thread each, no dashboard."""
+    from dask.distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=":0",
+            host="127.0.0.1",
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        yield cluster, client
