@@ -185,7 +185,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         telemetry=_opentelemetry(),
     )
     app.state.settings = settings
-    pool_size = settings.api_threads + settings.upload_threads
+    pool_size = settings.api_pool_size
     app.state.sessionmaker = session_factory(settings.resolved_database_url, pool_size=pool_size)
     app.state.read_sessionmaker = read_session_factory(
         settings.resolved_database_url, pool_size=pool_size

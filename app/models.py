@@ -69,6 +69,15 @@ class DomainKind(StrEnum):
     BOX = "box"
 
 
+class DatasetStatus(StrEnum):
+    """Whether a dataset's rows can be used: an upload is `ready` when it is created; an import
+    by reference is `importing` until a worker has copied its rows and released its count."""
+
+    IMPORTING = "importing"
+    READY = "ready"
+    FAILED = "failed"
+
+
 class ApiKey(Base):
     __tablename__ = "api_keys"
 
@@ -88,15 +97,19 @@ class Dataset(Base):
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
     tenant: Mapped[str] = mapped_column(String(100), index=True)
     name: Mapped[str] = mapped_column(String(200))
-    # The exact row count: shown to the owner only. Under add/remove DP it is private.
-    n_rows: Mapped[int] = mapped_column(Integer)
+    # The exact row count: shown to the owner only. Under add/remove DP it is private. Null
+    # until an import has stored its rows (and charged its count).
+    n_rows: Mapped[int | None] = mapped_column(Integer)
     # The row count everyone sees and every job plans with: N + integer Gaussian noise released
     # once at upload (floored at 0), or exactly n_rows when the owner declared the count public.
-    n_rows_dp: Mapped[int] = mapped_column(Integer)
+    # Null until an import has released it.
+    n_rows_dp: Mapped[int | None] = mapped_column(Integer)
     # The owner declared N public: no count release, and jobs use replace-one sensitivities.
     count_public: Mapped[bool] = mapped_column(Boolean, default=False)
     # The GDP cost of the noisy count (null when the count is public).
     count_mu: Mapped[float | None] = mapped_column(Float, default=None)
+    # While an import has not read its source's columns: n_cols 0, columns as declared (or
+    # empty), and a ball's centre as declared (or empty); the API shows them as unknown.
     n_cols: Mapped[int] = mapped_column(Integer)
     columns: Mapped[list[Any]] = mapped_column(JSON)
     # The ball every row is in (for a box: the ball around it).
@@ -113,10 +126,21 @@ class Dataset(Base):
     epsilon: Mapped[float] = mapped_column(Float)
     delta: Mapped[float] = mapped_column(Float)
     mu_cap: Mapped[float] = mapped_column(Float)
+    # Where the rows are (app.datasets.storage): a local .npy path or an s3:// prefix.
     storage_path: Mapped[str | None] = mapped_column(String(1000))
     created_by: Mapped[uuid.UUID | None] = mapped_column(default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     deleted_at: Mapped[datetime | None] = mapped_column(default=None)
+    # An import by reference (app.datasets.imports): its state, the source it reads (null for
+    # an upload), the fraction of the source read, its worker's last sign of life, and why it
+    # failed (never anything read from the rows).
+    status: Mapped[str] = mapped_column(
+        String(16), default=DatasetStatus.READY, server_default=DatasetStatus.READY.value
+    )
+    source: Mapped[str | None] = mapped_column(String(2000), default=None)
+    progress: Mapped[float | None] = mapped_column(Float, default=None)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
+    failure_reason: Mapped[str | None] = mapped_column(Text, default=None)
 
 
 class Sweep(Base):

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from app.kit.errors import InvalidParameter
 from app.models import Dataset, DomainKind
+from privclust.clustering import clip_into_ball
 from privclust.clustering.accuracy import Space
 from privclust.clustering.errors import ClusteringInputError
 from privclust.clustering.limits import (
@@ -163,6 +165,39 @@ def resolve_domain(spec: DomainSpec, n_cols: int) -> ResolvedDomain:
     center = [(lo + hi) / 2 for lo, hi in zip(spec.lower, spec.upper, strict=True)]
     radius = math.hypot(*[(hi - lo) for lo, hi in zip(spec.lower, spec.upper, strict=True)]) / 2
     return ResolvedDomain(DomainKind.BOX, center, radius, list(spec.lower), list(spec.upper))
+
+
+class DomainClip:
+    """Clips rows into a declared domain before they are stored (a storage `RowClip`).
+
+    `start` resolves the domain for the dataset's width (InvalidParameter if it does not fit:
+    nothing is stored yet); each block is then clipped in place: with a box, first into the box,
+    column by column, then (box or ball) x <- c + (x - c) * min(1, R / ||x - c||), the radial
+    clip of the clustering library's `clip_into_ball`, which cannot overflow for any finite row,
+    a hair inside the sphere. Rows inside are untouched. Nothing is counted: how many rows were
+    clipped is never recorded. (The clustering code clips again in centred coordinates; that
+    clip is the one its sensitivities rely on.)
+    """
+
+    def __init__(self, spec: DomainSpec) -> None:
+        self.spec = spec
+        self.domain: ResolvedDomain | None = None
+
+    def start(self, n_cols: int) -> None:
+        self.domain = resolve_domain(self.spec, n_cols)
+        d = self.domain
+        self._center = np.asarray(d.center, dtype=np.float64)
+        self._box = None
+        if d.lower is not None and d.upper is not None:
+            self._box = (np.asarray(d.lower, dtype="<f8"), np.asarray(d.upper, dtype="<f8"))
+
+    def __call__(self, block: npt.NDArray[np.float64]) -> None:
+        assert self.domain is not None, "start() first"
+        if self._box is not None:
+            lower, upper = self._box
+            if ((block < lower) | (block > upper)).any():
+                np.clip(block, lower, upper, out=block)
+        clip_into_ball(block, self._center, self.domain.radius)
 
 
 def is_box(dataset: Dataset) -> bool:

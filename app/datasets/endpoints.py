@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, UploadFile
+from fastapi import APIRouter, Form, Response, UploadFile
 from pydantic import BaseModel, Field
 
 from app.datasets import service as datasets_service
@@ -19,6 +19,7 @@ from app.datasets.domain import (
 from app.datasets.schemas import DatasetOut
 from app.keys.auth import TenantKey, require
 from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, UnitOfWorkRoute
+from app.kit.errors import InvalidParameter
 from app.kit.problems import responses
 from app.kit.schemas import Page
 from app.models import Role
@@ -49,10 +50,23 @@ def _listed(pattern: str) -> Any:
 
 
 class DatasetUpload(BaseModel):
-    """The upload form (multipart/form-data): the file, its name, the dataset's total budget
-    and its declared public domain (a ball, or per-column bounds)."""
+    """The upload form (multipart/form-data): the file (or an import's `source`), its name,
+    the dataset's total budget and its declared public domain (a ball, or per-column bounds)."""
 
-    file: UploadFile = Field(description="CSV with a header row, .npy, or Parquet.")
+    file: UploadFile | None = Field(
+        default=None,
+        description="CSV with a header row, .npy, or Parquet. Either `file` or `source`.",
+        json_schema_extra=_absent_not_null,
+    )
+    source: str | None = Field(
+        default=None,
+        max_length=2000,
+        description="Instead of `file`: import by reference from an `s3://` URL or an "
+        "absolute local path of a Parquet file or folder, under a prefix the operator allows "
+        "(PRIVCLUST_IMPORT_SOURCES; 403 `import-source-forbidden` otherwise). Answers 202 "
+        "with the dataset `importing`; a worker copies the rows, then releases the count.",
+        json_schema_extra=_absent_not_null,
+    )
     name: str = Field(
         min_length=1,
         max_length=200,
@@ -110,14 +124,19 @@ class DatasetUpload(BaseModel):
     "",
     status_code=201,
     response_model=DatasetOut,
-    responses=responses(400, 401, 403, 413, 415, 422, 503),
-    summary="Upload a dataset with its public domain and total privacy budget",
+    responses={
+        202: {"model": DatasetOut, "description": "An import by reference was accepted"},
+        **responses(400, 401, 403, 413, 415, 422, 503),
+    },
+    summary="Upload a dataset (or import one by reference) with its public domain and total "
+    "privacy budget",
 )
 def datasets_create(
     session: SessionDep,
     settings: SettingsDep,
     key: TenantKey,
     form: Annotated[DatasetUpload, Form(media_type="multipart/form-data")],
+    response: Response,
 ) -> DatasetOut:
     """Rows are checked completely before the dataset exists, then clipped into the declared
     domain (never rejected; how many were clipped is never recorded). With per-column bounds
@@ -129,15 +148,39 @@ def datasets_create(
     ledger's `count` entry, and every job plans with it. Only the owner's view shows the exact
     `n_rows`. With `count_public=true` the owner declares N public instead: nothing is released
     or charged and jobs use replace-one sensitivities. `warnings` flags a delta above
-    1/n_rows_dp."""
+    1/n_rows_dp.
+
+    With `source` instead of `file` the rows are imported by reference (answer 202, `status:
+    "importing"`): a worker reads the source with the same checks, clips and stores the rows,
+    then charges and releases the count; the dataset is then `ready`, or `failed` with a
+    `failure_reason`. Object storage that cannot be reached: 503 `storage-unavailable`, nothing
+    created or charged."""
     require(key, Role.OWNER)
+    new = _requested(form)
+    if (form.file is None) == (form.source is None):
+        raise InvalidParameter(
+            "send either `file` (an upload) or `source` (an import)", field="file"
+        )
+    if form.source is not None:
+        response.status_code = 202
+        accepted = datasets_service.import_dataset(session, key, new, form.source, settings)
+        return DatasetOut.of(accepted, key.role)
+    file = form.file
+    assert file is not None
+    upload = datasets_service.UploadedFile(file.file, file.filename, file.content_type)
+    created = datasets_service.create_dataset(session, key, new, upload, settings)
+    return DatasetOut.of(created, key.role)
+
+
+def _requested(form: DatasetUpload) -> datasets_service.NewDataset:
+    """What the form asks for, its vector fields parsed (a malformed one: 422 naming it)."""
     domain = DomainSpec(
         radius=form.radius,
         center=parse_json_vector(form.center, "center"),
         lower=parse_json_vector(form.lower, "lower"),
         upper=parse_json_vector(form.upper, "upper"),
     )
-    new = datasets_service.NewDataset(
+    return datasets_service.NewDataset(
         name=form.name,
         epsilon=form.epsilon,
         delta=form.delta,
@@ -146,10 +189,6 @@ def datasets_create(
         count_mu=form.count_mu,
         count_public=form.count_public,
     )
-    file = form.file
-    upload = datasets_service.UploadedFile(file.file, file.filename, file.content_type)
-    created = datasets_service.create_dataset(session, key, new, upload, settings)
-    return DatasetOut.of(created, key.role)
 
 
 @router.get("", response_model=Page[DatasetOut], responses=responses(401, 403, 422))

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from app.datasets import service as datasets_service
 from app.datasets.domain import is_box
 from app.ledger.schemas import Budget
-from app.models import Dataset, DomainKind, Role
+from app.models import Dataset, DatasetStatus, DomainKind, Role
 
 
 class Domain(BaseModel):
@@ -47,15 +47,35 @@ class Domain(BaseModel):
 class DatasetOut(BaseModel):
     id: uuid.UUID
     name: str
-    n_rows_dp: int = Field(
+    status: Literal["importing", "ready", "failed"] = Field(
+        description="`ready`: its rows are stored and jobs may run on it (an upload is ready "
+        "when it is created). `importing`: an import by reference is copying its source "
+        "(`progress`); jobs, sweeps and estimates get 409 `dataset-not-ready` until it is "
+        "ready. `failed`: the import stopped (`failure_reason`); nothing can run on it."
+    )
+    progress: float | None = Field(
+        description="An import's fraction of its source's bytes read, 0 to 1 (null for an upload)."
+    )
+    failure_reason: str | None = Field(
+        default=None,
+        description="Why the import failed, in the owner's view only (null for analysts): "
+        "the file, row and column at fault, never a value.",
+    )
+    source: str | None = Field(
+        default=None,
+        description="Where an import read its rows from, in the owner's view only (null for "
+        "analysts and for uploads). Later changes there do not change the dataset.",
+    )
+    n_rows_dp: int | None = Field(
         description="The row count everyone may see: N plus integer Gaussian noise, released "
-        "once at upload (floored at 0) and charged to the budget as the ledger's `count` entry; "
-        "exactly N when the owner declared the count public. Jobs plan with this count."
+        "once (floored at 0) and charged to the budget as the ledger's `count` entry; exactly N "
+        "when the owner declared the count public. Jobs plan with this count. Null until an "
+        "import is ready."
     )
     n_rows: int | None = Field(
         default=None,
-        description="The exact row count: in the owner's view only (null for analysts). Under "
-        "add/remove neighbours N is private.",
+        description="The exact row count: in the owner's view only (null for analysts, and "
+        "until an import has stored its rows). Under add/remove neighbours N is private.",
     )
     count_public: bool = Field(
         description="The owner declared the row count public: no count was released and jobs "
@@ -73,8 +93,12 @@ class DatasetOut(BaseModel):
         description="Advice about the parameters, e.g. a delta above 1/n_rows_dp (the usual "
         "rule of thumb asks for delta well below 1/n)."
     )
-    n_cols: int
-    columns: list[str]
+    n_cols: int | None = Field(
+        description="The number of columns d (null until an import has read its source)."
+    )
+    columns: list[str] = Field(
+        description="The column names (while importing: the `columns` asked for, if any)."
+    )
     domain: Domain
     budget: Budget
     created_at: datetime
@@ -86,16 +110,21 @@ class DatasetOut(BaseModel):
     def of(cls, view: datasets_service.DatasetView, role: str) -> DatasetOut:
         """The dataset as `role` may see it: the exact row count for its owner only."""
         ds = view.dataset
+        owner = role == Role.OWNER
         return cls(
             id=ds.id,
             name=ds.name,
+            status=DatasetStatus(ds.status).value,
+            progress=ds.progress,
+            failure_reason=ds.failure_reason if owner else None,
+            source=ds.source if owner else None,
             n_rows_dp=ds.n_rows_dp,
-            n_rows=ds.n_rows if role == Role.OWNER else None,
+            n_rows=ds.n_rows if owner else None,
             count_public=ds.count_public,
             count_mu=ds.count_mu,
-            relation=datasets_service.planning_count(ds).relation,
+            relation=datasets_service.relation_of(ds),
             warnings=datasets_service.dataset_warnings(ds),
-            n_cols=ds.n_cols,
+            n_cols=ds.n_cols if ds.status == DatasetStatus.READY else None,
             columns=list(ds.columns),
             domain=Domain.of(ds),
             budget=Budget.of(view.budget),

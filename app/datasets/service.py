@@ -1,4 +1,5 @@
-"""Datasets: a validated upload into storage with its noisy row count, reading, deleting rows.
+"""Datasets: a validated upload into storage with its noisy row count, an import by
+reference (app.datasets.imports), reading, deleting rows.
 
 The service owns each request's transaction: it commits what it creates or changes, and on a
 failure rolls the session back and removes any rows it stored, so nothing is half-made.
@@ -7,28 +8,30 @@ failure rolls the session back and removes any rows it stored, so nothing is hal
 from __future__ import annotations
 
 import logging
-import math
+import threading
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Literal, NamedTuple
 
-from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.datasets import imports, storage
 from app.datasets import repository as repo
-from app.datasets import storage
-from app.datasets.domain import DomainSpec, check_domain_shape, resolve_domain
+from app.datasets.domain import DomainClip, ResolvedDomain
+from app.datasets.terms import NewDataset, Terms, check_count_options, check_terms
 from app.kit import repository as kit_repo
 from app.kit.config import Settings
 from app.kit.db.base import utcnow
-from app.kit.errors import InvalidParameter, NotFound
+from app.kit.errors import DatasetNotReady, NotFound
 from app.ledger import service as ledger
 from app.ledger.service import BudgetView
-from app.models import ApiKey, Dataset
+from app.models import ApiKey, Dataset, DatasetStatus
 from privclust.privacy import noise
 
 if TYPE_CHECKING:  # the ingest imports pyarrow: loaded by the first upload, not at start-up
     from app.datasets.ingest import IngestedMatrix
+
+__all__ = ["NewDataset", "check_count_options"]  # re-exported: the endpoints build requests
 
 log = logging.getLogger("privclust.api")
 
@@ -43,6 +46,27 @@ class PlanningCount:
     relation: Relation
 
 
+def relation_of(dataset: Dataset) -> Relation:
+    """The neighbouring relation a dataset's guarantee is stated for."""
+    return "replace-one" if dataset.count_public else "add-remove"
+
+
+def require_ready(dataset: Dataset) -> None:
+    """409 `dataset-not-ready` unless the dataset's rows are stored and its count released."""
+    if dataset.status == DatasetStatus.READY and dataset.n_rows_dp is not None:
+        return
+    state = (
+        f"still importing ({100 * (dataset.progress or 0.0):.0f}% read)"
+        if dataset.status == DatasetStatus.IMPORTING
+        else "its import failed"
+    )
+    raise DatasetNotReady(
+        f"the dataset is not ready: {state}; nothing was charged",
+        dataset_id=str(dataset.id),
+        dataset_status=dataset.status,
+    )
+
+
 def planning_count(dataset: Dataset) -> PlanningCount:
     """The one place that decides which row count jobs plan with (API and worker alike).
 
@@ -50,15 +74,20 @@ def planning_count(dataset: Dataset) -> PlanningCount:
     private and jobs use the released N~ (at least 1: a post-processing of N~). When the owner
     declared the count public, N itself is used and jobs are calibrated to replace-one
     neighbours, the relation under which a public N is consistent with the guarantee.
+    A dataset that is not ready has no count to plan with: 409 `dataset-not-ready`.
     """
+    require_ready(dataset)
+    assert dataset.n_rows is not None and dataset.n_rows_dp is not None
     if dataset.count_public:
-        return PlanningCount(n_rows=dataset.n_rows, relation="replace-one")
-    return PlanningCount(n_rows=max(dataset.n_rows_dp, 1), relation="add-remove")
+        return PlanningCount(n_rows=dataset.n_rows, relation=relation_of(dataset))
+    return PlanningCount(n_rows=max(dataset.n_rows_dp, 1), relation=relation_of(dataset))
 
 
 def dataset_warnings(dataset: Dataset) -> list[str]:
     """Advice about a dataset's parameters, computed from public values only (N~, delta)."""
-    warnings = []
+    warnings: list[str] = []
+    if dataset.n_rows_dp is None:
+        return warnings
     if dataset.delta > 1.0 / max(dataset.n_rows_dp, 1):
         warnings.append(
             f"delta ({dataset.delta:g}) is above 1/n_rows_dp (n_rows_dp = {dataset.n_rows_dp}); "
@@ -66,54 +95,6 @@ def dataset_warnings(dataset: Dataset) -> list[str]:
             "rule of thumb is delta well below 1/n, e.g. 1/n^1.1."
         )
     return warnings
-
-
-def check_count_options(count_mu: float | None, count_public: bool, mu_cap: float) -> float | None:
-    """The GDP cost of the upload's noisy row count: None when the owner declared N public.
-
-    Default: `noise.default_count_mu(mu_cap)`. An owner's `count_mu` must be finite, > 0 and
-    strictly below mu_cap (422 `invalid-parameter` naming `count_mu`).
-    """
-    if count_public:
-        if count_mu is not None:
-            raise InvalidParameter(
-                "count_mu is the cost of the noisy row count; with count_public=true no count is "
-                "released, so give one or the other",
-                field="count_mu",
-            )
-        return None
-    if count_mu is None:
-        chosen, field = noise.default_count_mu(mu_cap), "epsilon"
-    else:
-        if not math.isfinite(count_mu) or count_mu <= 0.0:
-            raise InvalidParameter("count_mu must be a finite number > 0", field="count_mu")
-        if count_mu >= mu_cap:
-            raise InvalidParameter(
-                f"count_mu must be below the dataset's mu_cap ({mu_cap:.6g}), or nothing would "
-                "be left for jobs",
-                field="count_mu",
-            )
-        chosen, field = float(count_mu), "count_mu"
-    if chosen < 1.0 / noise.MAX_NOISE_STD:
-        raise InvalidParameter(
-            f"the row count's cost (count_mu={chosen:.3g}) is too small to release: its noise "
-            f"would exceed {noise.MAX_NOISE_STD:g}",
-            field=field,
-        )
-    return chosen
-
-
-@dataclass(frozen=True)
-class NewDataset:
-    """What an owner asks for with an upload (the file aside), as sent, not yet checked."""
-
-    name: str
-    epsilon: float
-    delta: float
-    domain: DomainSpec
-    columns: list[str] | None = None
-    count_mu: float | None = None
-    count_public: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,29 +113,28 @@ class DatasetView(NamedTuple):
     budget: BudgetView
 
 
-@dataclass(frozen=True)
-class _Terms:
-    """What an upload's parameters settle before a byte of the file is read."""
-
-    name: str
-    mu_cap: float
-    count_mu: float | None
-
-
 def create_dataset(
     session: Session, owner: ApiKey, new: NewDataset, upload: UploadedFile, settings: Settings
 ) -> DatasetView:
-    """Check everything, store the matrix, release the noisy row count, and record the dataset
-    with its budget's first entries (the cap, then the count's cost), committed.
+    """Check everything, store the rows (clipped into the declared domain as they are written),
+    release the noisy row count, and record the dataset with its budget's first entries (the
+    cap, then the count's cost), committed.
 
     The row count N~ = N + round(N(0, 1/count_mu^2)) is released once, here, unless the owner
-    declares N public (`count_public`). On any error nothing is left behind: no file, no row,
-    no ledger entry.
+    declares N public (`count_public`). On any error nothing is left behind: no rows, no
+    dataset, no ledger entry; object storage that cannot be reached is a 503.
     """
     from app.datasets.ingest import ingest_file  # heavy (pyarrow); only uploads need it
 
-    terms = _check_terms(new)
+    terms = check_terms(new)
     dataset_id = uuid.uuid4()
+    clip = DomainClip(new.domain)
+    writer = storage.new_rows_writer(
+        settings.resolved_storage_url,
+        storage.rows_name(dataset_id),
+        partition_rows=settings.partition_rows,
+        clip=clip,
+    )
     matrix = ingest_file(
         upload.src,
         filename=upload.filename,
@@ -162,35 +142,28 @@ def create_dataset(
         dest_dir=settings.datasets_dir,
         columns=new.columns,
         max_bytes=settings.max_upload_bytes,
-        name=storage.rows_name(dataset_id),
+        writer=writer,
     )
     try:
-        dataset = _record(session, dataset_id, owner, new, terms, matrix)
+        assert clip.domain is not None
+        dataset = _record(session, dataset_id, owner, new, terms, matrix, clip.domain)
         # The answer's inputs are read before the commit: if they cannot be, nothing was created.
         created = DatasetView(dataset, ledger.budget(session, dataset))
         session.commit()
     except BaseException:
         session.rollback()
-        storage.delete_rows(matrix.path)
+        storage.delete_rows(matrix.stored)
         raise
     return created
 
 
-def _check_terms(new: NewDataset) -> _Terms:
-    """The name, the cap and the count's cost, checked before anything is stored."""
-    name = new.name.strip()
-    if not name or len(name) > 200:
-        raise InvalidParameter("name must be 1 to 200 characters", field="name")
-    mu_cap = ledger.check_cap(new.epsilon, new.delta)
-    count_cost = check_count_options(new.count_mu, new.count_public, mu_cap)
-    # The budget the new dataset would show, before a byte is stored: a cap the budget
-    # arithmetic cannot represent is refused here, not after the dataset exists.
-    opening = ledger.LedgerState(
-        mu_cap=mu_cap, dataset_releases=[] if count_cost is None else [count_cost]
-    )
-    ledger.representable_view(new.epsilon, new.delta, opening)
-    check_domain_shape(new.domain)
-    return _Terms(name=name, mu_cap=mu_cap, count_mu=count_cost)
+def import_dataset(
+    session: Session, owner: ApiKey, new: NewDataset, source: str, settings: Settings
+) -> DatasetView:
+    """Accept an import by reference: the dataset, `importing`, with its cap (nothing charged
+    yet); a worker copies the rows and then releases the count (app.datasets.imports)."""
+    dataset = imports.accept_import(session, owner, new, source, settings)
+    return DatasetView(dataset, ledger.budget(session, dataset))
 
 
 def _record(
@@ -198,13 +171,11 @@ def _record(
     dataset_id: uuid.UUID,
     owner: ApiKey,
     new: NewDataset,
-    terms: _Terms,
+    terms: Terms,
     matrix: IngestedMatrix,
+    domain: ResolvedDomain,
 ) -> Dataset:
-    """Clip the stored rows into the domain, release the count, and add the dataset's rows."""
-    domain = resolve_domain(new.domain, matrix.n_cols)
-    box = None if domain.lower is None or domain.upper is None else (domain.lower, domain.upper)
-    storage.clip_into_domain(matrix.path, domain.center, domain.radius, box)
+    """Release the count of the stored (clipped) rows, and add the dataset's rows."""
     if terms.count_mu is None:
         n_rows_dp = matrix.n_rows
     else:
@@ -228,8 +199,9 @@ def _record(
         epsilon=new.epsilon,
         delta=new.delta,
         mu_cap=terms.mu_cap,
-        storage_path=str(matrix.path),
+        storage_path=matrix.stored,
         created_by=owner.id,
+        status=DatasetStatus.READY,
     )
     kit_repo.add(session, dataset)
     ledger.open_dataset_budget(session, dataset, owner.id)
@@ -259,13 +231,17 @@ def list_datasets(
 
 def delete_rows(session: Session, dataset_id: uuid.UUID, tenant: str) -> DatasetView:
     """Delete a dataset's stored rows; metadata, ledger and released results stay for the
-    audit trail. The file is removed only once the deletion is committed, so a request that
-    fails before its commit leaves the rows where the database says they are."""
+    audit trail. The rows are removed only once the deletion is committed, so a request that
+    fails before its commit leaves the rows where the database says they are. An import still
+    running is failed (its worker stops and removes what it wrote)."""
     dataset = get_dataset(session, dataset_id, tenant)
     stored = dataset.storage_path
     dataset.storage_path = None
     if dataset.deleted_at is None:
         dataset.deleted_at = utcnow()
+    if dataset.status == DatasetStatus.IMPORTING:
+        dataset.status = DatasetStatus.FAILED
+        dataset.failure_reason = "the dataset was deleted before its import finished"
     session.flush()
     deleted = DatasetView(dataset, ledger.budget(session, dataset))
     session.commit()
@@ -274,20 +250,42 @@ def delete_rows(session: Session, dataset_id: uuid.UUID, tenant: str) -> Dataset
 
 
 def stored_file_names(session: Session) -> set[str]:
-    """The names of the files that datasets (deleted ones included) were stored in."""
+    """The names of the rows that datasets (deleted ones included) were stored under."""
     return {storage.stored_name(p) for p in repo.dataset_storage_paths(session)}
 
 
 def remove_abandoned_uploads(settings: Settings, sessions: sessionmaker[Session]) -> None:
-    """Delete upload files left by a killed API process (partial ones, and complete ones whose
-    dataset was never committed) that have been untouched for an hour, and say so. Run at
-    start-up and periodically: a failure is logged, and the next run looks again."""
+    """Delete rows left by a killed process (partial uploads, and complete ones whose dataset
+    was never committed) that have been untouched for an hour, and say so; then fail imports
+    whose worker stopped and enqueue again those whose queue entry was lost. Run at start-up
+    and periodically: a failure is logged, and the next run looks again."""
 
     def referenced() -> set[str]:
         with sessions() as session:
             return stored_file_names(session)
 
+    where = settings.resolved_storage_url
+
+    def remove() -> None:
+        if not _removing.acquire(blocking=False):
+            return  # the previous look is still going (a slow store)
+        try:
+            storage.remove_abandoned_rows(where, settings.datasets_dir, referenced)
+        except Exception:
+            log.exception("could not look for abandoned uploads in %s", where)
+        finally:
+            _removing.release()
+
+    if storage.is_remote(where):
+        # Listing a store may wait for it (seconds while it is down): never hold up the API's
+        # start or the sweeper's other duties for it.
+        threading.Thread(target=remove, name="abandoned-rows", daemon=True).start()
+    else:
+        remove()
     try:
-        storage.remove_abandoned_uploads(settings.datasets_dir, referenced)
-    except (OSError, SQLAlchemyError):
-        log.exception("could not look for abandoned uploads in %s", settings.datasets_dir)
+        imports.sweep_imports(settings, sessions)
+    except Exception:
+        log.exception("could not look for imports whose worker stopped")
+
+
+_removing = threading.Lock()

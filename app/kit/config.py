@@ -99,7 +99,8 @@ class Settings(BaseSettings):
         ge=1,
         le=1000,
         description="Threads that run request handlers in each API process; its database pool "
-        "holds as many connections, plus UPLOAD_THREADS, plus 4 for the sweeper and spikes.",
+        "holds as many connections, plus UPLOAD_THREADS, plus 4 for the sweeper and spikes "
+        "(unless DB_POOL_SIZE says otherwise).",
     )
     upload_threads: int = Field(
         default=2,
@@ -112,6 +113,69 @@ class Settings(BaseSettings):
         ge=1,
         description="BLAS/OpenMP threads per worker (default: all cores).",
     )
+    db_pool_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description="Database connections each API process keeps in its pool (it may open 4 "
+        "more at a spike). Unset: API_THREADS + UPLOAD_THREADS, one for every thread that can "
+        "hold one.",
+    )
+    storage_url: str | None = Field(
+        default=None,
+        description="Where datasets' rows are stored: unset or a local path, a folder of "
+        "memory-mapped .npy files (default: DATA_DIR/datasets); `s3://bucket/prefix`, Parquet "
+        "files in object storage (endpoint and credentials from the AWS_* variables).",
+    )
+    partition_rows: int = Field(
+        default=1 << 20,
+        ge=1,
+        description="Most rows in one stored partition (a Parquet row group in object "
+        "storage; a block of rows that a worker reads at once).",
+    )
+    import_sources: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated prefixes (`s3://bucket/folder`, `/mnt/lake`) under which "
+        "`POST /v1/datasets` may import Parquet by reference. Empty: imports are off.",
+    )
+
+    dask_scheduler: str | None = Field(
+        default=None,
+        description="A Dask scheduler's address (`tcp://host:8786`, `tls://host:8786`): every "
+        "pass of a job over the rows runs on that cluster. Unset: in the worker's process.",
+    )
+    dask_connect_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="How long a job waits for the Dask scheduler before it fails (refunded: "
+        "no noise was drawn).",
+    )
+    dask_cache_mb: int = Field(
+        default=512,
+        ge=0,
+        description="Prepared partitions each Dask worker process keeps for a running job's "
+        "later passes, in MiB (0: read every partition from storage at every pass).",
+    )
+
+    @field_validator("import_sources", mode="before")
+    @classmethod
+    def _split_sources(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("storage_url")
+    @classmethod
+    def _storage_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip()
+        scheme = value.split("://", 1)[0] if "://" in value else ""
+        if scheme not in ("", "s3", "file"):
+            raise ValueError("must be a local path or an s3://bucket/prefix URL")
+        if scheme == "s3" and not value[len("s3://") :].strip("/"):
+            raise ValueError("an s3:// URL needs a bucket: s3://bucket/prefix")
+        return value.rstrip("/") if scheme else value
 
     @field_validator("cors_origins", mode="before")
     @classmethod
@@ -151,7 +215,26 @@ class Settings(BaseSettings):
 
     @property
     def datasets_dir(self) -> Path:
+        """Local datasets' folder, and the scratch space of uploads whatever the storage."""
         return self.resolved_data_dir / "datasets"
+
+    @property
+    def resolved_storage_url(self) -> str:
+        """Where datasets' rows live: an `s3://` URL, or an absolute local path."""
+        url = self.storage_url
+        if url is None:
+            return str(self.datasets_dir)
+        if url.startswith("s3://"):
+            return url
+        local = url[len("file://") :] if url.startswith("file://") else url
+        return str(Path(local).expanduser().resolve())
+
+    @property
+    def api_pool_size(self) -> int:
+        """Connections in each API process's database pool."""
+        if self.db_pool_size is not None:
+            return self.db_pool_size
+        return self.api_threads + self.upload_threads
 
 
 # docker-compose.yml's Postgres password when POSTGRES_PASSWORD is not set.

@@ -97,3 +97,21 @@ class TooManyQueuedJobs(
     def __init__(self, detail: str, *, retry_after: int, **extra: Any) -> None:
         super().__init__(detail, retry_after=retry_after, **extra)
         self.headers["Retry-After"] = str(retry_after)
+
+
+class StorageUnavailable(
+    ServiceUnavailable, code="storage-unavailable", title="Object storage unavailable"
+):
+    """The datasets' store (object storage) could not be reached; nothing was created or
+    charged."""
+
+
+class DatasetNotReady(Conflict, code="dataset-not-ready", title="Dataset not ready"):
+    """The dataset is still importing, or its import failed: it has no rows to run on yet."""
+
+
+class ImportSourceForbidden(
+    Forbidden, code="import-source-forbidden", title="Import source not allowed"
+):
+    """An import's source is not under the operator's allowed prefixes (or imports are off);
+    nothing was created."""

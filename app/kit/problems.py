@@ -293,7 +293,7 @@ def responses(
     descriptions = {
         400: "Bad input file",
         401: "Missing or invalid API key",
-        403: "The key's role may not do this",
+        403: "The key's role may not do this (or an import source that is not allowed)",
         404: "Not found (or another tenant's)",
         409: "Conflict (budget exceeded, idempotency key reused, ...)",
         410: "Gone (the dataset's rows were deleted)",
@@ -301,7 +301,7 @@ def responses(
         415: "Not multipart/form-data",
         422: "Invalid parameter",
         429: "Too many of the tenant's or the key's jobs are queued (see Retry-After)",
-        503: "Database or queue unavailable (nothing was changed)",
+        503: "Database, queue or object storage unavailable (nothing was changed)",
     }
     # 422 is listed on every route that takes input, so FastAPI's default validation schema
     # never appears: every validation error is a problem document too.

@@ -110,23 +110,43 @@ def _move(row: DatasetBudget, moved: RunningBudget) -> None:
     row.updated_at = kit_repo.now()
 
 
-def open_dataset_budget(session: Session, dataset: Dataset, actor: uuid.UUID | None) -> None:
+def open_dataset_budget(
+    session: Session, dataset: Dataset, actor: uuid.UUID | None, *, with_count: bool = True
+) -> None:
     """First entries of a new dataset's ledger: its cap, then (unless the owner declared the
-    row count public) the cost of the noisy row count released at upload; and its running
-    budget, which starts from them."""
+    row count public, or `with_count` is False: an import charges its count once it has read
+    the rows, `charge_count`) the cost of the noisy row count released at upload; and its
+    running budget, which starts from them."""
     running_budget = RunningBudget(mu_cap=dataset.mu_cap)
     cap = {"mu": dataset.mu_cap, "epsilon": dataset.epsilon, "delta": dataset.delta}
     kit_repo.add(session, dataset_entry(dataset.id, LedgerKind.CAP, actor, "initial budget", **cap))
-    if dataset.count_mu is not None:
-        # The cost of one release, as release_count draws it.
-        mu, sigma = dataset.count_mu, noise_multiplier(dataset.count_mu, 1)
-        note = "noisy row count released at upload"
-        count = dataset_entry(
-            dataset.id, LedgerKind.COUNT, actor, note, mu=mu, sigma=sigma, releases=1
-        )
-        kit_repo.add(session, count)
+    if dataset.count_mu is not None and with_count:
+        kit_repo.add(session, _count_entry(dataset, actor, "noisy row count released at upload"))
         running_budget = running_budget.released(dataset.count_mu)
     kit_repo.add(session, new_row(dataset.id, running_budget))
+
+
+def _count_entry(dataset: Dataset, actor: uuid.UUID | None, note: str) -> LedgerEntry:
+    """The `count` entry: the cost of one release, as release_count draws it."""
+    assert dataset.count_mu is not None
+    mu, sigma = dataset.count_mu, noise_multiplier(dataset.count_mu, 1)
+    return dataset_entry(dataset.id, LedgerKind.COUNT, actor, note, mu=mu, sigma=sigma, releases=1)
+
+
+def charge_count(session: Session, dataset: Dataset, actor: uuid.UUID | None) -> None:
+    """Charge an imported dataset's noisy row count (its `count` entry), before the count is
+    drawn; BudgetExceeded (nothing charged) if the cap was lowered below it meanwhile.
+
+    The caller opened the transaction with `begin_budget_transaction` and holds the dataset's
+    lock (`lock_for_admission`), and commits before drawing the noise."""
+    assert dataset.count_mu is not None
+    row = _locked_budget(session, dataset.id)
+    current = RunningBudget.of_row(row)
+    mu = dataset.count_mu
+    refuse_unless_admissible(dataset, current, mu, f"the noisy row count needs mu={mu:.6g}")
+    kit_repo.add(session, _count_entry(dataset, actor, "noisy row count released at import"))
+    _move(row, current.released(mu))
+    session.flush()
 
 
 # session.info key: (the transaction, {dataset id: its row}) of the budget locks it holds.

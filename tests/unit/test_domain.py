@@ -1,4 +1,5 @@
-"""The declared domain: its bounds (422 naming the field) and clipping stored rows into it."""
+"""The declared domain: its bounds (422 naming the field) and clipping rows into it as they are
+stored."""
 
 from __future__ import annotations
 
@@ -7,9 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.datasets import storage
-from app.datasets.domain import DomainSpec, check_domain_shape, resolve_domain
-from app.datasets.storage import clip_into_domain
+from app.datasets.domain import DomainClip, DomainSpec, check_domain_shape, resolve_domain
+from app.datasets.storage import NpyRowsWriter
 from app.kit.errors import InvalidParameter
 from privclust.clustering import prepare_rows
 
@@ -61,10 +61,14 @@ def test_domains_at_the_limits_are_accepted(spec: DomainSpec) -> None:
     assert (domain.lower is None) == (spec.lower is None)
 
 
-def _stored(tmp_path: Path, rows: np.ndarray) -> Path:
-    path = tmp_path / "m.npy"
-    np.save(path, np.ascontiguousarray(rows, dtype="<f8"))
-    return path
+def _stored(tmp_path: Path, rows: np.ndarray, spec: DomainSpec, block_rows: int = 1000) -> Path:
+    """`rows` written as a dataset's rows are, in blocks, clipped into `spec` on the way."""
+    writer = NpyRowsWriter(tmp_path, "m", clip=DomainClip(spec))
+    writer.start(rows.shape[1])
+    for start in range(0, len(rows), block_rows):
+        writer.append(np.array(rows[start : start + block_rows], dtype=np.float64))
+    writer.commit()
+    return writer.path
 
 
 def test_extreme_rows_are_clipped_so_a_job_cannot_fail_on_them(tmp_path: Path) -> None:
@@ -72,9 +76,7 @@ def test_extreme_rows_are_clipped_so_a_job_cannot_fail_on_them(tmp_path: Path) -
     rows = np.array(
         [[1.5e308, 0.0], [-1.7e308, 1.7e308], [1.7e308, -1.7e308], [-5e99, 1.0], [0.0, 0.0]]
     )
-    path = _stored(tmp_path, rows)
-    clip_into_domain(path, center, radius)
-    stored = np.load(path)
+    stored = np.load(_stored(tmp_path, rows, DomainSpec(radius=radius, center=center)))
     assert np.isfinite(stored).all()
     assert np.array_equal(stored[3], rows[3])  # inside: untouched
     # The clustering code's own centring and clipping now succeed on every row.
@@ -84,15 +86,13 @@ def test_extreme_rows_are_clipped_so_a_job_cannot_fail_on_them(tmp_path: Path) -
 
 
 def test_clipping_in_blocks_moves_outside_rows_onto_the_ball_and_leaves_the_rest(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.setattr(storage, "_CLIP_BLOCK_VALUES", 7 * 3)  # 7 rows per block
     rng = np.random.default_rng(5)
     center, radius = np.array([10.0, -3.0, 0.5]), 2.0
     rows = center + rng.normal(0.0, 1.0, (100, 3)) * rng.choice([0.1, 1.0, 1e6], (100, 1))
-    path = _stored(tmp_path, rows)
-    clip_into_domain(path, list(center), radius)
-    stored = np.load(path)
+    spec = DomainSpec(radius=radius, center=list(center))
+    stored = np.load(_stored(tmp_path, rows, spec, block_rows=7))
     distance = np.linalg.norm(rows - center, axis=1)
     inside = distance <= radius
     assert inside.any() and (~inside).any()

@@ -59,15 +59,16 @@ def test_upgrade_from_0001_backfills_existing_datasets(tmp_path: Path) -> None:
     engine = make_engine(url)
     with engine.connect() as conn:
         row = conn.execute(
-            text("SELECT n_rows, n_rows_dp, count_public, count_mu FROM datasets")
+            text("SELECT n_rows, n_rows_dp, count_public, count_mu, status FROM datasets")
         ).one()
-        assert tuple(row) == (1234, 1234, 1, None)
+        assert tuple(row) == (1234, 1234, 1, None, "ready")  # uploaded whole: ready (0007)
         assert conn.execute(text("SELECT count(*) FROM jobs")).scalar() == 1
         assert conn.execute(text("SELECT count(*) FROM ledger_entries")).scalar() == 1
         assert conn.execute(text("PRAGMA foreign_key_check")).all() == []
         assert conn.execute(text("PRAGMA foreign_keys")).scalar() == 1
         columns = {r[1]: r for r in conn.execute(text("PRAGMA table_info(datasets)"))}
-        assert columns["n_rows_dp"][3] == 1 and columns["count_public"][3] == 1  # NOT NULL
+        assert columns["count_public"][3] == 1  # NOT NULL
+        assert columns["n_rows_dp"][3] == 0  # null while an import has not released it (0007)
         assert columns["count_mu"][3] == 0
     engine.dispose()
 

@@ -1,14 +1,14 @@
 """Dataset ingestion: stream an uploaded CSV, .npy or Parquet file into validated stored rows.
 
 The upload is read in chunks (never whole), checked completely, and handed to a
-`app.datasets.storage.RowsWriter`, which stores it as the float64 matrix the worker opens with
-`app.datasets.storage.open_rows`. The rows go to a hidden partial file that is renamed to its
-final name only once every value has been validated, so a rejected upload leaves nothing behind.
+`app.datasets.storage.RowsWriter`, which clips each block into the declared domain and stores it
+(a float64 .npy, or Parquet partitions in object storage) for the worker to read. What is
+written becomes the dataset's rows only once every value has been validated (`commit`), so a
+rejected upload leaves nothing behind.
 
 `ingest_file` sniffs the format and hands the upload to its module (csv, npy, parquet), each a
 function of (upload, wanted columns, writer) returning the kept columns' names. Values are
-stored exactly as uploaded; `app.datasets.service` then clips the stored rows into the declared
-domain before the dataset exists.
+stored as uploaded, clipped into the domain by the writer (none without a clip: tests).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from app.datasets.ingest.csv import ingest_csv
 from app.datasets.ingest.npy import ingest_npy
 from app.datasets.ingest.parquet import ingest_parquet
 from app.datasets.ingest.reader import Upload
-from app.datasets.storage import RowsWriter
+from app.datasets.storage import NpyRowsWriter, RowsWriter
 from app.kit.errors import UploadError
 
 __all__ = ["IngestedMatrix", "ingest_file"]
@@ -50,12 +50,17 @@ _FORMATS: dict[Format, Callable[[Upload, list[str] | None, RowsWriter], list[str
 
 @dataclass(frozen=True)
 class IngestedMatrix:
-    """A validated dataset on disk: a float64 `.npy` of shape (n_rows, n_cols)."""
+    """A validated dataset in storage: float64 rows of shape (n_rows, n_cols) at `stored`."""
 
-    path: Path
+    stored: str
     n_rows: int
     n_cols: int
     columns: list[str]
+
+    @property
+    def path(self) -> Path:
+        """`stored` as a local path (local storage)."""
+        return Path(self.stored)
 
 
 def ingest_file(
@@ -67,9 +72,11 @@ def ingest_file(
     columns: list[str] | None = None,
     max_bytes: int | None = None,
     name: str | None = None,
+    writer: RowsWriter | None = None,
 ) -> IngestedMatrix:
-    """Validate an uploaded dataset and store its rows in `dest_dir` under `name`
-    (`app.datasets.storage.RowsWriter`: `dest_dir/<name>.npy`).
+    """Validate an uploaded dataset and store its rows with `writer` (default: a `.npy` named
+    `dest_dir/<name>.npy`, unclipped). `dest_dir` also holds the scratch copy of an upload
+    that needs one (removed when the ingest ends).
 
     `src` is read from its current position in chunks. The format is sniffed from the content
     (.npy and Parquet magic bytes), then taken from `filename`/`content_type`, else CSV.
@@ -79,9 +86,11 @@ def ingest_file(
 
     Raises UploadError (codes `invalid-file`, `non-numeric-value`, `non-finite-value`,
     `ragged-row`, `empty-dataset`, `too-large`) naming the row and column at fault where there
-    is one. On any error nothing is left in `dest_dir`.
+    is one; a domain that does not fit the file's width is an InvalidParameter. On any error
+    nothing is left behind.
     """
-    writer = RowsWriter(dest_dir, uuid.uuid4().hex if name is None else name)
+    if writer is None:
+        writer = NpyRowsWriter(dest_dir, uuid.uuid4().hex if name is None else name)
     if columns is not None and not all(isinstance(c, str) for c in columns):
         raise UploadError("`columns` must be a list of column names (strings)")
     try:
@@ -98,7 +107,7 @@ def ingest_file(
         writer.discard()
         raise
     return IngestedMatrix(
-        path=writer.path, n_rows=writer.n_rows, n_cols=len(selected), columns=list(selected)
+        stored=writer.stored, n_rows=writer.n_rows, n_cols=len(selected), columns=list(selected)
     )
 
 

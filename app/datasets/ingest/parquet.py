@@ -6,6 +6,7 @@ a scratch file first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import IO
 
 import numpy as np
@@ -36,14 +37,7 @@ def ingest_parquet(upload: Upload, wanted: list[str] | None, writer: RowsWriter)
     if not names:
         raise UploadError("The Parquet file has no columns.", code="empty-dataset")
     selected = select_columns(names, wanted)
-    for column in selected:
-        kind = schema.field(column).type
-        if not _is_numeric_arrow_type(kind):
-            raise UploadError(
-                f"Column {column!r} has type {kind}; only numeric columns are accepted.",
-                code="non-numeric-value",
-                column=column,
-            )
+    check_numeric(schema, selected)
     if n_rows == 0:
         raise UploadError("The Parquet file has no rows.", code="empty-dataset")
 
@@ -52,7 +46,7 @@ def ingest_parquet(upload: Upload, wanted: list[str] | None, writer: RowsWriter)
     first = 1
     try:
         for batch in parquet.iter_batches(batch_size=step, columns=selected):
-            block = _convert_batch(batch, selected, first)
+            block = convert_batch(batch, selected, first)
             check_finite(block, first, selected, binary_row)
             writer.append(block)
             first += batch.num_rows
@@ -72,16 +66,33 @@ def _open(spool: IO[bytes]) -> tuple[pq.ParquetFile, pa.Schema, int]:
         raise UploadError(f"The Parquet file cannot be read ({exc}).") from None
 
 
-def _is_numeric_arrow_type(kind: pa.DataType) -> bool:
+def is_numeric_arrow_type(kind: pa.DataType) -> bool:
     return bool(
         pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
     )
 
 
-def _convert_batch(
-    batch: pa.RecordBatch, selected: list[str], first: int
+def check_numeric(schema: pa.Schema, selected: list[str], where: str = "") -> None:
+    """A `non-numeric-value` error naming the first kept column that is not numeric (and,
+    with `where`, the file it is in: "In part-1.parquet, c...")."""
+    for column in selected:
+        kind = schema.field(column).type
+        if not is_numeric_arrow_type(kind):
+            raise UploadError(
+                f"{where}Column {column!r} has type {kind}; only numeric columns are accepted.",
+                code="non-numeric-value",
+                column=column,
+            )
+
+
+def convert_batch(
+    batch: pa.RecordBatch,
+    selected: list[str],
+    first: int,
+    where: Callable[[int], str] = binary_row,
 ) -> npt.NDArray[np.float64]:
-    """A batch's kept columns as float64 rows; a null is an error naming its row and column."""
+    """A batch's kept columns as float64 rows; a null is an error naming its row and column
+    (`where` says how a row is named)."""
     block = np.empty((batch.num_rows, len(selected)), dtype=np.float64)
     nulls = np.zeros(block.shape, dtype=bool)
     for j, column in enumerate(selected):
@@ -99,10 +110,10 @@ def _convert_batch(
         row, column = first + cell[0], selected[cell[1]]
         if nulls[cell]:
             raise UploadError(
-                f"{binary_row(row)}, column {column!r}: the value is missing (null).",
+                f"{where(row)}, column {column!r}: the value is missing (null).",
                 code="non-numeric-value",
                 row=row,
                 column=column,
             )
-        raise non_finite_error(row, column, binary_row)
+        raise non_finite_error(row, column, where)
     return block

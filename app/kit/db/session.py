@@ -80,18 +80,23 @@ def _configure_sqlite(engine: Engine) -> None:
 
 _engines: dict[tuple[int, str, int | None], Engine] = {}
 
+# Connections an API process's pool may open beyond its size, at a spike (the sweeper, a burst).
+MAX_OVERFLOW = 4
+
 
 def get_engine(url: str, pool_size: int | None = None) -> Engine:
     """One engine per process, URL and pool size; a forked worker gets its own pool.
 
     `pool_size` None is SQLAlchemy's default pool (5 + 10 overflow), right for workers and the
-    CLI. The API passes its thread count: a request thread then never waits for a connection,
-    because a request holds a connection only while one of its threads runs.
+    CLI. The API passes `Settings.api_pool_size`, by default its thread count: a request thread
+    then never waits for a connection, because a request holds a connection only while one of
+    its threads runs. Up to MAX_OVERFLOW more are opened at a spike, so one API process may
+    hold pool_size + MAX_OVERFLOW connections.
     """
     key = (os.getpid(), url, pool_size)
     engine = _engines.get(key)
     if engine is None:
-        sizing = {} if pool_size is None else {"pool_size": pool_size, "max_overflow": 4}
+        sizing = {} if pool_size is None else {"pool_size": pool_size, "max_overflow": MAX_OVERFLOW}
         engine = make_engine(url, **sizing)
         _engines[key] = engine
     return engine

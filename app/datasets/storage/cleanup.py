@@ -1,0 +1,181 @@
+"""Removing what a killed process left behind: partial uploads and orphaned rows.
+
+A process killed during an ingest leaves a partial file (`.ingest-*.npy.part`) or, in object
+storage, parts without a manifest; one killed after the rows were complete but before the
+dataset's row was committed leaves complete rows that no dataset refers to (an orphan). Both
+hold rows that no dataset will ever use, so both are removed.
+
+Several API processes (and workers importing datasets) may share one store, and another one may
+be writing right now, so one process cannot tell from a name alone whether its writer is gone:
+processes in other containers are not even visible to it. Instead, only what nobody has
+written to for STALE_AFTER_SECONDS is removed. An ingest writes continuously, so live rows are
+never that old; an import records where it writes before it starts, so its rows are referenced.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from app.datasets.storage import remote
+from app.datasets.storage.local import DATASET_FILE, PARTIAL_UPLOAD_GLOB
+from app.datasets.storage.location import filesystem, is_remote
+
+STALE_AFTER_SECONDS = 3600.0
+_DATASET_PREFIX = re.compile(r"[0-9a-f]{32}")  # a dataset id's hex: rows_name()
+
+# The API process's log, where operators have always found the abandoned-upload lines.
+log = logging.getLogger("privclust.api")
+
+
+@dataclass(frozen=True)
+class RemovedFile:
+    path: Path | str
+    size: int
+    idle_seconds: float
+
+
+def remove_abandoned_rows(
+    storage_url: str, scratch: Path, referenced: Callable[[], Iterable[str]]
+) -> list[RemovedFile]:
+    """Delete stale partial uploads (in the local storage folder and in the uploads' scratch
+    folder) and stale orphaned rows in the store, and say so in the log. `referenced` is as
+    for `remove_orphaned_dataset_files`; its errors, OSError and the store's are the caller's."""
+    local = [] if is_remote(storage_url) else [Path(storage_url)]
+    partial: list[RemovedFile] = []
+    for directory in dict.fromkeys([*local, scratch]):
+        partial += remove_stale_partial_uploads(directory)
+    if is_remote(storage_url):
+        orphans = remove_orphaned_remote_rows(storage_url, referenced)
+    else:
+        orphans = remove_orphaned_dataset_files(Path(storage_url), referenced)
+    for f, what in [(f, "a partial upload") for f in partial] + [
+        (f, "a complete upload whose dataset was never recorded") for f in orphans
+    ]:
+        log.warning(
+            "removed %s (%.1f MiB, untouched for %.0f min): %s left by a process that "
+            "stopped during the upload",
+            f.path,
+            f.size / 2**20,
+            f.idle_seconds / 60,
+            what,
+        )
+    return partial + orphans
+
+
+def remove_abandoned_uploads(
+    directory: Path, referenced: Callable[[], Iterable[str]]
+) -> list[RemovedFile]:
+    """`remove_abandoned_rows` for a local storage folder that is also the scratch folder."""
+    return remove_abandoned_rows(str(directory), directory, referenced)
+
+
+def remove_stale_partial_uploads(
+    directory: Path, stale_after: float = STALE_AFTER_SECONDS, now: float | None = None
+) -> list[RemovedFile]:
+    """Delete partial upload files in `directory` not written to for `stale_after` seconds."""
+    if not directory.is_dir():
+        return []
+    now = time.time() if now is None else now
+    removed = []
+    for path in directory.glob(PARTIAL_UPLOAD_GLOB):
+        try:
+            stat = path.stat()
+            if now - stat.st_mtime < stale_after:
+                continue
+            path.unlink()
+        except FileNotFoundError:  # finished, discarded, or removed by another API process
+            continue
+        removed.append(RemovedFile(path, stat.st_size, now - stat.st_mtime))
+    return removed
+
+
+def remove_orphaned_dataset_files(
+    directory: Path,
+    referenced: Callable[[], Iterable[str]],
+    stale_after: float = STALE_AFTER_SECONDS,
+    now: float | None = None,
+) -> list[RemovedFile]:
+    """Delete dataset files in `directory` that no dataset refers to and that are older than
+    `stale_after` seconds.
+
+    `referenced` gives the names (`stored_name`, not paths) every dataset row refers to,
+    deleted datasets included; it is called after the candidates were listed, so a file whose
+    dataset was committed in between is seen as referenced. The age test spares an upload
+    between its rename and its commit.
+    """
+    if not directory.is_dir():
+        return []
+    now = time.time() if now is None else now
+    candidates = []
+    for path in directory.iterdir():
+        if not DATASET_FILE.fullmatch(path.name):
+            continue
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            continue
+        if now - stat.st_mtime >= stale_after:
+            candidates.append((path, stat))
+    if not candidates:
+        return []
+    known = set(referenced())
+    removed = []
+    for path, stat in candidates:
+        if path.name in known:
+            continue
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(RemovedFile(path, stat.st_size, now - stat.st_mtime))
+    return removed
+
+
+def remove_orphaned_remote_rows(
+    storage_url: str,
+    referenced: Callable[[], Iterable[str]],
+    stale_after: float = STALE_AFTER_SECONDS,
+    now: float | None = None,
+) -> list[RemovedFile]:
+    """The same for object storage: a dataset's folder of parts that no dataset refers to and
+    whose newest object is older than `stale_after` seconds is deleted."""
+    fs = filesystem(storage_url)
+    now = time.time() if now is None else now
+    fs.invalidate_cache()
+    try:
+        folders = fs.ls(storage_url, detail=False)
+    except FileNotFoundError:
+        return []
+    candidates = []
+    for folder in folders:
+        name = str(folder).rstrip("/").rsplit("/", 1)[-1]
+        if not _DATASET_PREFIX.fullmatch(name):
+            continue
+        objects = fs.find(folder, detail=True).values()
+        newest = max((_mtime(o) for o in objects), default=None)
+        if newest is not None and now - newest >= stale_after:
+            candidates.append((name, sum(int(o.get("size") or 0) for o in objects), newest))
+    if not candidates:
+        return []
+    known = set(referenced())
+    removed = []
+    for name, size, newest in candidates:
+        if name in known:
+            continue
+        url = f"{storage_url.rstrip('/')}/{name}"
+        remote.delete_prefix(url)
+        removed.append(RemovedFile(url, size, now - newest))
+    return removed
+
+
+def _mtime(info: dict[str, object]) -> float:
+    modified = info.get("LastModified") or info.get("mtime")
+    if isinstance(modified, datetime):
+        return modified.timestamp()
+    return float(modified) if isinstance(modified, int | float) else 0.0
