@@ -23,9 +23,11 @@ from rq import get_current_job
 
 from app.datasets import storage
 from app.jobs import service as jobs_service
-from app.kit.config import get_settings
+from app.kit.cluster import ClusterUnreachable, close_engine, row_engine
+from app.kit.config import Settings, get_settings
 from app.models import Job, JobStatus
 from privclust.clustering import ClusteringResult, cluster
+from privclust.clustering.rows import Engine, InProcess, PartitionedTable, Table
 
 log = logging.getLogger("privclust.worker")
 
@@ -78,33 +80,55 @@ def _progress_writer(run: jobs_service.JobRun, heartbeat: _Heartbeat) -> Any:
 
 
 def run_job_here(job_id: str) -> str:
-    """Run the job in this process: load, start (the charge), cluster, finish."""
+    """Run the job in this process: load, open its rows and its engine, start (the charge),
+    cluster, finish."""
     _die_with_parent()
     settings = get_settings()
     run = jobs_service.JobRun(settings.resolved_database_url, uuid.UUID(job_id))
     queued = run.load()
     if isinstance(queued, str):  # no longer queued (or missing): nothing to do
         return queued
-    rows = _open_rows(run, queued)
-    if rows is None:
+    opened = _open_rows(run, queued, settings)
+    if opened is None:
         return JobStatus.FAILED
-    # Re-plans from public inputs (refunded if the run would differ from what was charged),
-    # then commits the charge with queued -> running.
-    job = run.start(queued, n_cols=int(rows.shape[1]))
-    if isinstance(job, str):
-        return job
-    return _cluster(run, job, queued, rows, settings.heartbeat_seconds)
+    rows, engine = opened
+    try:
+        # Re-plans from public inputs (refunded if the run would differ from what was
+        # charged), then commits the charge with queued -> running.
+        job = run.start(queued, n_cols=int(rows.shape[1]))
+        if isinstance(job, str):
+            return job
+        return _cluster(run, job, queued, rows, settings.heartbeat_seconds)
+    finally:
+        close_engine(engine)
 
 
 def _open_rows(
-    run: jobs_service.JobRun, queued: jobs_service.QueuedJob
-) -> npt.NDArray[np.float64] | None:
+    run: jobs_service.JobRun, queued: jobs_service.QueuedJob, settings: Settings
+) -> tuple[npt.NDArray[np.float64] | Table, Engine] | None:
+    """The job's rows (a local memory map, or the stored partitions for the engine to read)
+    and the engine that passes over them; None, the job refunded, if either cannot be had.
+    Both happen before the charge, so nothing noisy can have been produced yet."""
     try:
-        return storage.open_rows(queued.storage_path)
-    except (OSError, ValueError) as exc:
-        # Nothing noisy can have been produced yet: fail and refund. The error (it names the
-        # server's storage path) goes to the operator's log, not into the job that analysts read.
+        engine = row_engine(settings)
+    except ClusterUnreachable as exc:
+        log.warning("job %s: %s", run.job_id, exc)
+        run.refund(
+            "the Dask cluster that runs jobs could not be reached; nothing was charged (the "
+            "worker's log has the details)"
+        )
+        return None
+    try:
+        stored = queued.storage_path
+        if isinstance(engine, InProcess) and not (stored and storage.is_remote(stored)):
+            return storage.open_rows(stored), engine  # one memory map, as ever
+        partitions = storage.row_partitions(stored, settings.partition_rows)
+        return PartitionedTable(partitions, partitions[0].n_cols, engine), engine
+    except (OSError, ValueError, IndexError) as exc:
+        # The error (it names the server's storage path) goes to the operator's log, not into
+        # the job that analysts read.
         log.warning("job %s: the dataset's rows could not be read: %s", run.job_id, exc)
+        close_engine(engine)
         run.refund("the dataset's rows could not be read (see the worker's log)")
         return None
 
@@ -113,7 +137,7 @@ def _cluster(
     run: jobs_service.JobRun,
     job: Job,
     queued: jobs_service.QueuedJob,
-    rows: npt.NDArray[np.float64],
+    rows: npt.NDArray[np.float64] | Table,
     heartbeat_seconds: float,
 ) -> str:
     """Run the charged job and record its end: succeeded (or discarded), cancelled or failed."""

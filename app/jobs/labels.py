@@ -16,8 +16,11 @@ from sqlalchemy.orm import Session
 
 from app.datasets import storage
 from app.datasets.domain import run_domain
-from app.kit.errors import Conflict, Gone
+from app.kit.cluster import ClusterUnreachable, row_engine
+from app.kit.config import get_settings
+from app.kit.errors import Conflict, Gone, ServiceUnavailable
 from app.models import Dataset, Job, JobStatus
+from privclust.clustering.rows import InProcess, PartitionedTable
 from privclust.clustering.summaries import nearest_centre_blocks
 
 
@@ -25,7 +28,7 @@ from privclust.clustering.summaries import nearest_centre_blocks
 class LabelSource:
     """What streaming needs, read before the request's session closes."""
 
-    matrix: Any  # a read-only memory-mapped N x d matrix
+    matrix: Any  # a read-only memory-mapped N x d matrix, or the stored partitions (a Table)
     centers: np.ndarray
     # The dataset's domain as the library takes it (a ball, or a box compared in the scaled
     # space where the job clustered): app.datasets.domain.run_domain.
@@ -44,8 +47,20 @@ def open_labels(session: Session, job: Job) -> LabelSource:
     deleted = "the dataset's rows were deleted; no labels can be computed"
     if dataset is None or dataset.deleted_at is not None or dataset.storage_path is None:
         raise Gone(deleted, code="rows-deleted")
+    settings = get_settings()
+    stored = dataset.storage_path
     try:
-        matrix = storage.open_rows(dataset.storage_path)
+        engine = row_engine(settings)
+    except ClusterUnreachable as exc:
+        raise ServiceUnavailable(
+            "the Dask cluster that computes labels cannot be reached; try again later"
+        ) from exc
+    try:
+        if isinstance(engine, InProcess) and not storage.is_remote(stored):
+            matrix: Any = storage.open_rows(stored)
+        else:  # partition by partition, on the cluster when there is one
+            partitions = storage.row_partitions(stored, settings.partition_rows)
+            matrix = PartitionedTable(partitions, partitions[0].n_cols, engine)
     except OSError as exc:  # removed between the check and here
         raise Gone(deleted, code="rows-deleted") from exc
     return LabelSource(

@@ -31,6 +31,7 @@ from privclust.clustering.options import (
 from privclust.clustering.plan import RunPlan, plan_basis
 from privclust.clustering.registry import METHODS
 from privclust.clustering.result import ClusteringResult
+from privclust.clustering.rows import Table
 from privclust.clustering.runner import released_count, run_method
 from privclust.clustering.scaling import (
     ScaledClusteringResult,
@@ -41,6 +42,10 @@ from privclust.clustering.scaling import (
 from privclust.clustering.summaries import centres_mu, exact_summary, release_summary, summary_mu
 from privclust.privacy import noise
 from privclust.privacy.gdp import remaining_after
+
+# What `cluster` runs on: an N x d array (a read-only memmap is fine) or a table of stored
+# partitions that an engine passes over (privclust.clustering.rows).
+Rowset = np.ndarray | Table
 
 
 def plan_run(
@@ -122,7 +127,7 @@ class ClusterKeywords(EvolutionKeywords, total=False):
     summary_fraction: float | None
 
 
-def cluster(X: np.ndarray, k: int, **keywords: Unpack[ClusterKeywords]) -> ClusteringResult:
+def cluster(X: Rowset, k: int, **keywords: Unpack[ClusterKeywords]) -> ClusteringResult:
     """Run the chosen algorithm; "auto" picks one from d, the public row count, k and the
     job's mu (privclust.clustering.auto.choose_algorithm) and the result names the one that ran.
 
@@ -135,7 +140,9 @@ def cluster(X: np.ndarray, k: int, **keywords: Unpack[ClusterKeywords]) -> Clust
     releases the centres' private sizes and loss (privclust.clustering.summaries), paid out of the
     same mu: `summary_fraction` of it (default SUMMARY_MU_FRACTION); without summaries it must
     be None. Per-column bounds `lower` and `upper` instead of a radius and centre cluster in
-    the scaled space (privclust.clustering.scaling.cluster_box).
+    the scaled space (privclust.clustering.scaling.cluster_box). X is an array, or a table of
+    stored partitions (privclust.clustering.rows: on a Dask cluster with
+    privclust.distributed), which gives the same result from the same generator.
     """
     if "lower" in keywords or "upper" in keywords:
         rest = dict(keywords)
@@ -145,7 +152,7 @@ def cluster(X: np.ndarray, k: int, **keywords: Unpack[ClusterKeywords]) -> Clust
 
 
 def cluster_box(
-    X: np.ndarray, k: int, *, lower: object, upper: object, **keywords: Any
+    X: Rowset, k: int, *, lower: object, upper: object, **keywords: Any
 ) -> ScaledClusteringResult:
     """`cluster` on a box domain: the rows clipped into the box and clustered in the scaled
     space (each column on [0, 1] by its declared bounds: privclust.clustering.scaling), the
@@ -157,7 +164,7 @@ def cluster_box(
     return in_original_units(cluster_options(X, k, options), box)
 
 
-def cluster_options(X: np.ndarray, k: int, options: Options) -> ClusteringResult:
+def cluster_options(X: Rowset, k: int, options: Options) -> ClusteringResult:
     """`cluster` with its arguments as one Options."""
     if options.summaries:
         return _with_summaries(X, k, options)
@@ -176,7 +183,7 @@ def cluster_options(X: np.ndarray, k: int, options: Options) -> ClusteringResult
     return into_box(_auto_with_own_count(X, k, n_rows, n_cols, options), options.box)
 
 
-def _run(method: Method, X: np.ndarray, k: int, options: Options) -> ClusteringResult:
+def _run(method: Method, X: Rowset, k: int, options: Options) -> ClusteringResult:
     """`method` on X. `max_population` caps a PE population: a method without one runs with
     the default, as its own function would."""
     if not method.evolves:
@@ -193,7 +200,7 @@ def _iterations(method: Method, options: Options, n_cols: int, epsilon: float | 
 
 
 def _auto_with_own_count(
-    X: np.ndarray, k: int, n_rows: int, n_cols: int, options: Options
+    X: Rowset, k: int, n_rows: int, n_cols: int, options: Options
 ) -> ClusteringResult:
     """ "auto" under add/remove neighbours without a public count needs N~ before it can choose:
     validate everything with a stand-in count (no noise drawn yet), release N~ as
@@ -218,7 +225,7 @@ def _auto_with_own_count(
     )
 
 
-def _with_summaries(X: np.ndarray, k: int, options: Options) -> ClusteringResult:
+def _with_summaries(X: Rowset, k: int, options: Options) -> ClusteringResult:
     """The centres computed with remaining_after(mu, summary_mu), then the summaries released
     with summary_mu, so the whole is mu-GDP (plan_run(summaries=True) prices exactly this).
 
@@ -259,7 +266,7 @@ class JobPrivacy(TypedDict):
 
 
 def _summarised(
-    X: np.ndarray,
+    X: Rowset,
     result: ClusteringResult,
     options: Options,
     mu_summary: float,
