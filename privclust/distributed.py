@@ -5,7 +5,7 @@ partition is read, and the sum is taken by the caller.
 pass (the votes, the grid sums, the tree's counts, the summaries) is a map of its statistic
 over the table's partitions, each task reading its partition from storage (the partition is a
 reference, never the rows), clipping and centring it as the run reads rows, and returning exact
-integers; the caller sums them as they arrive (integer sums do not depend on the order).
+integers; the caller sums them (integer sums do not depend on the order).
 
 Noise is never drawn here. A statistic holds public values only (candidates, centres,
 hyperplanes), and `DaskEngine` refuses to send one that holds a random generator. A task that
@@ -159,8 +159,6 @@ class DaskRows(Rows):
         return [workers[i % len(workers)] for i in range(len(self.partitions))]
 
     def total(self, statistic: Statistic) -> tuple[np.ndarray, ...]:
-        from dask.distributed import as_completed
-
         check_no_generator(statistic)
         # The statistic and the run's reading go to the cluster once per pass, as tasks (not
         # scattered data): if the worker holding them dies, the scheduler recomputes them.
@@ -183,8 +181,8 @@ class DaskRows(Rows):
         ]
         total = None
         try:
-            for future in as_completed(futures):
-                total = add_totals(total, future.result())
+            for result in self.client.gather(futures):
+                total = add_totals(total, result)
         finally:
             self.client.cancel([*futures, shared, run])
         assert total is not None  # a table has at least one partition

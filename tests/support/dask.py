@@ -50,3 +50,50 @@ def local_cluster(n_workers: int = 2) -> Iterator[tuple[object, object]]:
         Client(cluster) as client,
     ):
         yield cluster, client
+
+
+@contextmanager
+def process_cluster(n_workers: int = 2, host: str = "127.0.0.1") -> Iterator[tuple[object, str]]:
+    """A scheduler and its workers as separate `dask` processes (what an operator runs), for
+    the tests that kill the scheduler: (the scheduler's Popen, its address)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from dask.distributed import Client
+
+    from tests.support.processes import free_port
+
+    dask = str(Path(sys.executable).with_name("dask"))
+    address = f"tcp://{host}:{free_port()}"
+    port = address.rsplit(":", 1)[1]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    scheduler = subprocess.Popen(
+        [dask, "scheduler", "--host", host, "--port", port, "--dashboard-address", ":0"],
+        start_new_session=True,
+        **quiet,  # type: ignore[call-overload]
+    )
+    workers = subprocess.Popen(
+        [
+            *(dask, "worker", address, "--nworkers", str(n_workers), "--nthreads", "1"),
+            *("--dashboard-address", ":0", "--host", host),
+        ],
+        start_new_session=True,
+        **quiet,  # type: ignore[call-overload]
+    )
+    try:
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(n_workers, timeout=60)
+        yield scheduler, address
+    finally:
+        for process in (workers, scheduler):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in (workers, scheduler):
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
