@@ -22,12 +22,10 @@ from app.kit.errors import StorageUnavailable
 
 REMOTE_SCHEMES = ("s3://",)
 # botocore: a refused or silent endpoint fails after about 3 x 5 s instead of minutes.
-_CONFIG = {
-    "connect_timeout": 5,
-    "read_timeout": 60,
-    "retries": {"max_attempts": 3, "mode": "standard"},
-}
-_S3FS_RETRIES = 3  # s3fs's own retries of a failed call, on top of botocore's
+# AWS_MAX_ATTEMPTS and AWS_RETRY_MODE, when set, choose the retries instead.
+_TIMEOUTS = {"connect_timeout": 5, "read_timeout": 60}
+_RETRIES = {"max_attempts": 3, "mode": "standard"}
+_S3FS_RETRIES = 1  # s3fs calls once: botocore already retries (above)
 # The variables that decide which store and which account: a change starts a new client.
 _AWS_ENV = (
     "AWS_ENDPOINT_URL",
@@ -38,6 +36,8 @@ _AWS_ENV = (
     "AWS_DEFAULT_REGION",
     "AWS_REGION",
     "AWS_PROFILE",
+    "AWS_MAX_ATTEMPTS",
+    "AWS_RETRY_MODE",
 )
 
 _filesystems: dict[tuple[Any, ...], AbstractFileSystem] = {}
@@ -64,7 +64,13 @@ def filesystem(url: str) -> AbstractFileSystem:
         if fs is None:
             from s3fs import S3FileSystem  # heavy (botocore): only remote storage needs it
 
-            fs = S3FileSystem(skip_instance_cache=True, config_kwargs=_CONFIG)
+            config: dict[str, Any] = dict(_TIMEOUTS)
+            if not (os.environ.get("AWS_MAX_ATTEMPTS") or os.environ.get("AWS_RETRY_MODE")):
+                config["retries"] = _RETRIES
+            # No listings cache: other processes write and delete under the same prefixes.
+            fs = S3FileSystem(
+                skip_instance_cache=True, use_listings_cache=False, config_kwargs=config
+            )
             fs.retries = _S3FS_RETRIES
             _filesystems[key] = fs
     return fs
