@@ -1,6 +1,8 @@
 """Admitting work against a dataset's budget: the one choreography a job and a sweep share.
 
 `Admission.run` is the order, written once:
+0. a dataset that is not ready (still importing, or its import failed) is refused (409
+   `dataset-not-ready`): it has no rows nor released count to plan with;
 1. plan: invalid parameters are refused (422) before anything else;
 2. end the read transaction, then ping the queue: while the queue is down the request is
    refused cleanly (503) before anything is charged;
@@ -24,6 +26,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.datasets import service as datasets_service
 from app.jobs import lifecycle, queue
 from app.jobs import repository as repo
 from app.kit.config import Settings
@@ -104,6 +107,7 @@ class Admission(ABC, Generic[R, P, A]):
     def run(self, session: Session, settings: Settings) -> tuple[A, bool]:
         """Admit the request (see the module's docstring): (what was admitted, created);
         created is False when the Idempotency-Key replayed an earlier request."""
+        datasets_service.require_ready(self.dataset)  # 409: nothing to plan with yet
         plan = self.plan()  # invalid parameters: 422 before anything else
         # Refuse cleanly while the queue is down, before anything is charged. The ping may wait
         # for its socket timeout: end the read transaction first, so that no database connection

@@ -87,7 +87,7 @@ def jobs_create(
 @router.post(
     "/datasets/{dataset_id}/jobs/estimate",
     response_model=Estimate,
-    responses=responses(401, 403, 404, 422),
+    responses=responses(401, 403, 404, 409, 422),
     summary="What a job would cost and the budget after it; charges nothing",
 )
 def jobs_estimate(

@@ -71,7 +71,7 @@ def sweeps_create(
 @router.post(
     "/datasets/{dataset_id}/sweeps/estimate",
     response_model=SweepEstimate,
-    responses=responses(401, 403, 404, 422),
+    responses=responses(401, 403, 404, 409, 422),
     summary="What a sweep would cost, each job's plan and the budget after it; charges nothing",
 )
 def sweeps_estimate(

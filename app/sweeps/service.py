@@ -102,8 +102,9 @@ def estimate(
 ) -> jobs_service.Estimate[SweepPlan]:
     """What admitting the sweep would charge and the budget after it; charges nothing.
     Admissible by the same test as `SweepAdmission.reserve`: the whole sweep's mu against what
-    is left."""
+    is left. A dataset that is not ready: 409 `dataset-not-ready` before the ks are checked."""
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
+    datasets_service.require_ready(dataset)
     plan = plan_sweep(dataset, req)
     return jobs_service.estimate_of(session, dataset, plan, plan.mu, [j.mu for j in plan.jobs])
 
