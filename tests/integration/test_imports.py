@@ -224,6 +224,15 @@ def test_an_import_from_s3_into_s3_storage(s3_client: TestClient, keys: dict, s3
     assert storage.read_all(stored).tobytes() == expected.tobytes()
     assert len(storage.row_partitions(stored)) == 3
 
+    # A job runs on rows that live in object storage only.
+    from worker.tasks import run_clustering_job
+
+    job = s3_client.post(
+        f"/v1/datasets/{dataset_id}/jobs", headers=auth(keys["analyst"]), json={"k": 2, "mu": 0.3}
+    )
+    assert job.status_code == 202, job.text
+    assert run_clustering_job(job.json()["id"]) == "succeeded"
+
 
 @pytest.mark.parametrize(
     ("source", "status"),
