@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import tomllib
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, HTTPServer
@@ -635,8 +636,7 @@ def test_minio_does_not_start_without_its_login(compose: dict[str, Any], tmp_pat
 def test_minio_bucket_makes_the_storage_and_import_buckets(compose: dict[str, Any]) -> None:
     # Against moto's S3 server (a fake S3, in this process, over real HTTP): the script the
     # one-shot runs, as it runs it (`python -c`), with the AWS_* variables .env would give it.
-    pytest.importorskip("moto")
-    fake_s3 = pytest.importorskip("tests.support.s3").fake_s3
+    from tests.support.s3 import fake_s3
 
     argv = compose["services"]["minio-bucket"]["command"]
     assert argv[:2] == ["python", "-c"]
@@ -651,18 +651,20 @@ def test_minio_bucket_makes_the_storage_and_import_buckets(compose: dict[str, An
             timeout=60,
         )
 
+    # moto keeps one store per process: names of this test's own.
+    rows, imports = (f"{kind}-{uuid.uuid4().hex[:12]}" for kind in ("rows", "imports"))
     with fake_s3() as s3:
         settings = {
             **s3.env,
-            "PRIVCLUST_STORAGE_URL": "s3://made-for-rows/datasets",
-            "PRIVCLUST_IMPORT_SOURCES": "s3://made-for-imports/exports, /mnt/lake",
+            "PRIVCLUST_STORAGE_URL": f"s3://{rows}/datasets",
+            "PRIVCLUST_IMPORT_SOURCES": f"s3://{imports}/exports, /mnt/lake",
         }
         for _ in range(2):  # a bucket that exists is kept
             done = run(settings)
             assert done.returncode == 0, done.stderr
         names = {b["Name"] for b in s3.client().list_buckets()["Buckets"]}
-        assert {"made-for-rows", "made-for-imports"} <= names
-        assert "s3://made-for-rows is ready" in done.stdout
+        assert {rows, imports} <= names
+        assert f"s3://{rows} is ready" in done.stdout
 
         local = run({**s3.env, "PRIVCLUST_STORAGE_URL": "/data/datasets"})
         assert local.returncode != 0 and "PRIVCLUST_STORAGE_URL=s3://" in local.stderr
@@ -1040,8 +1042,10 @@ def test_env_example_states_the_real_upload_limit() -> None:
 
 def test_self_hosting_doc_commands_are_real(cli_parser: argparse.ArgumentParser) -> None:
     text = SELF_HOSTING_DOC.read_text()
-    blocks = re.findall(r"```(?:sh|bash|console)?\n(.*?)```", text, re.S)
-    shell = "\n".join(blocks)
+    # Every fenced block, so that a closing fence is never read as an opening one; the shell's.
+    fenced = re.findall(r"^```([\w-]*)\n(.*?)^```", text, re.S | re.M)
+    shell = "\n".join(body for lang, body in fenced if lang in ("", "sh", "bash", "console"))
+    shell = shell.replace("\\\n", " ")  # a command continued on the next line is one line
     for needle in (
         "cp .env.example .env",
         "docker compose up -d",
@@ -1069,3 +1073,41 @@ def test_self_hosting_doc_commands_are_real(cli_parser: argparse.ArgumentParser)
         assert_real_cli_invocation(cli_parser, argv)
         invocations += 1
     assert invocations >= 2
+
+
+def test_self_hosting_doc_dask_commands_and_settings_are_real() -> None:
+    import dask.config
+    import distributed  # noqa: F401  (its settings join Dask's configuration on import)
+
+    text = SELF_HOSTING_DOC.read_text()
+    fenced = re.findall(r"^```([\w-]*)\n(.*?)^```", text, re.S | re.M)
+    shell = "\n".join(body for lang, body in fenced if lang in ("", "sh", "bash"))
+    shell = shell.replace("\\\n", " ")
+    # `dask scheduler ...` and `dask worker ...` as the multi-host section runs them (after the
+    # image's name), parsed by Dask's own commands.
+    runs = {}
+    for line in shell.splitlines():
+        words = shlex.split(line, comments=True)
+        for i, word in enumerate(words[:-1]):
+            if word == "dask" and words[i + 1] in ("scheduler", "worker"):
+                runs[words[i + 1]] = dask_command(words[i + 1], words[i:])
+    assert set(runs) == {"scheduler", "worker"}
+    assert runs["scheduler"]["protocol"] == "tls"
+    port = int(runs["scheduler"]["port"])
+    assert re.fullmatch(rf"tls://[\w.-]+:{port}", runs["worker"]["scheduler"])
+    # Every Dask variable it names is one of Dask's settings (DASK_A__B_C is a.b-c), and the
+    # TLS ones cover the three roles.
+    missing = object()
+    named = set(re.findall(r"\bDASK_[A-Z0-9_]+", text))
+    for name in named:
+        key = ".".join(part.lower().replace("_", "-") for part in name[5:].split("__"))
+        assert dask.config.get(key, default=missing) is not missing, (
+            f"{name}: no Dask setting {key}"
+        )
+    for role in ("SCHEDULER", "WORKER", "CLIENT"):
+        for part in ("CERT", "KEY"):
+            assert f"DASK_DISTRIBUTED__COMM__TLS__{role}__{part}" in named
+    assert "DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION" in named
+    # The settings the page names exist.
+    for name in set(re.findall(r"\bPRIVCLUST_[A-Z0-9_]+", text)):
+        assert name in SETTINGS_ENV_NAMES | {"PRIVCLUST_ADMIN_TOKEN_FILE"}, name
