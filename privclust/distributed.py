@@ -16,20 +16,23 @@ What crosses the wire: partitions' addresses and public values to the workers, e
 partition statistics back. Those statistics are not private: run the scheduler and workers on
 a network only the service reaches, with TLS (docs/self-hosting.md).
 
-Each worker keeps the partitions it prepared for a run, within `cache_bytes` per worker process
-(oldest dropped first), so that a run's later passes skip storage; the cache lives in the
-worker's memory only and is dropped when the run ends.
+Each worker keeps the partitions it prepared for a run, so that a run's later passes skip
+storage and the preparation: in memory within `cache_bytes` per worker process, the rest on the
+worker's local disk (prepared rows, clipped and centred: the worker's directory must be as
+private as the storage). Both are dropped when the run ends.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import pickle
+import tempfile
 import threading
 import uuid
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import cloudpickle
@@ -66,49 +69,78 @@ def check_no_generator(statistic: object) -> None:
 
 @dataclass(frozen=True)
 class _RunRows:
-    """What every task of a run reads: its partitions' preparation, and the run's cache key."""
+    """What every task of a run reads: its partitions' preparation, the run's cache key, and
+    how much of its prepared rows a worker keeps (`cache_bytes` in memory; the rest, with
+    `spill`, on the worker's local disk)."""
 
     run: str
     reading: Reading
     cache_bytes: int
+    spill: bool = True
 
 
 class _PartCache:
-    """A worker process's prepared partitions, by (run, partition index), within a byte cap."""
+    """A worker process's prepared partitions, by (run, partition index).
+
+    A run's passes read every partition in turn, so an LRU smaller than the run would miss
+    every time: partitions are kept in memory while they fit under the run's `cache_bytes` and
+    never evicted for newer ones; the others are written once to the worker's local directory
+    as prepared .npy files and read back at later passes (read, not memory-mapped, so a
+    process's resident memory stays at one partition). Both are dropped when the run ends
+    (`drop`); a worker that dies takes its memory with it and Dask removes its directory."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.parts: OrderedDict[tuple[str, int], Part] = OrderedDict()
+        self.parts: dict[tuple[str, int], Part] = {}
+        self.spilled: dict[tuple[str, int], Path] = {}
 
     def get(self, run: _RunRows, index: int, partition: Partition) -> Part:
         key = (run.run, index)
         with self.lock:
             part = self.parts.get(key)
-            if part is not None:
-                self.parts.move_to_end(key)
-                return part
+            path = self.spilled.get(key)
+        if part is not None:
+            return part
+        if path is not None and path.exists():
+            return Part(np.load(path, allow_pickle=False))
         part = Part(run.reading.prepare(partition.read()))
-        if run.cache_bytes > 0:
-            with self.lock:
+        with self.lock:
+            held = sum(p.points.nbytes for k, p in self.parts.items() if k[0] == run.run)
+            if held + part.points.nbytes <= run.cache_bytes:
                 self.parts[key] = part
-                self._trim(run.cache_bytes)
+                return part
+        if run.spill:
+            self._spill(key, part.points)
         return part
 
-    def _trim(self, cap: int) -> None:
-        def size(p: Part) -> int:
-            return int(p.points.nbytes) + sum(int(d.points.nbytes) for d in p._derived.values())
-
-        total = sum(size(p) for p in self.parts.values())
-        while self.parts and total > cap:
-            _, dropped = self.parts.popitem(last=False)
-            total -= size(dropped)
+    def _spill(self, key: tuple[str, int], points: np.ndarray) -> None:
+        path = _local_directory() / f"privclust-{key[0]}-{key[1]}.npy"
+        partial = path.with_suffix(".part")
+        with open(partial, "wb") as f:
+            np.save(f, points, allow_pickle=False)
+        os.replace(partial, path)
+        with self.lock:
+            self.spilled[key] = path
 
     def drop(self, run: str) -> int:
         with self.lock:
             keys = [key for key in self.parts if key[0] == run]
             for key in keys:
                 del self.parts[key]
-        return len(keys)
+            files = [key for key in self.spilled if key[0] == run]
+            for key in files:
+                self.spilled.pop(key).unlink(missing_ok=True)
+        return len(keys) + len(files)
+
+
+def _local_directory() -> Path:
+    """The Dask worker's own scratch directory (this process's temporary one elsewhere)."""
+    try:
+        from dask.distributed import get_worker
+
+        return Path(get_worker().local_directory)
+    except (ImportError, ValueError):
+        return Path(tempfile.gettempdir())
 
 
 _CACHE = _PartCache()
@@ -148,7 +180,8 @@ class DaskRows(Rows):
         self.client = client
         self.partitions = list(partitions)
         self.shape = (sum(int(p.n_rows) for p in self.partitions), int(n_cols))
-        self.run = _RunRows(uuid.uuid4().hex, reading, cache_bytes)
+        # No cache at all (0): every pass reads every partition from storage again.
+        self.run = _RunRows(uuid.uuid4().hex, reading, cache_bytes, spill=cache_bytes > 0)
 
     def _placement(self) -> list[str | None]:
         """A worker for each partition (any other may take it): the same one at every pass,

@@ -10,6 +10,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -133,4 +134,29 @@ def test_a_worker_killed_mid_run_changes_nothing() -> None:
         there = cluster(table, 3, rng=np.random.default_rng(9), **keywords)
         killer.join()
         assert killed.is_set() and time.monotonic() - start > 1.0  # killed while it ran
+    assert _same(here, there)
+
+
+def _spilled_files(client: object) -> int:
+    def count(dask_worker: object) -> int:
+        directory = Path(dask_worker.local_directory)  # type: ignore[attr-defined]
+        return len(list(directory.glob("privclust-*.npy")))
+
+    return sum(client.run(count).values())  # type: ignore[attr-defined]
+
+
+def test_partitions_beyond_the_memory_cache_spill_to_disk_and_go_with_the_run(
+    dask_client: object,
+) -> None:
+    X = blobs(3000, 5, 3, seed=6)
+    keywords = dict(algorithm="pe-means", epsilon=1.0, delta=1e-6, radius=1.5, n_public=3000)
+    here = cluster(X, 3, rng=np.random.default_rng(2), **keywords)
+    # One byte of memory cache: every prepared partition is spilled and read back.
+    engine = DaskEngine(dask_client, cache_bytes=1)
+    there = cluster(
+        PartitionedTable(blocks(X, 500), 5, engine), 3, rng=np.random.default_rng(2), **keywords
+    )
+    assert _spilled_files(dask_client) == 6
+    engine.close()
+    assert _spilled_files(dask_client) == 0
     assert _same(here, there)

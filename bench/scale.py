@@ -1,0 +1,133 @@
+"""Jobs at scale from Parquet: in one process, and on a local Dask cluster of worker processes.
+
+For each size N x 16 (k = 16, epsilon 1, pe-lloyd by `auto`), the rows are written once as
+Parquet partitions (one row group each) into a scratch folder, in the layout object storage
+holds them (app.datasets.storage); then the same job runs
+- in process: the partitions read into one working copy (the RQ worker without a cluster);
+- on a LocalCluster of `--workers` worker processes (one thread each): every pass a map over
+  the partitions, summed here.
+It prints wall time, the peak RSS of this process and of each Dask worker process, and whether
+both runs released the same centres from the same seeded generator (they must: the passes'
+statistics are exact). The cluster runs first, so this process's peak in its row is the
+client's alone. Nothing here asserts on time; CSV ingest speed is bench/ingest_speed.py's.
+
+    .venv/bin/python bench/scale.py --rows 1e6 1e7 --workers 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from app.datasets.storage.rows import RowPartition
+from privclust.clustering import cluster
+from privclust.clustering.rows import PartitionedTable
+from privclust.distributed import DaskEngine
+
+D, K, PARTITION_ROWS = 16, 16, 1 << 20
+
+
+def write_parquet(folder: Path, n: int, seed: int = 0) -> list[RowPartition]:
+    """n x D rows around K centres in the unit ball, as Parquet parts of PARTITION_ROWS rows."""
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(-0.6, 0.6, (K, D))
+    parts = []
+    for i, start in enumerate(range(0, n, PARTITION_ROWS)):
+        m = min(PARTITION_ROWS, n - start)
+        rows = centres[rng.integers(0, K, m)] + rng.normal(0.0, 0.05, (m, D))
+        table = pa.table({f"c{j}": rows[:, j] for j in range(D)})
+        path = folder / f"part-{i:05d}.parquet"
+        pq.write_table(table, path, row_group_size=PARTITION_ROWS, compression="none")
+        parts.append(RowPartition(str(path), m, D, start, 0))
+    return parts
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set (VmHWM), in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def worker_peaks(client: object) -> list[float]:
+    """Each Dask worker process's peak resident set, in MB."""
+    return sorted(client.run(peak_rss_mb).values())  # type: ignore[attr-defined]
+
+
+def row(*cells: str) -> None:
+    print("| " + " | ".join(cells) + " |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=float, nargs="+", default=[1e6])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--skip-in-process", action="store_true")
+    parser.add_argument("--memory-limit", default="2GB", help="each Dask worker's limit")
+    parser.add_argument("--scratch", default=None, help="folder for the Parquet files")
+    args = parser.parse_args()
+    from dask.distributed import Client, LocalCluster
+
+    keywords = dict(epsilon=1.0, delta=1e-9, radius=1.5)
+    row("N x 16", "Parquet", "where", "wall s", "peak RSS MB", "workers' peak RSS MB", "same")
+    row(*["---"] * 7)
+    with tempfile.TemporaryDirectory(dir=args.scratch) as scratch:
+        for n in (int(r) for r in args.rows):
+            folder = Path(scratch) / f"n{n}"
+            folder.mkdir()
+            t = time.perf_counter()
+            parts = write_parquet(folder, n)
+            size = sum(p.stat().st_size for p in folder.iterdir()) / 1e9
+            wrote = f"{size:.1f} GB in {time.perf_counter() - t:.0f} s"
+            with (
+                LocalCluster(
+                    n_workers=args.workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    memory_limit=args.memory_limit,
+                    dashboard_address=":0",
+                ) as lc,
+                Client(lc) as client,
+            ):
+                engine = DaskEngine(client)
+                t = time.perf_counter()
+                there = cluster(
+                    PartitionedTable(parts, D, engine),
+                    K,
+                    rng=np.random.default_rng(1),
+                    n_public=n,
+                    **keywords,
+                )
+                wall = time.perf_counter() - t
+                peaks = worker_peaks(client)
+                engine.close()
+            peaks_text = ", ".join(f"{p:.0f}" for p in peaks)
+            where = f"Dask, {args.workers} workers"
+            row(f"{n:,}", wrote, where, f"{wall:.1f}", f"{peak_rss_mb():.0f}", peaks_text, "-")
+            here = None
+            if not args.skip_in_process:
+                t = time.perf_counter()
+                here = cluster(
+                    PartitionedTable(parts, D),
+                    K,
+                    rng=np.random.default_rng(1),
+                    n_public=n,
+                    **keywords,
+                )
+                wall = time.perf_counter() - t
+                same = str(np.array_equal(here.centers, there.centers))
+                row(f"{n:,}", wrote, "in process", f"{wall:.1f}", f"{peak_rss_mb():.0f}", "-", same)
+            shutil.rmtree(folder)  # a generated data set: never kept
+
+
+if __name__ == "__main__":
+    main()
