@@ -114,7 +114,7 @@ class DatasetOut(BaseModel):
         return cls(
             id=ds.id,
             name=ds.name,
-            status=DatasetStatus(ds.status).value,
+            status=DatasetStatus(ds.status or DatasetStatus.READY).value,
             progress=ds.progress,
             failure_reason=ds.failure_reason if owner else None,
             source=ds.source if owner else None,
@@ -124,7 +124,7 @@ class DatasetOut(BaseModel):
             count_mu=ds.count_mu,
             relation=datasets_service.relation_of(ds),
             warnings=datasets_service.dataset_warnings(ds),
-            n_cols=ds.n_cols if ds.status == DatasetStatus.READY else None,
+            n_cols=ds.n_cols if datasets_service.is_ready(ds) else None,
             columns=list(ds.columns),
             domain=Domain.of(ds),
             budget=Budget.of(view.budget),

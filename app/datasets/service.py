@@ -51,9 +51,16 @@ def relation_of(dataset: Dataset) -> Relation:
     return "replace-one" if dataset.count_public else "add-remove"
 
 
+def is_ready(dataset: Dataset) -> bool:
+    """Whether the dataset's rows are stored and its count released (a dataset built in memory
+    has no status until it is flushed: its counts decide)."""
+    unfinished = dataset.status in (DatasetStatus.IMPORTING, DatasetStatus.FAILED)
+    return not unfinished and dataset.n_rows_dp is not None
+
+
 def require_ready(dataset: Dataset) -> None:
     """409 `dataset-not-ready` unless the dataset's rows are stored and its count released."""
-    if dataset.status == DatasetStatus.READY and dataset.n_rows_dp is not None:
+    if is_ready(dataset):
         return
     state = (
         f"still importing ({100 * (dataset.progress or 0.0):.0f}% read)"
