@@ -53,9 +53,11 @@ def local_cluster(n_workers: int = 2) -> Iterator[tuple[object, object]]:
 
 
 @contextmanager
-def process_cluster(n_workers: int = 2, host: str = "127.0.0.1") -> Iterator[tuple[object, str]]:
-    """A scheduler and its workers as separate `dask` processes (what an operator runs), for
-    the tests that kill the scheduler: (the scheduler's Popen, its address)."""
+def process_cluster(
+    n_workers: int = 2, host: str = "127.0.0.1", env: dict[str, str] | None = None
+) -> Iterator[tuple[object, str]]:
+    """A scheduler and its workers as separate `dask` processes (what an operator runs), with
+    `env` added to this process's environment: (the scheduler's Popen, its address)."""
     import os
     import signal
     import subprocess
@@ -69,7 +71,11 @@ def process_cluster(n_workers: int = 2, host: str = "127.0.0.1") -> Iterator[tup
     dask = str(Path(sys.executable).with_name("dask"))
     address = f"tcp://{host}:{free_port()}"
     port = address.rsplit(":", 1)[1]
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    quiet = {
+        "stdout": subprocess.DEVNULL,
+        "stderr": subprocess.DEVNULL,
+        "env": {**os.environ, **(env or {})},
+    }
     scheduler = subprocess.Popen(
         [dask, "scheduler", "--host", host, "--port", port, "--dashboard-address", ":0"],
         start_new_session=True,
