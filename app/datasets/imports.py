@@ -25,7 +25,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from redis import Redis
+from rq.exceptions import NoSuchJobError
 from rq.job import Job as RqJob
+from rq.job import JobStatus
+from rq.serializers import JSONSerializer
 from rq.timeouts import JobTimeoutException
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -358,8 +362,17 @@ def sweep_imports(settings: Settings, sessions: sessionmaker[Session]) -> None:
     if waiting:
         conn = queue.redis_connection(queue.resolve_redis_url(settings))
         for dataset_id in waiting:
-            if not RqJob.exists(rq_job_id(dataset_id), connection=conn):
-                enqueue(settings, dataset_id)
-                log.warning(
-                    "import of dataset %s enqueued again: its queue entry was lost", dataset_id
-                )
+            if _in_queue(conn, dataset_id):
+                continue
+            enqueue(settings, dataset_id)
+            log.warning("import of dataset %s enqueued again: its queue entry was lost", dataset_id)
+
+
+def _in_queue(conn: Redis, dataset_id: uuid.UUID) -> bool:
+    """Whether the import's RQ job still waits or runs (not lost, and not ended before it
+    could claim the import, e.g. while the database was down)."""
+    try:
+        job = RqJob.fetch(rq_job_id(dataset_id), connection=conn, serializer=JSONSerializer)
+    except NoSuchJobError:
+        return False
+    return job.get_status(refresh=False) not in (JobStatus.FAILED, JobStatus.STOPPED)

@@ -426,3 +426,20 @@ def test_the_worker_takes_an_import_from_the_queue(
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
     assert _get(client, keys["owner"], ds["id"])["status"] == "ready"
+
+
+def test_an_import_whose_queue_entry_was_lost_is_enqueued_again(
+    client: TestClient, keys: dict, settings: Settings, lake: Path, monkeypatch
+) -> None:
+    from redis import Redis
+    from rq.job import Job as RqJob
+
+    _write_parquet(lake / "t.parquet", _rows(20, 13))
+    ds = _import(client, keys["owner"], str(lake))["body"]
+    conn = Redis.from_url(settings.redis_url or "")
+    job_id = imports.rq_job_id(uuid.UUID(ds["id"]))
+    RqJob.fetch(job_id, connection=conn).delete()  # Redis lost it (a restart without its data)
+    monkeypatch.setattr(settings, "stale_job_seconds", 0.0)
+    imports.sweep_imports(settings, session_factory(settings.resolved_database_url))
+    assert RqJob.exists(job_id, connection=conn)
+    assert _run(ds["id"]) == "ready"
