@@ -22,11 +22,11 @@ from typing import IO, Literal
 from app.datasets.ingest.csv import ingest_csv
 from app.datasets.ingest.npy import ingest_npy
 from app.datasets.ingest.parquet import ingest_parquet
-from app.datasets.ingest.reader import Upload
+from app.datasets.ingest.reader import RowSink, Upload
 from app.datasets.storage import NpyRowsWriter, RowsWriter
 from app.kit.errors import UploadError
 
-__all__ = ["IngestedMatrix", "ingest_file"]
+__all__ = ["IngestedMatrix", "ingest_file", "ingest_rows"]
 
 _SNIFF_BYTES = 64 << 10
 _NPY_MAGIC = b"\x93NUMPY"
@@ -41,7 +41,7 @@ _PARQUET_CONTENT_TYPES = (
 )
 
 Format = Literal["csv", "npy", "parquet"]
-_FORMATS: dict[Format, Callable[[Upload, list[str] | None, RowsWriter], list[str]]] = {
+_FORMATS: dict[Format, Callable[[Upload, list[str] | None, RowSink], list[str]]] = {
     "csv": ingest_csv,
     "npy": ingest_npy,
     "parquet": ingest_parquet,
@@ -94,14 +94,15 @@ def ingest_file(
     if columns is not None and not all(isinstance(c, str) for c in columns):
         raise UploadError("`columns` must be a list of column names (strings)")
     try:
-        with Upload(src, max_bytes, dest_dir) as upload:
-            prefix = upload.reader.peek(_SNIFF_BYTES)
-            if not prefix:
-                raise UploadError("The uploaded file is empty.", code="empty-dataset")
-            fmt = _detect_format(prefix, filename, content_type)
-            selected = _FORMATS[fmt](upload, columns, writer)
-        if writer.n_rows == 0:
-            raise UploadError("The file has a header but no data rows.", code="empty-dataset")
+        selected = ingest_rows(
+            src,
+            filename=filename,
+            content_type=content_type,
+            dest_dir=dest_dir,
+            columns=columns,
+            max_bytes=max_bytes,
+            writer=writer,
+        )
         writer.commit()
     except BaseException:
         writer.discard()
@@ -109,6 +110,29 @@ def ingest_file(
     return IngestedMatrix(
         stored=writer.stored, n_rows=writer.n_rows, n_cols=len(selected), columns=list(selected)
     )
+
+
+def ingest_rows(
+    src: IO[bytes],
+    *,
+    filename: str | None,
+    content_type: str | None,
+    dest_dir: Path,
+    columns: list[str] | None,
+    max_bytes: int | None,
+    writer: RowSink,
+) -> list[str]:
+    """Sniff the format of `src` and convert its rows into `writer` (which is not committed);
+    return the kept columns' names. The parameters and errors are `ingest_file`'s."""
+    with Upload(src, max_bytes, dest_dir) as upload:
+        prefix = upload.reader.peek(_SNIFF_BYTES)
+        if not prefix:
+            raise UploadError("The uploaded file is empty.", code="empty-dataset")
+        fmt = _detect_format(prefix, filename, content_type)
+        selected = _FORMATS[fmt](upload, columns, writer)
+    if writer.n_rows == 0:
+        raise UploadError("The file has a header but no data rows.", code="empty-dataset")
+    return selected
 
 
 def _detect_format(prefix: bytes, filename: str | None, content_type: str | None) -> Format:

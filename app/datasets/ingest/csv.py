@@ -18,8 +18,13 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 
 from app.datasets.ingest.checks import check_finite, non_finite_error, select_columns
-from app.datasets.ingest.reader import READ_CHUNK, Upload, UploadReader, discard_exactly
-from app.datasets.storage import RowsWriter
+from app.datasets.ingest.reader import (
+    READ_CHUNK,
+    RowSink,
+    Upload,
+    UploadReader,
+    discard_exactly,
+)
 from app.kit.errors import UploadError
 
 # pyarrow's streaming CSV reader holds a few dozen blocks in flight: peak memory grows with the
@@ -38,7 +43,7 @@ _NON_FINITE_RE = re.compile(
 _UNDECODABLE_RE = re.compile("[\udc80-\udcff]")
 
 
-def ingest_csv(upload: Upload, wanted: list[str] | None, writer: RowsWriter) -> list[str]:
+def ingest_csv(upload: Upload, wanted: list[str] | None, writer: RowSink) -> list[str]:
     """Convert a CSV upload into `writer`; return the kept columns' names."""
     if upload.start is not None:
         return _ingest_rewindable(
@@ -55,7 +60,7 @@ def _ingest_rewindable(
     reader: UploadReader,
     wanted: list[str] | None,
     max_bytes: int | None,
-    writer: RowsWriter,
+    writer: RowSink,
 ) -> list[str]:
     """Parse with pyarrow's streaming reader; on any parse failure re-scan exactly in Python.
 
@@ -165,7 +170,7 @@ def _find_line_break(buf: bytearray, start: int) -> tuple[int, int] | None:
 
 
 def _csv_fast_path(
-    reader: UploadReader, names: list[str], selected: list[str], writer: RowsWriter
+    reader: UploadReader, names: list[str], selected: list[str], writer: RowSink
 ) -> int | None:
     """Convert with pyarrow; None when the whole file converted, else the rows written."""
     rows_done = 0
@@ -204,7 +209,7 @@ def _csv_exact_path(
     names: list[str],
     selected: list[str],
     skip_rows: int,
-    writer: RowsWriter,
+    writer: RowSink,
 ) -> None:
     """Parse with the csv module, counting (not checking) the first `skip_rows` data rows."""
     text = io.TextIOWrapper(

@@ -13,15 +13,14 @@ import numpy as np
 import numpy.typing as npt
 
 from app.datasets.ingest.checks import binary_row, check_finite, select_columns
-from app.datasets.ingest.reader import Upload, UploadReader, read_exactly
-from app.datasets.storage import RowsWriter
+from app.datasets.ingest.reader import RowSink, Upload, UploadReader, read_exactly
 from app.kit.errors import UploadError
 
 # Rows of a binary source converted per step: bounded by bytes, not rows.
 _BINARY_BLOCK_BYTES = 8 << 20
 
 
-def ingest_npy(upload: Upload, wanted: list[str] | None, writer: RowsWriter) -> list[str]:
+def ingest_npy(upload: Upload, wanted: list[str] | None, writer: RowSink) -> list[str]:
     """Check the header, then convert the data in row blocks into `writer`; return the kept
     columns' names (`x0`, `x1`, ...: an array has no column names)."""
     shape, fortran_order, dtype = _read_header(upload.reader)

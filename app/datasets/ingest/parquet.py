@@ -21,15 +21,14 @@ from app.datasets.ingest.checks import (
     non_finite_error,
     select_columns,
 )
-from app.datasets.ingest.reader import Upload
-from app.datasets.storage import RowsWriter
+from app.datasets.ingest.reader import RowSink, Upload
 from app.kit.errors import UploadError
 
 _PARQUET_BUFFER_BYTES = 1 << 20
 _PARQUET_BATCH_BYTES = 2 << 20
 
 
-def ingest_parquet(upload: Upload, wanted: list[str] | None, writer: RowsWriter) -> list[str]:
+def ingest_parquet(upload: Upload, wanted: list[str] | None, writer: RowSink) -> list[str]:
     """Convert the spooled Parquet file into `writer`; nulls and non-numeric columns are errors.
     Return the kept columns' names."""
     parquet, schema, n_rows = _open(upload.spool())

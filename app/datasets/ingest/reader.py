@@ -4,7 +4,8 @@ Every format reads the upload through `UploadReader`, which counts the bytes aga
 upload limit (413 `too-large` as soon as it is passed, whatever the format) and lets the format
 sniffing peek at the first bytes without consuming them. `Upload` adds the one-off copy to a
 scratch file for formats that need random access (Parquet's footer, a Fortran-ordered .npy,
-a CSV re-scan of a source that cannot seek).
+a CSV re-scan of a source that cannot seek). `RowSink` is the other end: what a format hands
+the checked rows to.
 """
 
 from __future__ import annotations
@@ -13,12 +14,26 @@ import io
 import threading
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
 
 from app.datasets import storage
 from app.kit.errors import UploadError
 
 READ_CHUNK = 1 << 20
+
+
+class RowSink(Protocol):
+    """Where a format's ingest puts the checked rows: the new dataset's
+    `app.datasets.storage.RowsWriter`, or an early ingest's scratch (app.datasets.ingest.early)."""
+
+    n_rows: int
+
+    def start(self, n_cols: int) -> None: ...
+
+    def append(self, block: npt.NDArray[np.float64]) -> None: ...
 
 
 class UploadReader(io.RawIOBase):
