@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, Response, UploadFile
+from fastapi import APIRouter, Form, Request, Response, UploadFile
 from pydantic import BaseModel, Field
 
 from app.datasets import service as datasets_service
@@ -120,17 +121,28 @@ class DatasetUpload(BaseModel):
     )
 
 
-@router.post(
-    "",
-    status_code=201,
-    response_model=DatasetOut,
-    responses={
-        202: {"model": DatasetOut, "description": "An import by reference was accepted"},
-        **responses(400, 401, 403, 413, 415, 422, 503),
-    },
-    summary="Upload a dataset (or import one by reference) with its public domain and total "
-    "privacy budget",
-)
+class _StreamedUploadRoute(UnitOfWorkRoute):
+    """The upload's route: its multipart body is parsed as it streams in, and the file part's
+    ingest starts before the body has ended (app.datasets.ingest.multipart); FastAPI then
+    validates the same form as ever. Once the endpoint has run, an early ingest it did not
+    adopt is stopped."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handle = super().get_route_handler()
+
+        async def streamed(request: Request) -> Response:
+            # The ingest imports pyarrow: loaded by the first upload, not at start-up.
+            from app.datasets.ingest.multipart import StreamedUploadRequest
+
+            upload = StreamedUploadRequest(request.scope, request.receive)
+            try:
+                return await handle(upload)
+            finally:
+                await upload.finish()
+
+        return streamed
+
+
 def datasets_create(
     session: SessionDep,
     settings: SettingsDep,
@@ -170,6 +182,22 @@ def datasets_create(
     upload = datasets_service.UploadedFile(file.file, file.filename, file.content_type)
     created = datasets_service.create_dataset(session, key, new, upload, settings)
     return DatasetOut.of(created, key.role)
+
+
+router.add_api_route(
+    "",
+    datasets_create,
+    methods=["POST"],
+    status_code=201,
+    response_model=DatasetOut,
+    responses={
+        202: {"model": DatasetOut, "description": "An import by reference was accepted"},
+        **responses(400, 401, 403, 413, 415, 422, 503),
+    },
+    summary="Upload a dataset (or import one by reference) with its public domain and total "
+    "privacy budget",
+    route_class_override=_StreamedUploadRoute,
+)
 
 
 def _requested(form: DatasetUpload) -> datasets_service.NewDataset:

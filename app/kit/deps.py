@@ -77,6 +77,13 @@ def _loop_limiters() -> _Limiters:
     return limiters
 
 
+def upload_gate() -> anyio.CapacityLimiter:
+    """This event loop's upload gate (PRIVCLUST_UPLOAD_THREADS): the threads that ingest
+    uploads, an upload endpoint's or one started while its body arrives
+    (app.datasets.ingest.early)."""
+    return _loop_limiters().uploads
+
+
 async def get_session(request: Request) -> AsyncIterator[Session]:
     """One session per request. It connects lazily, inside the endpoint's thread.
 

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import io
 import tempfile
+import threading
+import time
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from app.datasets.ingest import IngestedMatrix, ingest_file
+from app.datasets.ingest import IngestedMatrix, ingest_file, ingest_rows
+from app.datasets.ingest.early import EarlyIngest
+from app.datasets.ingest.multipart import StreamedFile
+from app.datasets.ingest.reader import RowSink
+from app.datasets.ingest.spool import GrowingSpool, SpoolReader, SpoolStopped
 from app.datasets.storage import open_rows as open_matrix
 from app.kit.errors import UploadError
 
@@ -497,3 +504,150 @@ def test_csv_exact_path_refuses_numbers_that_overflow_to_infinity(
     assert error.code == "non-finite-value" and error.status == 400
     assert error.extra.get("column") == "c7"
     assert error.extra.get("row") in (1, 2)
+
+
+# ------------------------------------------------------- the early ingest of a streamed upload
+
+
+def _streamed(
+    data: bytes,
+    scratch: Path,
+    *,
+    chunk: int = 1000,
+    give_way: Callable[[], bool] = lambda: False,
+    fail_at: int | None = None,
+    held: threading.Event | None = None,
+    **early: Any,
+) -> StreamedFile:
+    """`data` arriving in chunks (a writer thread) while its early ingest runs (another thread),
+    as the upload route receives a file part; returned once both are done. With `held`, the
+    rest waits after the first chunk until that event is set."""
+    spool = GrowingSpool(scratch)
+    params = {"filename": None, "content_type": None, "max_bytes": None, **early}
+    started = EarlyIngest(spool, scratch_dir=scratch, give_way=give_way, **params)
+    file = StreamedFile(spool, started)
+
+    def arrive() -> None:
+        for at in range(0, len(data), chunk):
+            if fail_at is not None and at >= fail_at:
+                spool.fail(ConnectionError("cut off"))
+                return
+            spool.append(data[at : at + chunk])
+            if held is not None:
+                held.wait(10)
+            time.sleep(0.0005)
+        spool.finish()
+
+    def ingest(src: IO[bytes], sink: RowSink) -> list[str]:
+        return ingest_rows(src, dest_dir=scratch, columns=None, writer=sink, **params)
+
+    threads = [
+        threading.Thread(target=arrive),
+        threading.Thread(target=started.run, args=(ingest,)),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    spool.release()  # the receiver's own hold
+    return file
+
+
+def _csv_table(n_rows: int = 3000) -> tuple[bytes, np.ndarray]:
+    values = np.random.default_rng(3).normal(0, 50, size=(n_rows, 4))
+    lines = ["a,b,c,d"] + [",".join(repr(float(v)) for v in row) for row in values]
+    return ("\n".join(lines) + "\n").encode(), values
+
+
+def test_the_early_rows_are_the_rows_and_the_file_is_not_read_again(tmp_path: Path) -> None:
+    data, values = _csv_table()
+    with _streamed(data, tmp_path / "scratch") as file:
+        result = ingest_file(file, filename=None, content_type=None, dest_dir=tmp_path / "out")
+        assert file.tell() == 0  # adopted: the endpoint's ingest did not parse the file again
+    assert result.columns == ["a", "b", "c", "d"]
+    np.testing.assert_array_equal(only_output(tmp_path / "out", result), values)
+    assert list((tmp_path / "scratch").iterdir()) == []
+
+
+def test_the_early_rows_serve_a_column_choice_sent_after_the_file(tmp_path: Path) -> None:
+    data, values = _csv_table()
+    with _streamed(data, tmp_path / "scratch") as file:
+        out = tmp_path / "out"
+        result = ingest_file(
+            file, filename=None, content_type=None, dest_dir=out, columns=["d", "b"]
+        )
+        assert file.tell() == 0 and result.columns == ["d", "b"]
+    np.testing.assert_array_equal(only_output(out, result), values[:, [3, 1]])
+
+
+def rejected_from(src: IO[bytes], dest: Path, **kwargs: Any) -> UploadError:
+    with pytest.raises(UploadError) as caught:
+        ingest_file(src, filename=None, content_type=None, dest_dir=dest, **kwargs)
+    assert not dest.exists() or list(dest.iterdir()) == []
+    return caught.value
+
+
+@pytest.mark.parametrize("columns", [None, ["a"]])
+def test_an_early_data_error_is_the_ingest_error(tmp_path: Path, columns: list[str] | None) -> None:
+    data, _ = _csv_table()
+    lines = data.split(b"\n")
+    lines[2000] = b"1,2,oops,4"
+    with _streamed(b"\n".join(lines), tmp_path / "scratch") as file:
+        out = tmp_path / "out"
+        if columns is None:
+            error = rejected_from(file, out)
+            where = (error.code, error.extra.get("row"), error.extra.get("column"))
+            assert where == ("non-numeric-value", 2000, "c")
+        else:  # the bad value is in a column that is not kept: the file is ingested again
+            result = ingest_file(
+                file, filename=None, content_type=None, dest_dir=out, columns=columns
+            )
+            assert result.n_rows == 3000 and file.tell() > 0
+
+
+def test_other_parameters_than_the_early_ingest_had_mean_a_fresh_ingest(tmp_path: Path) -> None:
+    data, _ = _csv_table()
+    with _streamed(data, tmp_path / "scratch") as file:
+        error = rejected_from(file, tmp_path / "out", max_bytes=1000)
+    assert error.code == "too-large" and error.status == 413
+
+
+def test_an_early_ingest_that_gave_way_leaves_the_ingest_to_the_endpoint(tmp_path: Path) -> None:
+    data, values = _csv_table()
+    waiting = threading.Event()
+
+    def others_wait() -> bool:  # asked once the early ingest has read the first chunk
+        waiting.set()
+        return True
+
+    with _streamed(data, tmp_path / "scratch", give_way=others_wait, held=waiting) as file:
+        result = ingest_file(file, filename=None, content_type=None, dest_dir=tmp_path / "out")
+        assert file.tell() > 0  # nothing to adopt: the file was parsed once it had arrived
+    np.testing.assert_array_equal(only_output(tmp_path / "out", result), values)
+
+
+def test_a_cut_off_upload_stops_its_early_ingest_and_leaves_nothing(tmp_path: Path) -> None:
+    data, _ = _csv_table()
+    with _streamed(data, tmp_path / "scratch", fail_at=len(data) // 2) as file:
+        assert file.early is not None and file.early.take() is None
+        with pytest.raises(SpoolStopped):
+            file.read()
+    assert list((tmp_path / "scratch").iterdir()) == []
+
+
+def test_a_spool_reader_waits_for_bytes_and_rereads_them(tmp_path: Path) -> None:
+    spool = GrowingSpool(tmp_path)
+    got: list[bytes] = []
+    with SpoolReader(spool) as reader:
+        spool.append(b"abc")
+        waiting = threading.Thread(target=lambda: got.append(reader.read(10) + reader.read(10)))
+        waiting.start()
+        time.sleep(0.05)
+        spool.append(b"def")
+        spool.finish()
+        waiting.join()
+        assert got == [b"abcdef"] and reader.read(5) == b""
+        reader.seek(1)
+        assert reader.read() == b"bcdef"
+    spool.release()
+    assert list(tmp_path.iterdir()) == []

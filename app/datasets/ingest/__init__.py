@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from app.datasets.ingest.csv import ingest_csv
+from app.datasets.ingest.early import adopt_early_rows
 from app.datasets.ingest.npy import ingest_npy
 from app.datasets.ingest.parquet import ingest_parquet
 from app.datasets.ingest.reader import RowSink, Upload
@@ -94,15 +95,25 @@ def ingest_file(
     if columns is not None and not all(isinstance(c, str) for c in columns):
         raise UploadError("`columns` must be a list of column names (strings)")
     try:
-        selected = ingest_rows(
+        # The rows of an early ingest (started while the upload arrived), if they fit.
+        selected = adopt_early_rows(
             src,
             filename=filename,
             content_type=content_type,
-            dest_dir=dest_dir,
             columns=columns,
             max_bytes=max_bytes,
             writer=writer,
         )
+        if selected is None:
+            selected = ingest_rows(
+                src,
+                filename=filename,
+                content_type=content_type,
+                dest_dir=dest_dir,
+                columns=columns,
+                max_bytes=max_bytes,
+                writer=writer,
+            )
         writer.commit()
     except BaseException:
         writer.discard()
