@@ -278,8 +278,8 @@ def remove_abandoned_uploads(settings: Settings, sessions: sessionmaker[Session]
             return  # the previous look is still going (a slow store)
         try:
             storage.remove_abandoned_rows(where, settings.datasets_dir, referenced)
-        except Exception:
-            log.exception("could not look for abandoned uploads in %s", where)
+        except Exception as exc:  # a store or database that is down: the next run looks again
+            log.warning("could not look for abandoned uploads in %s: %r", where, exc)
         finally:
             _removing.release()
 
