@@ -155,3 +155,18 @@ def test_streamed_uploads_through_a_one_thread_gate_all_finish(
     assert sorted(r.status_code for r in results) == [201, 201, 201], [r.text for r in results]
     assert all(r.json()["n_rows"] == 20_000 for r in results)
     assert len(stored_files(settings)) == 3
+
+
+@pytest.mark.parametrize("file_first", [False, True], ids=["fields-first", "file-first"])
+def test_a_domain_that_does_not_fit_the_file_is_refused_before_a_bad_value(
+    client: TestClient, keys: dict[str, str], settings: Settings, file_first: bool
+) -> None:
+    """As the ingest checks them: the width against the domain first, then the values."""
+    lines = csv_bytes(two_blobs(2000)).split(b"\n")
+    lines[1500] = b"1.5,x"
+    fields = {**FIELDS, "center": "0,0,0"}  # three values for two columns
+    body, headers = multipart(b"\n".join(lines), fields, file_first=file_first)
+    r = post(client, keys["owner"], body, headers)
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == "center"
+    assert stored_files(settings) == []

@@ -517,11 +517,13 @@ def _streamed(
     give_way: Callable[[], bool] = lambda: False,
     fail_at: int | None = None,
     held: threading.Event | None = None,
+    rows_held: threading.Event | None = None,
     **early: Any,
 ) -> StreamedFile:
     """`data` arriving in chunks (a writer thread) while its early ingest runs (another thread),
-    as the upload route receives a file part; returned once both are done. With `held`, the
-    rest waits after the first chunk until that event is set."""
+    as the upload route receives a file part; returned once the data has arrived and (unless
+    `rows_held`: its rows wait for that event) the early ingest is done. With `held`, the rest
+    of the data waits after the first chunk until that event is set."""
     spool = GrowingSpool(scratch)
     params = {"filename": None, "content_type": None, "max_bytes": None, **early}
     started = EarlyIngest(spool, scratch_dir=scratch, give_way=give_way, **params)
@@ -538,17 +540,29 @@ def _streamed(
             time.sleep(0.0005)
         spool.finish()
 
-    def ingest(src: IO[bytes], sink: RowSink) -> list[str]:
-        return ingest_rows(src, dest_dir=scratch, columns=None, writer=sink, **params)
+    class HeldSink:
+        def __init__(self, sink: RowSink, until: threading.Event) -> None:
+            self.sink, self.until, self.n_rows = sink, until, 0
 
-    threads = [
-        threading.Thread(target=arrive),
-        threading.Thread(target=started.run, args=(ingest,)),
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+        def start(self, n_cols: int) -> None:
+            self.sink.start(n_cols)
+
+        def append(self, block: np.ndarray) -> None:
+            self.until.wait(10)
+            self.sink.append(block)
+            self.n_rows += len(block)
+
+    def ingest(src: IO[bytes], sink: RowSink) -> list[str]:
+        into = sink if rows_held is None else HeldSink(sink, rows_held)
+        return ingest_rows(src, dest_dir=scratch, columns=None, writer=into, **params)
+
+    arriving = threading.Thread(target=arrive)
+    ingesting = threading.Thread(target=started.run, args=(ingest,), daemon=True)
+    arriving.start()
+    ingesting.start()
+    arriving.join()
+    if rows_held is None:
+        ingesting.join()
     spool.release()  # the receiver's own hold
     return file
 
@@ -629,10 +643,21 @@ def test_an_early_ingest_that_gave_way_leaves_the_ingest_to_the_endpoint(tmp_pat
 def test_a_cut_off_upload_stops_its_early_ingest_and_leaves_nothing(tmp_path: Path) -> None:
     data, _ = _csv_table()
     with _streamed(data, tmp_path / "scratch", fail_at=len(data) // 2) as file:
-        assert file.early is not None and file.early.take() is None
+        assert file.early is not None and not file.early.running
         with pytest.raises(SpoolStopped):
             file.read()
     assert list((tmp_path / "scratch").iterdir()) == []
+
+
+def test_rows_are_adopted_while_the_early_ingest_still_parses(tmp_path: Path) -> None:
+    data, values = _csv_table()
+    rows_held = threading.Event()
+    with _streamed(data, tmp_path / "scratch", rows_held=rows_held) as file:
+        assert file.early is not None and file.early.running
+        threading.Timer(0.2, rows_held.set).start()  # while the endpoint's ingest waits
+        result = ingest_file(file, filename=None, content_type=None, dest_dir=tmp_path / "out")
+        assert file.tell() == 0
+    np.testing.assert_array_equal(only_output(tmp_path / "out", result), values)
 
 
 def test_a_spool_reader_waits_for_bytes_and_rereads_them(tmp_path: Path) -> None:

@@ -3,24 +3,26 @@
 Parsing is the slow part of an upload; run after the body had arrived, it made the client wait
 for the transfer and the parse one after the other. The early ingest parses the spool
 (app.datasets.ingest.spool) as it grows, in a thread of the upload gate (PRIVCLUST_UPLOAD_THREADS),
-into an anonymous scratch file of checked float64 rows, before the form's other fields are
-known (a client may send them after the file). The endpoint's `ingest_file` then adopts those
-rows (`adopt_early_rows`) when the request's own parameters give the same result: its writer
-receives them block by block, as from any format. Otherwise (the early ingest failed, was
-never started, or the parameters differ) the endpoint ingests the spooled file as before, so
-every error is still found, and worded, by the one ingest path.
+into scratch rows (checked float64, in a growing spool of their own), before the form's other
+fields are known: a client may send them after the file. The endpoint's `ingest_file` then
+adopts those rows (`adopt_early_rows`) when the request's own parameters give the same result:
+its writer receives them block by block, as from any format, while the early ingest may still
+be parsing the end of the file. Otherwise (the early ingest was never started, gave way, failed
+for another reason than the data, or the parameters differ) the endpoint ingests the spooled
+file as before, so every error is still found, and worded, by the one ingest path; a data error
+the early ingest found is the one that ingest would raise, in the same order against the
+writer's own checks.
 
 An early ingest gives way rather than hold the gate while it waits for the network: when it has
-to wait for bytes and another upload is waiting for the gate, it stops, and its upload is
-ingested after its body has arrived, as it always was.
+to wait for bytes and another upload is waiting for the gate, it stops for good, and its upload
+is ingested after its body has arrived, as it always was.
 """
 
 from __future__ import annotations
 
 import enum
-import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
@@ -28,77 +30,52 @@ from typing import IO, cast
 import numpy as np
 import numpy.typing as npt
 
-from app.datasets import storage
 from app.datasets.ingest.checks import select_columns
 from app.datasets.ingest.reader import RowSink
-from app.datasets.ingest.spool import GrowingSpool, SpoolReader
+from app.datasets.ingest.spool import GrowingSpool, SpoolReader, SpoolStopped
 from app.kit.errors import UploadError
 
-# Rows handed to the request's writer at a time when it adopts the early rows (8 MiB at d=16).
+# Most values handed to the request's writer at once when it adopts the rows (8 MiB).
 _REPLAY_VALUES = 1 << 20
-
+_WIDTH_BYTES = 8
 
 # (the upload as a readable file, where its rows go) -> the kept columns' names
 IngestRows = Callable[[IO[bytes], RowSink], list[str]]
 
 
 class _ScratchRows:
-    """Checked rows in an anonymous scratch file (removed when closed, even if the process
-    dies), until the request's writer takes them."""
+    """Where the early ingest puts checked rows: a spool holding the width (8 bytes, once the
+    format knows it), then the rows as row-major little-endian float64."""
 
-    def __init__(self, directory: Path) -> None:
-        self._file = storage.spool_file(directory)
+    def __init__(self, spool: GrowingSpool) -> None:
+        self.spool = spool
         self.n_rows = 0
-        self.n_cols = 0
 
     def start(self, n_cols: int) -> None:
-        self.n_cols = n_cols
+        self.spool.append(n_cols.to_bytes(_WIDTH_BYTES, "little"))
 
     def append(self, block: npt.NDArray[np.float64]) -> None:
         data = np.ascontiguousarray(block, dtype="<f8")
-        self._file.write(data.data.cast("B"))
+        self.spool.append(data.data.cast("B"))
         self.n_rows += data.shape[0]
-
-    def replay(self, picks: list[int] | None, writer: RowSink) -> None:
-        """Hand every row (only the columns `picks`, in that order, if given) to `writer`."""
-        self._file.flush()
-        fd = self._file.fileno()
-        width = self.n_cols
-        step = max(1, _REPLAY_VALUES // max(width, 1))
-        for first in range(0, self.n_rows, step):
-            count = min(step, self.n_rows - first)
-            block = np.empty((count, width), dtype="<f8")
-            got = os.preadv(fd, [block.data.cast("B")], first * width * 8)
-            if got != block.nbytes:
-                raise OSError("the scratch rows were cut short")
-            writer.append(block if picks is None else block[:, picks])
-
-    def close(self) -> None:
-        self._file.close()
 
 
 class _State(enum.Enum):
-    PENDING = "pending"  # not started yet; the endpoint may take over
+    PENDING = "pending"  # not started; the endpoint may take over
     RUNNING = "running"
-    DONE = "done"  # finished, its outcome not taken yet
-    CANCELLED = "cancelled"  # will not run, or its outcome will not be used
+    DONE = "done"
+    CANCELLED = "cancelled"  # will not run, or its rows will not be used
 
 
 @dataclass(frozen=True)
 class _Outcome:
-    """A finished early ingest: its rows and columns' names, or the data error it found."""
-
-    rows: _ScratchRows | None = None
-    columns: list[str] | None = None
-    error: UploadError | None = None
-
-    def close(self) -> None:
-        if self.rows is not None:
-            self.rows.close()
+    columns: list[str] | None = None  # the kept columns' names, when every row was written
+    failure: Exception | None = None  # else why not
 
 
 class EarlyIngest:
-    """One upload's early ingest: `run` it in a gate thread; then `take` or `cancel` it."""
+    """One upload's early ingest: `run` it in a gate thread; then `adopt_early_rows` takes its
+    rows or `cancel` drops them."""
 
     def __init__(
         self,
@@ -114,12 +91,13 @@ class EarlyIngest:
         self.content_type = content_type
         self.max_bytes = max_bytes
         self._spool = spool
-        spool.retain()  # released when it has run, or will not run
-        self._scratch_dir = scratch_dir
+        spool.retain()  # released once it has run, or will not run
+        self._rows = GrowingSpool(scratch_dir)  # held until taken or cancelled
         self._give_way = give_way
         self._gave_way = False
         self._state = _State.PENDING
         self._outcome: _Outcome | None = None
+        self._rows_taken = False
         self._changed = threading.Condition()
 
     @property
@@ -135,58 +113,72 @@ class EarlyIngest:
         return self._gave_way
 
     def run(self, ingest_rows: IngestRows) -> None:
-        """Ingest the spool into scratch rows. Never raises: an early ingest that fails for
-        any reason but the data (stopped, cut off, no disk) only leaves no outcome."""
+        """Ingest the spool into the scratch rows. Never raises: how it ended is its outcome."""
         with self._changed:
             if self._state is not _State.PENDING:
                 return
             self._state = _State.RUNNING
-        outcome = None
-        scratch = None
+            self._rows.retain()
         try:
-            scratch = _ScratchRows(self._scratch_dir)
             with SpoolReader(self._spool, self._stopped, self._giving_way) as reader:
-                columns = ingest_rows(cast(IO[bytes], reader), scratch)
-            outcome = _Outcome(rows=scratch, columns=columns)
-        except UploadError as exc:
-            outcome = _Outcome(error=exc)
-        except Exception:  # the endpoint's own ingest of the spool finds and reports it
-            pass
+                columns = ingest_rows(cast(IO[bytes], reader), _ScratchRows(self._rows))
+            self._rows.finish()
+            outcome = _Outcome(columns=columns)
+        except Exception as exc:
+            self._rows.fail(exc)
+            outcome = _Outcome(failure=exc)
         finally:
             self._spool.release()
-            with self._changed:
-                kept = self._state is _State.RUNNING
-                if kept:
-                    self._state = _State.DONE
-                    self._outcome = outcome
-                self._changed.notify_all()
-            if outcome is not None and not kept:
-                outcome.close()  # cancelled meanwhile
-            if scratch is not None and (outcome is None or outcome.rows is not scratch):
-                scratch.close()
+            self._rows.release()
+        with self._changed:
+            self._outcome = outcome
+            if self._state is _State.RUNNING:
+                self._state = _State.DONE
+            self._changed.notify_all()
 
-    def take(self) -> _Outcome | None:
-        """The outcome, once (waiting for a running ingest); None when there is none, and
-        then there never will be (a pending ingest is cancelled)."""
+    def _take(self, *, finished: bool) -> tuple[GrowingSpool, _Outcome | None] | None:
+        """The scratch rows (the caller's to release) and the outcome if there is one yet (with
+        `finished`: once the ingest has ended). None when there will be no rows to use: the
+        ingest never started (and now never will), gave way, or failed for another reason
+        than the data. Rows are taken once; the ingest is not stopped by taking them."""
         with self._changed:
             if self._state is _State.PENDING:
+                self._state = _State.CANCELLED
                 self._spool.release()
-            while self._state is _State.RUNNING:
+            while self._state is _State.RUNNING and (finished or self._gave_way):
                 self._changed.wait()
-            outcome, self._outcome = self._outcome, None
-            self._state = _State.CANCELLED
-            return outcome
+            if self._rows_taken:
+                return None
+            self._rows_taken = True
+            outcome = self._outcome
+            failure = None if outcome is None else outcome.failure
+            usable = (self._state is _State.RUNNING or outcome is not None) and (
+                failure is None or isinstance(failure, UploadError)
+            )
+        if not usable:
+            self._rows.release()
+            return None
+        return self._rows, outcome
+
+    def _ended(self) -> _Outcome:
+        """The outcome, once the ingest has ended (it is running or done)."""
+        with self._changed:
+            while self._outcome is None:
+                self._changed.wait()
+            return self._outcome
 
     def cancel(self) -> None:
-        """Stop (a running ingest stops at its next read) and drop the outcome; never waits."""
+        """Stop (a running ingest stops at its next read) and drop the rows unless they were
+        taken; never waits."""
         with self._changed:
             if self._state is _State.PENDING:
                 self._spool.release()
             self._state = _State.CANCELLED
-            outcome, self._outcome = self._outcome, None
+            release = not self._rows_taken
+            self._rows_taken = True
             self._changed.notify_all()
-        if outcome is not None:
-            outcome.close()
+        if release:
+            self._rows.release()
 
 
 def adopt_early_rows(
@@ -200,36 +192,88 @@ def adopt_early_rows(
 ) -> list[str] | None:
     """Give `writer` the rows an early ingest of `src` made and return the kept columns' names,
     when that is what ingesting `src` with these parameters gives; else None, and the caller
-    ingests `src` itself. Raises what that ingest would raise: the early ingest's data error
-    (when all columns are kept: the same bytes give the same error), or what selecting
-    `columns` or starting `writer` raises.
+    ingests `src` itself. Raises what that ingest would raise, in the same order: starting
+    `writer` (e.g. a domain that does not fit the width) before the data error the early ingest
+    found, which is the ingest's own when every column is kept (the same bytes give the same
+    error). With every column kept the rows are handed over while the early ingest still runs.
     """
     early = getattr(src, "early", None)
     if not isinstance(early, EarlyIngest):
         return None
-    outcome = early.take()
-    if outcome is None:
+    if (early.filename, early.content_type, early.max_bytes) != (filename, content_type, max_bytes):
+        early.cancel()
         return None
+    taken = early._take(finished=columns is not None)
+    if taken is None:
+        return None
+    rows, outcome = taken
     try:
-        same = (early.filename, early.content_type, early.max_bytes) == (
-            filename,
-            content_type,
-            max_bytes,
-        )
-        if not same:
-            return None
-        if outcome.error is not None:
+        with SpoolReader(rows) as reader:
             if columns is None:
-                raise outcome.error
-            return None  # the error may be in a column that is not kept
-        assert outcome.rows is not None and outcome.columns is not None
-        selected = select_columns(outcome.columns, columns)
-        picks = None
-        if selected != outcome.columns:
-            index = {name: i for i, name in enumerate(outcome.columns)}
-            picks = [index[name] for name in selected]
-        writer.start(len(selected))
-        outcome.rows.replay(picks, writer)
-        return selected
+                return _replay_all(early, reader, writer, outcome)
+            assert outcome is not None  # taken once finished
+            if outcome.columns is None:
+                return None  # the data error may be in a column that is not kept
+            return _replay_selected(reader, outcome.columns, columns, writer)
     finally:
-        outcome.close()
+        rows.release()
+
+
+def _replay_all(
+    early: EarlyIngest, reader: SpoolReader, writer: RowSink, outcome: _Outcome | None
+) -> list[str]:
+    """Every column, block by block as the early ingest writes them (none after a data error
+    it has already found: only the writer's start comes first); then its outcome."""
+    try:
+        width = _width(reader)
+        if width is not None:
+            writer.start(width)
+            if outcome is None or outcome.failure is None:
+                for block in _row_blocks(reader, width):
+                    writer.append(block)
+    except SpoolStopped:
+        pass  # the early ingest failed: its outcome says why
+    outcome = early._ended()
+    if outcome.failure is not None:
+        raise outcome.failure
+    assert outcome.columns is not None
+    return outcome.columns
+
+
+def _replay_selected(
+    reader: SpoolReader, names: list[str], columns: list[str], writer: RowSink
+) -> list[str]:
+    """The chosen columns, in the chosen order, of a finished early ingest's rows."""
+    selected = select_columns(names, columns)
+    width = _width(reader)
+    assert width == len(names)
+    index = {name: i for i, name in enumerate(names)}
+    picks = [index[name] for name in selected]
+    writer.start(len(selected))
+    for block in _row_blocks(reader, width):
+        writer.append(block[:, picks])
+    return selected
+
+
+def _width(reader: SpoolReader) -> int | None:
+    """The width the format started the rows with, or None when it failed before that."""
+    head = bytearray()
+    while len(head) < _WIDTH_BYTES and (chunk := reader.read(_WIDTH_BYTES - len(head))):
+        head += chunk
+    return int.from_bytes(head, "little") if len(head) == _WIDTH_BYTES else None
+
+
+def _row_blocks(reader: SpoolReader, width: int) -> Iterator[npt.NDArray[np.float64]]:
+    """Writable blocks of whole rows, as they become readable (waiting for more)."""
+    row_bytes = 8 * width
+    most = max(1, _REPLAY_VALUES // width) * row_bytes
+    carry = b""
+    while chunk := reader.read(most - len(carry)):
+        data = bytearray(carry)
+        data += chunk
+        whole = len(data) - len(data) % row_bytes
+        carry = bytes(data[whole:])
+        if whole:
+            yield np.frombuffer(data, dtype="<f8", count=whole // 8).reshape(-1, width)
+    if carry:
+        raise OSError("the early ingest's rows end inside a row")

@@ -1,10 +1,11 @@
-"""An uploaded file part on disk while it is still arriving: one writer, readers at once.
+"""A scratch file that is read while it is still being written: one writer, readers at once.
 
-The request appends the part's bytes to an anonymous scratch file (`storage.spool_file`: removed
-by the OS when closed, even if the process dies) while an early ingest already reads it
-(app.datasets.ingest.early): a read of bytes that have not arrived yet waits for them. Once the
-part is complete the spool is an ordinary seekable file, which is what the endpoint's ingest
-reads if the early one could not be used.
+The request appends an uploaded file part's bytes to one (an anonymous `storage.spool_file`:
+removed by the OS when closed, even if the process dies) while an early ingest already reads
+it (app.datasets.ingest.early), and the early ingest's checked rows go to another, which the
+endpoint reads while they are written. A read of bytes that have not been written yet waits for
+them. Once complete, a spool is an ordinary seekable file: what the endpoint's ingest reads if
+the early one could not be used.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class GrowingSpool:
     def size(self) -> int:
         return self._size
 
-    def append(self, data: bytes | bytearray) -> None:
+    def append(self, data: bytes | bytearray | memoryview) -> None:
         """Write `data` at the end (from one thread at a time), then wake the readers."""
         view = memoryview(data)
         at = self._size
@@ -67,7 +68,8 @@ class GrowingSpool:
             self._changed.notify_all()
 
     def fail(self, failure: BaseException) -> None:
-        """The part will never be complete (the body was cut off or refused)."""
+        """The spool will never be complete (the body was cut off or refused, or the early
+        ingest writing it failed)."""
         with self._changed:
             if not self._complete:
                 self._failure = failure
@@ -75,16 +77,17 @@ class GrowingSpool:
 
     def available(self, position: int, should_stop: Callable[[], bool] | None = None) -> int:
         """Bytes readable at `position` now, waiting until there is at least one; 0 at the end.
+        Where a failed spool's bytes stop, SpoolStopped is raised instead (from the failure).
 
         While it waits, `should_stop` is asked (at once, then every quarter second) whether
         the reader should give up instead: it then raises SpoolStopped.
         """
         with self._changed:
             while True:
-                if self._failure is not None:
-                    raise SpoolStopped("the upload did not arrive whole") from self._failure
                 if position < self._size or self._complete:
                     return max(self._size - position, 0)
+                if self._failure is not None:
+                    raise SpoolStopped("the spool was not written whole") from self._failure
                 if should_stop is not None:
                     self._changed.release()
                     try:
