@@ -264,16 +264,20 @@ def _width(reader: SpoolReader) -> int | None:
 
 
 def _row_blocks(reader: SpoolReader, width: int) -> Iterator[npt.NDArray[np.float64]]:
-    """Writable blocks of whole rows, as they become readable (waiting for more)."""
+    """Blocks of whole rows as they become readable (waiting for more). Each block is writable
+    and is overwritten by the next one: a writer stores what `append` gives it at once."""
+    rows = max(1, _REPLAY_VALUES // width)
+    buffer = np.empty((rows, width), dtype="<f8")
+    view = buffer.data.cast("B")
     row_bytes = 8 * width
-    most = max(1, _REPLAY_VALUES // width) * row_bytes
-    carry = b""
-    while chunk := reader.read(most - len(carry)):
-        data = bytearray(carry)
-        data += chunk
-        whole = len(data) - len(data) % row_bytes
-        carry = bytes(data[whole:])
+    filled = 0
+    while count := reader.readinto(view[filled:]):
+        filled += count
+        whole = filled // row_bytes
         if whole:
-            yield np.frombuffer(data, dtype="<f8", count=whole // 8).reshape(-1, width)
-    if carry:
+            yield buffer[:whole]
+            rest = filled - whole * row_bytes
+            view[:rest] = view[whole * row_bytes : filled]
+            filled = rest
+    if filled:
         raise OSError("the early ingest's rows end inside a row")

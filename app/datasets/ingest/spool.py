@@ -107,6 +107,13 @@ class GrowingSpool:
         count = min(size, self.available(position, should_stop))
         return os.pread(self._fd, count, position) if count > 0 else b""
 
+    def read_into(
+        self, position: int, view: memoryview, should_stop: Callable[[], bool] | None = None
+    ) -> int:
+        """`read_at` into `view` (a byte view): how many bytes were read."""
+        count = min(len(view), self.available(position, should_stop))
+        return os.preadv(self._fd, [view[:count]], position) if count > 0 else 0
+
     def retain(self) -> None:
         with self._changed:
             if self._users == 0:
@@ -183,10 +190,12 @@ class SpoolReader(io.RawIOBase):
         return data
 
     def readinto(self, buffer: Any) -> int:
+        if self._stopped is not None and self._stopped():
+            raise SpoolStopped("the reader was stopped")
         view = memoryview(buffer).cast("B")
-        data = self.read(len(view))
-        view[: len(data)] = data
-        return len(data)
+        count = self._spool.read_into(self._position, view, self._stop_waiting)
+        self._position += count
+        return count
 
     def close(self) -> None:
         if not self.closed:
