@@ -35,8 +35,9 @@ from app.datasets.ingest.reader import RowSink
 from app.datasets.ingest.spool import GrowingSpool, SpoolReader, SpoolStopped
 from app.kit.errors import UploadError
 
-# Most values handed to the request's writer at once when it adopts the rows (8 MiB).
-_REPLAY_VALUES = 1 << 20
+# Most values handed to the request's writer at once when it adopts the rows (512 KiB, about
+# what a CSV batch holds: the writer's clip makes temporaries of a block's size).
+_REPLAY_VALUES = 1 << 16
 _WIDTH_BYTES = 8
 
 # (the upload as a readable file, where its rows go) -> the kept columns' names
