@@ -21,6 +21,7 @@ from app.datasets import storage
 
 # How long a waiting reader sleeps before it asks `should_stop` again.
 _RECHECK_SECONDS = 0.25
+_HAS_PREADV = hasattr(os, "preadv")  # not on every macOS build: then pread and a copy
 
 
 class SpoolStopped(Exception):
@@ -112,7 +113,13 @@ class GrowingSpool:
     ) -> int:
         """`read_at` into `view` (a byte view): how many bytes were read."""
         count = min(len(view), self.available(position, should_stop))
-        return os.preadv(self._fd, [view[:count]], position) if count > 0 else 0
+        if count <= 0:
+            return 0
+        if _HAS_PREADV:
+            return os.preadv(self._fd, [view[:count]], position)
+        data = os.pread(self._fd, count, position)
+        view[: len(data)] = data
+        return len(data)
 
     def retain(self) -> None:
         with self._changed:
