@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,8 @@ from app.kit.errors import UploadError
 # what a CSV batch holds: the writer's clip makes temporaries of a block's size).
 _REPLAY_VALUES = 1 << 16
 _WIDTH_BYTES = 8
+# How often a waiting early ingest asks whether another upload waits for the gate.
+GIVE_WAY_SECONDS = 0.1
 
 # (the upload as a readable file, where its rows go) -> the kept columns' names
 IngestRows = Callable[[IO[bytes], RowSink], list[str]]
@@ -96,6 +99,7 @@ class EarlyIngest:
         self._rows = GrowingSpool(scratch_dir)  # held until taken or cancelled
         self._give_way = give_way
         self._gave_way = False
+        self._asked = -GIVE_WAY_SECONDS
         self._state = _State.PENDING
         self._outcome: _Outcome | None = None
         self._rows_taken = False
@@ -109,8 +113,13 @@ class EarlyIngest:
         return self._state is _State.CANCELLED or self._gave_way
 
     def _giving_way(self) -> bool:
-        """Asked while waiting for bytes: stop for good if another upload waits for the gate."""
-        self._gave_way = self._gave_way or self._give_way()
+        """Asked while waiting for bytes: stop for good if another upload waits for the gate.
+        The question goes to the event loop at most every GIVE_WAY_SECONDS: a parse that keeps
+        up with the network waits at every write of the spool."""
+        now = time.monotonic()
+        if not self._gave_way and now - self._asked >= GIVE_WAY_SECONDS:
+            self._asked = now
+            self._gave_way = self._give_way()
         return self._gave_way
 
     def run(self, ingest_rows: IngestRows) -> None:
