@@ -35,14 +35,24 @@ from privclust.distributed import DaskEngine
 D, K, PARTITION_ROWS = 16, 16, 1 << 20
 
 
-def write_parquet(folder: Path, n: int, seed: int = 0) -> list[RowPartition]:
-    """n x D rows around K centres in the unit ball, as Parquet parts of PARTITION_ROWS rows."""
-    rng = np.random.default_rng(seed)
-    centres = rng.uniform(-0.6, 0.6, (K, D))
+def write_parquet(folder: Path, n: int) -> list[RowPartition]:
+    """n x D rows as Parquet parts of PARTITION_ROWS rows: bench/speed.py's memory-mapped sets
+    (make_blobs' K centres in [-10, 10]^D, random_state=1, unit spread), written a part at a
+    time, so centred on the centres' mean and scaled by a bound from the centres (no pass over
+    the rows) instead of by the rows' largest norm; a few rows beyond the unit ball are clipped
+    by the job, as declared domains clip."""
+    from sklearn.datasets import make_blobs
+
+    _, _, centres = make_blobs(
+        n_samples=K, n_features=D, centers=K, random_state=1, return_centers=True
+    )
+    shift = centres.mean(axis=0)
+    scale = float(np.linalg.norm(centres - shift, axis=1).max()) + 6.0
+    rng = np.random.default_rng(1)
     parts = []
     for i, start in enumerate(range(0, n, PARTITION_ROWS)):
         m = min(PARTITION_ROWS, n - start)
-        rows = centres[rng.integers(0, K, m)] + rng.normal(0.0, 0.05, (m, D))
+        rows = (centres[rng.integers(0, K, m)] + rng.normal(0.0, 1.0, (m, D)) - shift) / scale
         table = pa.table({f"c{j}": rows[:, j] for j in range(D)})
         path = folder / f"part-{i:05d}.parquet"
         pq.write_table(table, path, row_group_size=PARTITION_ROWS, compression="none")
@@ -77,7 +87,7 @@ def main() -> None:
     args = parser.parse_args()
     from dask.distributed import Client, LocalCluster
 
-    keywords = dict(epsilon=1.0, delta=1e-9, radius=1.5)
+    keywords = dict(epsilon=1.0, delta=1e-9, radius=1.0)
     row("N x 16", "Parquet", "where", "wall s", "peak RSS MB", "workers' peak RSS MB", "same")
     row(*["---"] * 7)
     with tempfile.TemporaryDirectory(dir=args.scratch) as scratch:

@@ -24,6 +24,7 @@ private as the storage). Both are dropped when the run ends.
 
 from __future__ import annotations
 
+import ctypes
 import io
 import os
 import pickle
@@ -146,15 +147,46 @@ def _local_directory() -> Path:
 _CACHE = _PartCache()
 
 
+# glibc's malloc options (mallopt): the trim and memory-map thresholds.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+# What glibc's own dynamic thresholds grow to (the memory-map one's ceiling, and twice that).
+_MMAP_THRESHOLD_BYTES, _TRIM_THRESHOLD_BYTES = 32 << 20, 64 << 20
+_malloc_tuned = False
+
+
+def _tune_malloc() -> None:
+    """Give this worker process glibc's usual allocation thresholds back.
+
+    Dask's nanny starts workers with MALLOC_TRIM_THRESHOLD_=65536, which also freezes glibc's
+    memory-map threshold at 128 KiB: every temporary array of a pass above that is mapped and
+    unmapped again, and its pages faulted in each time. A vote of 1,000,000 x 16 rows took 9 to
+    11 s in a Dask worker against 5.4 s in a plain process, and 11 to 13 s in a plain process
+    given the same variable. The thresholds glibc would have grown to on its own (32 MiB, and
+    twice that for trimming) restore the plain process's time; freed memory above them still
+    goes back to the system."""
+    global _malloc_tuned
+    if _malloc_tuned:
+        return
+    _malloc_tuned = True
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
+        libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD_BYTES)
+    except (OSError, AttributeError):  # not glibc: its own allocator's defaults stand
+        pass
+
+
 def _partition_total(
     index: int, partition: Partition, run: _RunRows, statistic: Statistic
 ) -> tuple[np.ndarray, ...]:
     """On a worker: one partition's exact statistic."""
+    _tune_malloc()
     return statistic(_CACHE.get(run, index, partition))
 
 
 def _partition_rows(partition: Partition, reading: Reading, per_row: PerRow) -> np.ndarray:
     """On a worker: one partition's per-row values (never cached: one pass)."""
+    _tune_malloc()
     return per_row(Part(reading.prepare(partition.read())))
 
 
