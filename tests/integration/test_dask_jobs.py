@@ -143,22 +143,32 @@ def _wait_running(client: TestClient, key: str, job_id: str) -> None:
     raise AssertionError(f"job {job_id} never got going: {job}")
 
 
+def _long_job(
+    client: TestClient, keys: dict, monkeypatch: pytest.MonkeyPatch, scheduler: str
+) -> tuple[dict, str, threading.Thread, list[str]]:
+    """A pe-means job of 20 passes over 4,000 rows in partitions of 100 with no cache (every
+    pass is many tasks, so the job lasts seconds), running in a thread: (its dataset, its id,
+    the thread, the status the task returns once it ends)."""
+    _use(
+        monkeypatch,
+        DASK_SCHEDULER=scheduler,
+        PARTITION_ROWS="100",
+        DASK_CACHE_MB="0",
+        DASK_CONNECT_SECONDS="2",
+    )
+    ds = _dataset(client, keys["owner"], n=4000)
+    body = {"k": 2, "epsilon": 4.0, "algorithm": "pe-means"}
+    job_id = _submit(client, keys["analyst"], ds["id"], body)
+    thread, outcome = _run_in_thread(job_id)
+    _wait_running(client, keys["analyst"], job_id)
+    return ds, job_id, thread, outcome
+
+
 def test_a_dask_worker_killed_mid_job_leaves_it_succeeded_and_charged_once(
     client: TestClient, keys: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with local_cluster() as (lc, _):
-        # Small partitions and no cache: every pass is many tasks, so the job lasts a while.
-        _use(
-            monkeypatch,
-            DASK_SCHEDULER=lc.scheduler_address,
-            PARTITION_ROWS="100",
-            DASK_CACHE_MB="0",
-        )
-        ds = _dataset(client, keys["owner"], n=4000)
-        body = {"k": 2, "epsilon": 4.0, "algorithm": "pe-means"}  # 20 passes
-        job_id = _submit(client, keys["analyst"], ds["id"], body)
-        thread, outcome = _run_in_thread(job_id)
-        _wait_running(client, keys["analyst"], job_id)
+        ds, job_id, thread, outcome = _long_job(client, keys, monkeypatch, lc.scheduler_address)
         nanny = next(iter(lc.workers.values()))
         os.kill(nanny.process.process.pid, signal.SIGKILL)
         thread.join(timeout=240)
@@ -180,18 +190,7 @@ def test_a_scheduler_lost_mid_job_fails_it_charged_and_never_reruns_it(
     from worker.tasks import run_clustering_job
 
     with process_cluster() as (scheduler, address):
-        _use(
-            monkeypatch,
-            DASK_SCHEDULER=address,
-            PARTITION_ROWS="100",
-            DASK_CACHE_MB="0",
-            DASK_CONNECT_SECONDS="2",
-        )
-        ds = _dataset(client, keys["owner"], n=4000)
-        body = {"k": 2, "epsilon": 4.0, "algorithm": "pe-means"}  # 20 passes
-        job_id = _submit(client, keys["analyst"], ds["id"], body)
-        thread, outcome = _run_in_thread(job_id)
-        _wait_running(client, keys["analyst"], job_id)
+        ds, job_id, thread, outcome = _long_job(client, keys, monkeypatch, address)
         scheduler.kill()  # type: ignore[attr-defined]
         thread.join(timeout=240)
     assert outcome == ["failed"]
