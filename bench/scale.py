@@ -1,8 +1,8 @@
 """Jobs at scale from Parquet: in one process, and on a local Dask cluster of worker processes.
 
-For each size N x 16 (k = 16, epsilon 1, pe-lloyd by `auto`), the rows are written once as
-Parquet partitions (one row group each) into a scratch folder, in the layout object storage
-holds them (app.datasets.storage); then the same job runs
+For each size N x 16 (k = 16, epsilon 1; `--algorithm`, default auto: pe-lloyd), the rows are
+written once as Parquet partitions (one row group each) into a scratch folder, in the layout
+object storage holds them (app.datasets.storage); then the same job runs
 - in process: the partitions read into one working copy (the RQ worker without a cluster);
 - on a LocalCluster of `--workers` worker processes (one thread each): every pass a map over
   the partitions, summed here.
@@ -81,15 +81,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=float, nargs="+", default=[1e6])
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--algorithm", default="auto", help="the job's algorithm (default auto)")
     parser.add_argument("--skip-in-process", action="store_true")
     parser.add_argument("--memory-limit", default="2GB", help="each Dask worker's limit")
     parser.add_argument("--scratch", default=None, help="folder for the Parquet files")
     args = parser.parse_args()
     from dask.distributed import Client, LocalCluster
 
-    keywords = dict(epsilon=1.0, delta=1e-9, radius=1.0)
-    row("N x 16", "Parquet", "where", "wall s", "peak RSS MB", "workers' peak RSS MB", "same")
-    row(*["---"] * 7)
+    keywords = dict(algorithm=args.algorithm, epsilon=1.0, delta=1e-9, radius=1.0)
+    row(
+        "N x 16",
+        "algorithm",
+        "Parquet",
+        "where",
+        "wall s",
+        "peak RSS MB",
+        "workers' peak RSS MB",
+        "same",
+    )
+    row(*["---"] * 8)
     with tempfile.TemporaryDirectory(dir=args.scratch) as scratch:
         for n in (int(r) for r in args.rows):
             folder = Path(scratch) / f"n{n}"
@@ -122,7 +132,8 @@ def main() -> None:
                 engine.close()
             peaks_text = ", ".join(f"{p:.0f}" for p in peaks)
             where = f"Dask, {args.workers} workers"
-            row(f"{n:,}", wrote, where, f"{wall:.1f}", f"{peak_rss_mb():.0f}", peaks_text, "-")
+            ran = there.algorithm
+            row(f"{n:,}", ran, wrote, where, f"{wall:.1f}", f"{peak_rss_mb():.0f}", peaks_text, "-")
             here = None
             if not args.skip_in_process:
                 t = time.perf_counter()
@@ -135,7 +146,8 @@ def main() -> None:
                 )
                 wall = time.perf_counter() - t
                 same = str(np.array_equal(here.centers, there.centers))
-                row(f"{n:,}", wrote, "in process", f"{wall:.1f}", f"{peak_rss_mb():.0f}", "-", same)
+                peak = f"{peak_rss_mb():.0f}"
+                row(f"{n:,}", ran, wrote, "in process", f"{wall:.1f}", peak, "-", same)
             shutil.rmtree(folder)  # a generated data set: never kept
 
 
