@@ -190,6 +190,12 @@ def _partition_rows(partition: Partition, reading: Reading, per_row: PerRow) -> 
     return per_row(Part(reading.prepare(partition.read())))
 
 
+def _on(worker: str | None) -> dict[str, Any]:
+    """Where a partition's task should run: on `worker` if it is still there, else anywhere
+    (the client's view of the workers may be empty for a moment, e.g. while one restarts)."""
+    return {} if worker is None else {"workers": [worker], "allow_other_workers": True}
+
+
 def _same(value: Any) -> Any:
     return value
 
@@ -237,8 +243,7 @@ class DaskRows(Rows):
                 run,
                 shared,
                 pure=False,
-                workers=None if worker is None else [worker],
-                allow_other_workers=True,
+                **_on(worker),
             )
             for i, (partition, worker) in enumerate(
                 zip(self.partitions, self._placement(), strict=True)
