@@ -43,12 +43,12 @@ def test_every_method_releases_the_same_result_on_dask_as_in_process(
     dask_client: object, algorithm: str
 ) -> None:
     # 20 columns: above pe-lloyd's projection threshold, so its projected search runs too.
-    X = blobs(6000, 20, 4, seed=1)
+    X = blobs(3000, 20, 4, seed=1)
     engine = DaskEngine(dask_client)
-    table = PartitionedTable(blocks(X, 1700), 20, engine)
+    table = PartitionedTable(blocks(X, 900), 20, engine)
     keywords = dict(algorithm=algorithm, epsilon=2.0, delta=1e-6, radius=1.5, summaries=True)
-    here = cluster(X, 4, rng=np.random.default_rng(7), n_public=5990, **keywords)
-    there = cluster(table, 4, rng=np.random.default_rng(7), n_public=5990, **keywords)
+    here = cluster(X, 4, rng=np.random.default_rng(7), n_public=2990, **keywords)
+    there = cluster(table, 4, rng=np.random.default_rng(7), n_public=2990, **keywords)
     engine.close()
     assert _same(here, there)
 
