@@ -89,9 +89,9 @@ class Walk:
     bits_per_level: int
     history: tuple[Level, ...]
 
-    def nodes(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def nodes(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
         """(each row's node at the last level of `history`, -1 for none; each row's leaf among
-        the levels above it, -1 for none)."""
+        the levels above it, -1 for none; how many nodes that last level has)."""
         fanout = 1 << self.bits_per_level
         node = np.zeros(len(codes), dtype=np.int64)
         leaf = np.full(len(codes), -1, dtype=np.int64)
@@ -103,7 +103,7 @@ class Walk:
             node = np.full(len(codes), -1, dtype=np.int64)
             node[moving] = level.new_index[child]
             n_nodes = int((level.new_index >= 0).sum())
-        return node, leaf
+        return node, leaf, n_nodes
 
 
 def _close(leaf: np.ndarray, node: np.ndarray, leaf_ids: np.ndarray) -> None:
@@ -135,9 +135,8 @@ class ChildCounts:
 
     def __call__(self, part: Part) -> tuple[np.ndarray, ...]:
         codes = part.derived(self.key, self.codes).points
-        node, _ = self.walk.nodes(codes)
+        node, _, n_nodes = self.walk.nodes(codes)
         fanout = 1 << self.walk.bits_per_level
-        n_nodes = int((self.walk.history[-1].new_index >= 0).sum()) if self.walk.history else 1
         shift = (self.walk.levels - len(self.walk.history) - 1) * self.walk.bits_per_level
         _, child = _children_of_rows(codes, node, n_nodes, self.parents, shift, fanout)
         return (np.bincount(child, minlength=len(self.parents) * fanout).astype(np.int64),)
@@ -152,18 +151,16 @@ class LeafSums:
     key: str
     walk: Walk
     last_leaf_ids: np.ndarray
+    n_leaves: int
     radius: float
 
     def __call__(self, part: Part) -> tuple[np.ndarray, ...]:
         codes = part.derived(self.key, self.codes).points
-        node, leaf = self.walk.nodes(codes)
+        node, leaf, _ = self.walk.nodes(codes)
         _close(leaf, node, self.last_leaf_ids)
         part.forget(self.key)  # the last pass that reads the codes
-        n_leaves = int((self.last_leaf_ids >= 0).sum()) + sum(
-            int((level.leaf_ids >= 0).sum()) for level in self.walk.history
-        )
-        labels = np.where(leaf >= 0, leaf, n_leaves)
-        return cluster_grid_sums(part.points, labels, n_leaves + 1, self.radius)
+        labels = np.where(leaf >= 0, leaf, self.n_leaves)
+        return cluster_grid_sums(part.points, labels, self.n_leaves + 1, self.radius)
 
 
 def _children_of_rows(
@@ -244,7 +241,7 @@ def grow_tree(
     last_ids, n_leaves = _leaf_ids(np.ones(len(counts), dtype=bool), n_leaves)
     leaf_counts.append(counts)
     walk = Walk(levels, bits_per_level, tuple(history))
-    sums, _ = rows.total(LeafSums(codes, key, walk, last_ids, radius))
+    sums, _ = rows.total(LeafSums(codes, key, walk, last_ids, n_leaves, radius))
     return Tree(sums=sums[:n_leaves], counts=np.concatenate(leaf_counts))
 
 

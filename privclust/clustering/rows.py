@@ -243,8 +243,7 @@ class ArrayTable(Table):
         return _InProcessPasses(list(_slices(self.X)), reading, self.shape)
 
     def each(self, reading: Reading, per_row: PerRow) -> Iterator[np.ndarray]:
-        for block in _slices(self.X):
-            yield per_row(Part(reading.prepare(block.read())))
+        return InProcess().each(list(_slices(self.X)), reading, per_row)
 
 
 @dataclass(frozen=True)
