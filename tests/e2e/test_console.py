@@ -384,8 +384,9 @@ def test_console_box_dataset_target_accuracy_and_an_inconclusive_sweep(
     _customers(tight, 3000, 1)
     _customers(wide, 3000, 5)
     # The same kind of table under bounds 100 times wider than the data: every noisy loss of a
-    # sweep is noise. A k is then suggested only if one noisy loss exceeds 3.7 standard errors
-    # (the pairs' threshold for 4 ks): about 1 run in 4,000 (tests/integration/test_tables_api).
+    # sweep is mostly noise. A sweep of 4 ks then suggests a k only if two of its noisy losses
+    # differ by more than 2.64 standard errors of their difference (SWEEP_FALSE_ALARM, 5% split
+    # over the 6 pairs), so by design up to 1 such sweep in 20 still suggests one; see below.
     with stack.client(owner_key) as owner:
         loose = uploaded(owner, None, wide.read_bytes(), name="loose", radius=None, epsilon="4",
                          lower=",".join(map(str, LOWER - 5000)),
@@ -445,19 +446,33 @@ def test_console_box_dataset_target_accuracy_and_an_inconclusive_sweep(
         shot(c, "box-job", part=page.locator("section", has=picture))
 
         # A sweep on the loose table: the noisy losses cannot tell the ks apart, so no k is
-        # suggested or highlighted, and the page says why.
-        page.goto(f"{stack.base_url}/console/#/datasets/{loose['id']}")
-        page.get_by_label("Values of k").fill("2, 3, 4, 5")
-        page.get_by_label("Epsilon (whole sweep)").fill("1")
-        sweep_preview = page.get_by_role("status", name="Price of the sweep")
-        expect(sweep_preview).to_contain_text("4 jobs of μ")
-        expect(sweep_preview.locator('[data-field="accuracy"]')).to_contain_text("at k = 5")
-        page.get_by_role("button", name="Start sweep").click()
-        expect(page).to_have_url(re.compile(r"#/sweeps/[0-9a-f-]{36}$"))
-        expect(page.locator("dl.meta .badge")).to_have_text("succeeded", timeout=120_000)
-        sweep_id = page.url.rsplit("/", 1)[1]
-        with stack.client(analyst_key) as api:
-            sweep = api.get(f"/v1/sweeps/{sweep_id}").json()
+        # suggested or highlighted, and the page says why. The service draws its own noise, and
+        # its rule lets noise alone suggest a k in up to 1 sweep in 20: such a sweep must show
+        # the k the rule gives, and the next sweep is tried (3 suggest one in at most 1 in 8,000;
+        # 3 sweeps of epsilon 1 fit in the table's epsilon 4).
+        from privclust.clustering.sweeps import suggest_k
+
+        for _ in range(3):
+            page.goto(f"{stack.base_url}/console/#/datasets/{loose['id']}")
+            page.get_by_label("Values of k").fill("2, 3, 4, 5")
+            page.get_by_label("Epsilon (whole sweep)").fill("1")
+            sweep_preview = page.get_by_role("status", name="Price of the sweep")
+            expect(sweep_preview).to_contain_text("4 jobs of μ")
+            expect(sweep_preview.locator('[data-field="accuracy"]')).to_contain_text("at k = 5")
+            page.get_by_role("button", name="Start sweep").click()
+            expect(page).to_have_url(re.compile(r"#/sweeps/[0-9a-f-]{36}$"))
+            expect(page.locator("dl.meta .badge")).to_have_text("succeeded", timeout=120_000)
+            sweep_id = page.url.rsplit("/", 1)[1]
+            with stack.client(analyst_key) as api:
+                sweep = api.get(f"/v1/sweeps/{sweep_id}").json()
+            losses = [job["loss"] for job in sweep["jobs"]]
+            ses = [job["loss_se"] for job in sweep["jobs"]]
+            assert sweep["suggested_k"] == suggest_k(sweep["ks"], losses, ses), sweep
+            if sweep["suggested_k"] is None:
+                break
+            expect(page.locator('[data-field="suggested_k"]')).to_contain_text(
+                str(sweep["suggested_k"])
+            )
         assert sweep["suggested_k"] is None, sweep
         expect(page.locator('[data-field="suggested_k"]')).to_contain_text("none")
         warnings = page.get_by_role("list", name="Warnings")
