@@ -242,6 +242,29 @@ def _smallest_scores_loops(
 smallest_scores = _Kernel(_smallest_scores_loops)
 
 
+def _scaled_rows_loops(
+    block: np.ndarray, inv_scale: float, rows_t: np.ndarray, norms: np.ndarray
+) -> None:  # pragma: no cover - compiled (covered through `scaled_rows`)
+    """The vote's inputs from a block of rows, in one pass: rows_t (d + 1 x n, float32) the
+    augmented scaled rows [x * inv_scale, 1] one per column, and norms (n, float64) each scaled
+    row's norm. Each coordinate is scaled in float64 (exact widening, one rounded product) and
+    rounded once to float32; the norm sums the float64 squares in coordinate order. A row
+    beyond float32 becomes infinite there and its norm infinite or NaN (the vote re-decides
+    such rows in float64). numpy took 3 passes and 2 temporaries for the same, 2.5x the time."""
+    n, d = block.shape
+    for r in range(n):
+        acc = 0.0
+        for i in range(d):
+            v = np.float64(block[r, i]) * inv_scale
+            rows_t[i, r] = np.float32(v)
+            acc += v * v
+        norms[r] = np.sqrt(acc)
+        rows_t[d, r] = np.float32(1.0)
+
+
+scaled_rows = _Kernel(_scaled_rows_loops)
+
+
 # Why not BLAS: it chooses its kernel, blocking and summation order by the shape of the product
 # and a row's place in it (micro-kernel edges), so a row's product could change in its low bits
 # with the number of other rows in its block or its position there: with a neighbouring dataset
@@ -330,8 +353,9 @@ def warm_up() -> None:
     )
     rows = np.zeros((2, 3))
     ordered_best(rows, np.zeros((3, 4)), np.arange(4), np.full(2, np.inf), np.zeros(2, np.int64))
-    for dtype in (np.float64, np.float32):  # HDPE's projections, the LSH codes
+    for dtype in (np.float64, np.float32):  # HDPE's projections, the LSH codes; the vote's rows
         ordered_products(np.zeros((5, 3), dtype=dtype), np.zeros((3, 2)), np.empty((5, 2)))
+        scaled_rows(np.zeros((2, 3), dtype=dtype), 1.0, np.empty((4, 2), np.float32), np.empty(2))
     smallest_scores(
         np.zeros((3, 2), np.float32), 1, np.empty((2, 1), np.int64), np.empty((2, 2), np.float32)
     )

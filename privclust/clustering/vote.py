@@ -24,7 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from privclust.clustering.kernels import ordered_best, search_cells, smallest_scores
+from privclust.clustering.kernels import (
+    ordered_best,
+    scaled_rows,
+    search_cells,
+    smallest_scores,
+)
 from privclust.clustering.nearest import GroupLayout, worker_count
 from privclust.clustering.rows import Part
 from privclust.clustering.vote_cells import VOTE_DTYPE, Cell, VoteIndex, vote_index
@@ -148,11 +153,9 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
     # Augmented rows [x / scale, 1], one per column: each cell's gemm is then candidates x rows,
     # and the running best of a row is updated along contiguous memory (`merge_top2`).
     rows_t = np.empty((d + 1, n), dtype=VOTE_DTYPE)
-    with np.errstate(over="ignore"):  # rows beyond float32 are flagged below (_F32_SAFE_NORM)
-        np.multiply(block.T, 1.0 / index.scale, out=rows_t[:-1], casting="unsafe")
-    rows_t[-1] = 1.0
-    scaled = np.asarray(block, dtype=np.float64) / index.scale
-    norms = np.sqrt(np.einsum("ij,ij->i", scaled, scaled))
+    norms = np.empty(n)
+    # Rows beyond float32 are flagged below (_F32_SAFE_NORM).
+    scaled_rows(np.ascontiguousarray(block), 1.0 / index.scale, rows_t, norms)
     window = _vote_window(norms, d)
     best = np.full(n, np.inf, dtype=VOTE_DTYPE)
     second = np.full(n, np.inf, dtype=VOTE_DTYPE)

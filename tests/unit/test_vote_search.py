@@ -460,6 +460,34 @@ def test_the_compiled_distance_is_ordered_sq_bit_for_bit() -> None:
         assert (index == j).all()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_vote_rows_are_scaled_once_and_their_norms_summed_in_order(dtype: type) -> None:
+    # The compiled preparation of a block: each coordinate scaled in float64 and rounded once
+    # to float32 (the rounding `vote._vote_window` allows for), a row of ones, and each norm the
+    # float64 squares summed in coordinate order; a row beyond float32 is infinite there, and
+    # its norm beyond _F32_SAFE_NORM, so the vote decides it exactly.
+    from privclust.clustering.kernels import scaled_rows
+
+    rng = np.random.default_rng(13)
+    rows = (rng.normal(size=(300, 11)) * 10.0 ** rng.integers(-3, 4, size=(300, 1))).astype(dtype)
+    if dtype == np.float64:
+        rows[7, 3] = 1e300
+    inv_scale = 1.0 / 3.7
+    rows_t = np.empty((12, 300), dtype=np.float32)
+    norms = np.empty(300)
+    with np.errstate(over="ignore"):
+        scaled_rows(rows, inv_scale, rows_t, norms)
+        scaled = rows.astype(np.float64) * inv_scale
+        np.testing.assert_array_equal(rows_t[:-1], scaled.T.astype(np.float32))
+        expected = scaled[:, 0] * scaled[:, 0]
+        for col in range(1, 11):
+            expected = expected + scaled[:, col] * scaled[:, col]
+    assert (rows_t[-1] == 1.0).all()
+    np.testing.assert_array_equal(norms, np.sqrt(expected))
+    if dtype == np.float64:
+        assert np.isinf(rows_t[3, 7]) and not norms[7] <= vote._F32_SAFE_NORM
+
+
 @pytest.mark.parametrize("block", [nearest.PAIR_BLOCK_ELEMENTS, 64, 1])
 def test_nearest_other_distances_in_blocks_match_the_full_matrix(
     block: int, monkeypatch: pytest.MonkeyPatch
