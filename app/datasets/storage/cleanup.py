@@ -121,20 +121,16 @@ def remove_orphaned_dataset_files(
         except FileNotFoundError:
             continue
         if now - stat.st_mtime >= stale_after:
-            candidates.append((path, stat))
-    if not candidates:
-        return []
-    known = set(referenced())
-    removed = []
-    for path, stat in candidates:
-        if path.name in known:
-            continue
+            candidates.append(_Orphan(path.name, path, stat.st_size, now - stat.st_mtime))
+
+    def unlink(orphan: _Orphan) -> bool:
         try:
-            path.unlink()
-        except FileNotFoundError:
-            continue
-        removed.append(RemovedFile(path, stat.st_size, now - stat.st_mtime))
-    return removed
+            Path(orphan.where).unlink()
+        except FileNotFoundError:  # removed by another process meanwhile
+            return False
+        return True
+
+    return _remove_unreferenced(candidates, referenced, unlink)
 
 
 def remove_orphaned_remote_rows(
@@ -160,18 +156,42 @@ def remove_orphaned_remote_rows(
         objects = fs.find(folder, detail=True).values()
         newest = max((_mtime(o) for o in objects), default=None)
         if newest is not None and now - newest >= stale_after:
-            candidates.append((name, sum(int(o.get("size") or 0) for o in objects), newest))
+            url = f"{storage_url.rstrip('/')}/{name}"
+            size = sum(int(o.get("size") or 0) for o in objects)
+            candidates.append(_Orphan(name, url, size, now - newest))
+
+    def delete(orphan: _Orphan) -> bool:
+        remote.delete_prefix(str(orphan.where))
+        return True
+
+    return _remove_unreferenced(candidates, referenced, delete)
+
+
+@dataclass(frozen=True)
+class _Orphan:
+    """Stale rows that may have no dataset: their stored name, where they are, their size."""
+
+    name: str
+    where: Path | str
+    size: int
+    idle_seconds: float
+
+
+def _remove_unreferenced(
+    candidates: list[_Orphan],
+    referenced: Callable[[], Iterable[str]],
+    remove: Callable[[_Orphan], bool],
+) -> list[RemovedFile]:
+    """`remove` each candidate whose name no dataset refers to (asked only now, after they
+    were listed: a dataset committed meanwhile is seen); what it removed."""
     if not candidates:
         return []
     known = set(referenced())
-    removed = []
-    for name, size, newest in candidates:
-        if name in known:
-            continue
-        url = f"{storage_url.rstrip('/')}/{name}"
-        remote.delete_prefix(url)
-        removed.append(RemovedFile(url, size, now - newest))
-    return removed
+    return [
+        RemovedFile(orphan.where, orphan.size, orphan.idle_seconds)
+        for orphan in candidates
+        if orphan.name not in known and remove(orphan)
+    ]
 
 
 def _mtime(info: dict[str, object]) -> float:
