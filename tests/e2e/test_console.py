@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from app.kit.config import Settings
 from tests.support.api import uploaded
 from tests.support.browser import Console, launched, new_console, round_steps, shot
 from tests.support.data import (
@@ -24,7 +25,9 @@ from tests.support.data import (
     csv_bytes,
     customers,
 )
-from tests.support.services import Stack
+from tests.support.db import make_key
+from tests.support.processes import stop
+from tests.support.services import Stack, running_api
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.browser]
 
@@ -498,6 +501,65 @@ def test_console_box_dataset_target_accuracy_and_an_inconclusive_sweep(
         shot(c, "inconclusive-sweep-job")
     finally:
         c.close()
+    c.assert_clean()
+
+
+def test_console_follows_an_import_until_it_is_ready(
+    browser: Any, settings: Settings, tmp_path: Path
+) -> None:
+    """A dataset imported by reference is `importing` until a worker has read it: the list and
+    its page say so (no d, no count, no job form), and the page follows it to `ready`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from playwright.sync_api import expect
+
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    rows = np.random.default_rng(3).normal(size=(400, 3))
+    table = pa.table({name: rows[:, j] for j, name in enumerate(("north", "east", "depth"))})
+    pq.write_table(table, lake / "survey.parquet")
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    with running_api(log_dir, PRIVCLUST_IMPORT_SOURCES=str(lake), PYTHONUNBUFFERED="1") as api:
+        stack = Stack(
+            base_url=api.base_url,
+            env=api.env,
+            log_dir=log_dir,
+            api=api.proc,
+            admin_key=make_key(settings.resolved_database_url, "admin", "admin"),
+        )
+        owner_key, _ = stack.new_keys()
+        form = {"name": "survey", "epsilon": "2", "delta": "1e-6", "radius": "10",
+                "source": str(lake / "survey.parquet")}  # fmt: skip
+        with stack.client(owner_key) as owner:
+            r = owner.post("/v1/datasets", files={k: (None, v) for k, v in form.items()})
+        assert r.status_code == 202 and r.json()["status"] == "importing", r.text
+        c = new_console(browser, stack, tmp_path)
+        page = c.page
+        try:
+            page.goto(stack.base_url + "/console/")
+            c.sign_in(owner_key)
+            row = page.get_by_role("table", name="Datasets").locator("tbody tr").first
+            expect(row.locator('[data-field="status"]')).to_contain_text("importing")
+            expect(row.locator("td").first).to_have_text("—")  # d is not known yet
+            row.get_by_role("link", name="survey").click()
+            meta = page.locator("dl.meta")
+            expect(meta).to_contain_text("importing")
+            expect(meta).to_contain_text("released when the import has read every row")
+            expect(meta).to_contain_text("ball of radius 10 around the origin")
+            expect(page.get_by_text("Jobs can run once the import")).to_be_visible()
+            expect(page.get_by_label("k (number of centres)")).to_have_count(0)
+            shot(c, "importing")
+            try:
+                stack.start_worker()  # the import runs; the page shows it ready by itself
+                expect(meta).to_contain_text("3: north, east, depth", timeout=60_000)
+                expect(page.locator('[data-field="status"]')).to_have_count(0)
+                expect(page.get_by_label("k (number of centres)")).to_be_visible()
+            finally:
+                for worker in stack.workers:
+                    stop(worker)
+        finally:
+            c.close()
     c.assert_clean()
 
 

@@ -49,6 +49,30 @@ export function statusBadge(status) {
   return h("span", { class: `badge status-${status}` }, status);
 }
 
+/**
+ * A dataset that is not ready yet (an import by reference): its status badge, how far the
+ * import has read, and for owners why it failed. Null for a ready dataset.
+ */
+export function importState(ds) {
+  if (!ds.status || ds.status === "ready") return null;
+  if (ds.status === "importing") {
+    const read = typeof ds.progress === "number" ? ` ${Math.floor(ds.progress * 100)}% read` : "";
+    return h("span", { "data-field": "status" }, statusBadge("importing"), read);
+  }
+  return h("span", { "data-field": "status" }, statusBadge(ds.status),
+    ds.failure_reason ? ` ${ds.failure_reason}` : "");
+}
+
+/** Why no `what` (jobs, sweeps) can run on a dataset yet, or null when they can. */
+export function notRunnable(ds, what) {
+  if (ds.deleted_at) return h("p", { class: "muted" }, `The rows of this dataset were deleted: no new ${what} can run on it.`);
+  if (ds.status === "importing") {
+    return h("p", { class: "muted" }, `${what[0].toUpperCase()}${what.slice(1)} can run once the import has read every row and released the noisy count.`);
+  }
+  if (ds.status === "failed") return h("p", { class: "muted" }, `The import failed: no ${what} can run on this dataset.`);
+  return null;
+}
+
 /** A job's privacy cost in both currencies. */
 export function cost(privacy) {
   return `ε ${num(privacy.epsilon)} at δ ${num(privacy.delta)} · μ ${num(privacy.mu)}`;

@@ -5,7 +5,7 @@ import { api } from "../api.js";
 import { h, num, shortId, time } from "../dom.js";
 import { datasetPanels } from "../extensions.js";
 import { budgetGauge, pct, share } from "../gauges.js";
-import { emptyState, listAll, liveJobsTable, showError } from "../ui.js";
+import { emptyState, importState, listAll, liveJobsTable, notRunnable, pause, showError } from "../ui.js";
 import { jobForm } from "./jobform.js";
 
 const KINDS = {
@@ -26,6 +26,10 @@ export async function datasetView(main, { params: [id], signal, me }) {
     api(`/v1/datasets/${id}/ledger`, { signal }),
     listAll(`/v1/jobs?dataset_id=${id}`, signal),
   ]);
+  if (ds.status === "importing") {
+    // The import runs on a worker: show this page again, as it is then, every 2 s until it ends.
+    pause(2000, signal).then(() => datasetView(main, { params: [id], signal, me }), () => {});
+  }
   const panels = datasetPanels.map((panel) => panel(ds, { signal, me })).filter(Boolean);
   const gauges = (b) => budgetGauge(b, { countMu: ds.count_mu });
   const budgetBox = h("div", {}, gauges(budget));
@@ -54,23 +58,27 @@ export async function datasetView(main, { params: [id], signal, me }) {
         h("h2", { id: "ledger-title" }, "Ledger"), ledgerBox)),
     h("section", { "aria-labelledby": "new-job-title", class: "card" },
       h("h2", { id: "new-job-title" }, "New job"),
-      ds.deleted_at
-        ? h("p", { class: "muted" }, "The rows of this dataset were deleted: no new jobs can run on it.")
-        : jobForm(ds, budget)),
+      notRunnable(ds, "jobs") || jobForm(ds, budget)),
     h("section", { "aria-labelledby": "jobs-title" },
       h("h2", { id: "jobs-title" }, "Jobs on this dataset"),
       jobs.length
         ? h("div", { class: "scroll" }, liveJobsTable(jobs, { signal, label: `Jobs on ${ds.name}`, onFinish,
           caps: new Map([[ds.id, budget.mu_cap]]) }))
-        : emptyState("No jobs yet.", h("p", {}, "Price one with the form above, then submit it."))),
+        : emptyState("No jobs yet.", notRunnable(ds, "jobs") ? null
+          : h("p", {}, "Price one with the form above, then submit it."))),
     ...panels,
   );
 }
 
 function metadata(ds) {
+  const state = importState(ds);
   const rows = [
-    ["Columns (d)", `${ds.n_cols}: ${ds.columns.join(", ")}`],
-    ["Rows (noisy, n_rows_dp)", ds.count_public || !ds.count_mu
+    state ? ["Status", state] : null,
+    ds.n_cols === null
+      ? ["Columns (d)", ds.columns.length ? `not read yet (asked for: ${ds.columns.join(", ")})` : "not read yet"]
+      : ["Columns (d)", `${ds.n_cols}: ${ds.columns.join(", ")}`],
+    ds.n_rows_dp === null ? ["Rows (noisy, n_rows_dp)", "released when the import has read every row"]
+      : ["Rows (noisy, n_rows_dp)", ds.count_public || !ds.count_mu
       ? `${ds.n_rows_dp} (declared public: exact)`
       : h("span", {}, h("span", { "data-field": "n_rows_dp" }, String(ds.n_rows_dp)), ` ± ${num(1 / ds.count_mu, 2)}`,
         h("span", { class: "muted" }, " (± one standard deviation of its noise, 1/μ of the count)"))],
@@ -92,9 +100,11 @@ function domainText(ds) {
   const d = ds.domain;
   const vec = (xs) => `(${xs.map((c) => num(c)).join(", ")})`;
   if (Array.isArray(d.lower) && Array.isArray(d.upper)) {
-    return `per-column bounds: ${ds.columns.map((c, j) => `${c} ${num(d.lower[j])} to ${num(d.upper[j])}`).join("; ")}`;
+    // An import's columns may not be read yet: its bounds are named by position until then.
+    const name = (j) => ds.columns[j] ?? `column ${j + 1}`;
+    return `per-column bounds: ${d.lower.map((lo, j) => `${name(j)} ${num(lo)} to ${num(d.upper[j])}`).join("; ")}`;
   }
-  return `ball of radius ${num(d.radius)} around ${vec(d.center)}`;
+  return `ball of radius ${num(d.radius)} around ${Array.isArray(d.center) && d.center.length ? vec(d.center) : "the origin"}`;
 }
 
 /** The ledger, newest first, in a box that scrolls and says so while older entries are hidden. */

@@ -2,7 +2,7 @@
 
 import { h, num, time } from "../dom.js";
 import { budgetBar } from "../gauges.js";
-import { emptyState, listAll } from "../ui.js";
+import { emptyState, importState, listAll } from "../ui.js";
 
 export async function datasetsView(main, { signal, me }) {
   const datasets = await listAll("/v1/datasets", signal);
@@ -31,12 +31,14 @@ export async function datasetsView(main, { signal, me }) {
       "tr",
       { class: ds.deleted_at ? "deleted" : null, dataset: { datasetId: ds.id } },
       h("th", { scope: "row" }, h("a", { href: `#/datasets/${ds.id}` }, ds.name)),
-      h("td", { class: "num" }, String(ds.n_cols)),
+      h("td", { class: "num" }, ds.n_cols === null ? "—" : String(ds.n_cols)),
       h("td", { class: "columns" }, columnList(ds.columns)),
-      h("td", { class: "num" }, h("span", { "data-field": "n_rows_dp" }, String(ds.n_rows_dp)),
-        ds.count_public || !ds.count_mu ? h("span", { class: "muted" }, " (public)")
-          : h("span", { class: "muted", title: "± one standard deviation of the count's noise (1/μ of the count)" },
-            ` ± ${num(1 / ds.count_mu, 2)}`)),
+      ds.n_rows_dp === null
+        ? h("td", {}, importState(ds) || "—")
+        : h("td", { class: "num" }, h("span", { "data-field": "n_rows_dp" }, String(ds.n_rows_dp)),
+          ds.count_public || !ds.count_mu ? h("span", { class: "muted" }, " (public)")
+            : h("span", { class: "muted", title: "± one standard deviation of the count's noise (1/μ of the count)" },
+              ` ± ${num(1 / ds.count_mu, 2)}`)),
       owner ? h("td", { class: "num", "data-field": "n_rows" }, ds.n_rows === null ? "—" : String(ds.n_rows)) : null,
       h("td", { class: "budget-cell" }, budgetBar(ds.budget, { label: `Budget left of ${ds.name}` }),
         ` ε ${num(ds.budget.epsilon_remaining)} of ${num(ds.budget.epsilon)}`),

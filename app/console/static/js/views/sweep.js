@@ -7,7 +7,7 @@ import { fitted } from "../axes.js";
 import { field, h, markInvalid, num, shortId, time } from "../dom.js";
 import { budgetBar, pct, share } from "../gauges.js";
 import { lossChart, lossUnit } from "../plots.js";
-import { clearError, listAll, pause, POLL_MS, problemText, showError, statusBadge, TERMINAL, warningList } from "../ui.js";
+import { clearError, listAll, notRunnable, pause, POLL_MS, problemText, showError, statusBadge, TERMINAL, warningList } from "../ui.js";
 
 /** "2, 3, 5" -> [2, 3, 5]; a message when the list is not 2 to 32 distinct whole numbers. */
 function parseKs(text) {
@@ -48,8 +48,7 @@ export function sweepPanel(ds, { signal }) {
     h("h2", { id: "sweeps-title" }, "Sweeps over k"),
     h("p", { class: "muted" }, "One job per k, each with private summaries, sharing one cost (each job gets μ/√m ",
       "for m values of k); the noisy losses suggest a k."),
-    ds.deleted_at ? h("p", { class: "muted" }, "The rows of this dataset were deleted: no new sweeps can run on it.")
-      : sweepForm(ds),
+    notRunnable(ds, "sweeps") || sweepForm(ds),
     list);
   listAll(`/v1/sweeps?dataset_id=${ds.id}`, signal).then((sweeps) => {
     if (!sweeps.length) return;
