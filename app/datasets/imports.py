@@ -36,7 +36,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.datasets import repository as repo
 from app.datasets import sources, storage
 from app.datasets.domain import DomainClip, DomainSpec, ResolvedDomain, resolve_domain
-from app.datasets.terms import NewDataset, check_terms
+from app.datasets.terms import NewDataset, check_terms, dataset_row
 from app.jobs import queue
 from app.kit import repository as kit_repo
 from app.kit.config import Settings
@@ -80,26 +80,17 @@ def accept_import(
     # is held while the ping waits).
     session.commit()
     queue.redis_connection(queue.resolve_redis_url(settings)).ping()
-    dataset = Dataset(
-        id=uuid.uuid4(),
-        tenant=owner.tenant,
-        name=terms.name,
+    dataset = dataset_row(
+        uuid.uuid4(),
+        owner,
+        new,
+        terms,
+        declared,
         n_rows=None,
         n_rows_dp=None,
-        count_public=new.count_public,
-        count_mu=terms.count_mu,
         n_cols=0,
         columns=list(new.columns or []),
-        center=declared.center,
-        radius=declared.radius,
-        domain_kind=declared.kind,
-        lower=declared.lower,
-        upper=declared.upper,
-        epsilon=new.epsilon,
-        delta=new.delta,
-        mu_cap=terms.mu_cap,
         storage_path=None,
-        created_by=owner.id,
         status=DatasetStatus.IMPORTING,
         source=source.url,
         progress=0.0,

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.datasets import imports, storage
 from app.datasets import repository as repo
 from app.datasets.domain import DomainClip, ResolvedDomain
-from app.datasets.terms import NewDataset, Terms, check_count_options, check_terms
+from app.datasets.terms import NewDataset, Terms, check_count_options, check_terms, dataset_row
 from app.kit import repository as kit_repo
 from app.kit.config import Settings
 from app.kit.db.base import utcnow
@@ -188,26 +188,17 @@ def _record(
     else:
         # Stored floored at 0 (post-processing); jobs plan with at least 1.
         n_rows_dp = max(noise.release_count(matrix.n_rows, terms.count_mu), 0)
-    dataset = Dataset(
-        id=dataset_id,
-        tenant=owner.tenant,
-        name=terms.name,
+    dataset = dataset_row(
+        dataset_id,
+        owner,
+        new,
+        terms,
+        domain,
         n_rows=matrix.n_rows,
         n_rows_dp=n_rows_dp,
-        count_public=new.count_public,
-        count_mu=terms.count_mu,
         n_cols=matrix.n_cols,
         columns=list(matrix.columns),
-        center=domain.center,
-        radius=domain.radius,
-        domain_kind=domain.kind,
-        lower=domain.lower,
-        upper=domain.upper,
-        epsilon=new.epsilon,
-        delta=new.delta,
-        mu_cap=terms.mu_cap,
         storage_path=matrix.stored,
-        created_by=owner.id,
         status=DatasetStatus.READY,
     )
     kit_repo.add(session, dataset)

@@ -7,11 +7,14 @@ cost of the noisy row count and the domain's shape. A request that fails them ch
 from __future__ import annotations
 
 import math
+import uuid
 from dataclasses import dataclass
+from typing import Any
 
-from app.datasets.domain import DomainSpec, check_domain_shape
+from app.datasets.domain import DomainSpec, ResolvedDomain, check_domain_shape
 from app.kit.errors import InvalidParameter
 from app.ledger import service as ledger
+from app.models import ApiKey, Dataset
 from privclust.privacy import noise
 
 
@@ -87,3 +90,33 @@ def check_count_options(count_mu: float | None, count_public: bool, mu_cap: floa
             field=field,
         )
     return chosen
+
+
+def dataset_row(
+    dataset_id: uuid.UUID,
+    owner: ApiKey,
+    new: NewDataset,
+    terms: Terms,
+    domain: ResolvedDomain,
+    **rows: Any,
+) -> Dataset:
+    """A new dataset's row as the request set it (its owner, terms and declared domain), with
+    what its `rows` are (an upload's stored matrix and count; an import's source, not yet
+    read)."""
+    return Dataset(
+        id=dataset_id,
+        tenant=owner.tenant,
+        name=terms.name,
+        count_public=new.count_public,
+        count_mu=terms.count_mu,
+        center=domain.center,
+        radius=domain.radius,
+        domain_kind=domain.kind,
+        lower=domain.lower,
+        upper=domain.upper,
+        epsilon=new.epsilon,
+        delta=new.delta,
+        mu_cap=terms.mu_cap,
+        created_by=owner.id,
+        **rows,
+    )
