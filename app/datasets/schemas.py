@@ -54,7 +54,9 @@ class DatasetOut(BaseModel):
         "ready. `failed`: the import stopped (`failure_reason`); nothing can run on it."
     )
     progress: float | None = Field(
-        description="An import's fraction of its source's bytes read, 0 to 1 (null for an upload)."
+        description="An import's fraction of its source's bytes read, 0 to 1, in the owner's "
+        "view only (null for analysts: how fast it grows tells the source's size; null for an "
+        "upload)."
     )
     failure_reason: str | None = Field(
         default=None,
@@ -115,7 +117,7 @@ class DatasetOut(BaseModel):
             id=ds.id,
             name=ds.name,
             status=DatasetStatus(ds.status or DatasetStatus.READY).value,
-            progress=ds.progress,
+            progress=ds.progress if owner else None,
             failure_reason=ds.failure_reason if owner else None,
             source=ds.source if owner else None,
             n_rows_dp=ds.n_rows_dp,

@@ -165,6 +165,7 @@ def test_an_import_from_a_local_folder_is_copied_clipped_and_counted_once(
     assert math.isclose(ready["budget"]["mu_spent"], ready["count_mu"])
     analyst_view = _get(client, keys["analyst"], ds["id"])
     assert analyst_view["n_rows"] is None and analyst_view["source"] is None
+    assert analyst_view["progress"] is None  # how fast it grew would tell the source's size
 
     # The service's own copy: the rows in path order, clipped, bit for bit.
     expected = _clipped(np.vstack([first, second]), DomainSpec(radius=10.0))
