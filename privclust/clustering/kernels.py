@@ -250,7 +250,9 @@ def _scaled_rows_loops(
     row's norm. Each coordinate is scaled in float64 (exact widening, one rounded product) and
     rounded once to float32; the norm sums the float64 squares in coordinate order. A row
     beyond float32 becomes infinite there and its norm infinite or NaN (the vote re-decides
-    such rows in float64). numpy took 3 passes and 2 temporaries for the same, 2.5x the time."""
+    such rows in float64). numpy took 3 passes and 2 temporaries for the same: per 1,048,576
+    x 16 rows on one core, 0.142 s against 0.079 s for float64 rows, 0.089 against 0.083 s for
+    float32 ones (PE-means' working copy)."""
     n, d = block.shape
     for r in range(n):
         acc = 0.0
