@@ -134,12 +134,6 @@ def test_a_worker_killed_mid_run_changes_nothing() -> None:
         there = cluster(table, 3, rng=np.random.default_rng(9), **keywords)
         killer.join()
         assert killed.is_set() and time.monotonic() - start > 1.0  # killed while it ran
-        # The engine's allocator settings reach every worker, the replacement included.
-        client.wait_for_workers(2, timeout=30)  # type: ignore[attr-defined]
-        tuned = client.run(
-            lambda dask_worker: "privclust-malloc" in dask_worker.plugins  # type: ignore[attr-defined]
-        )
-        assert len(tuned) == 2 and all(tuned.values()), tuned
     assert _same(here, there)
 
 
