@@ -31,7 +31,6 @@ import pickle
 import tempfile
 import threading
 import uuid
-import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,15 +147,15 @@ def _local_directory() -> Path:
 _CACHE = _PartCache()
 
 
-# glibc's malloc options (mallopt): the trim and memory-map thresholds, and the arena count.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
+# glibc's malloc options (mallopt): the trim and memory-map thresholds.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 # What glibc's own dynamic thresholds grow to (the memory-map one's ceiling, and twice that).
 _MMAP_THRESHOLD_BYTES, _TRIM_THRESHOLD_BYTES = 32 << 20, 64 << 20
 _malloc_tuned = False
 
 
 def _tune_malloc() -> None:
-    """Give this worker process glibc's usual allocation thresholds back, and one arena.
+    """Give this worker process glibc's usual allocation thresholds back.
 
     Dask's nanny starts workers with MALLOC_TRIM_THRESHOLD_=65536, which also freezes glibc's
     memory-map threshold at 128 KiB: every temporary array of a pass above that is mapped and
@@ -164,57 +163,17 @@ def _tune_malloc() -> None:
     11 s in a Dask worker against 5.4 s in a plain process, and 11 to 13 s in a plain process
     given the same variable. The thresholds glibc would have grown to on its own (32 MiB, and
     twice that for trimming) restore the plain process's time; freed memory above them still
-    goes back to the system.
-
-    Tasks run on the worker's executor thread, whose allocations go to an arena of its own, and
-    under that variable such an arena still gave its memory back after every pass: a vote of
-    1,000,000 rows against 4,112 evolved candidates took 0.58 s in a task against 0.42 s on
-    the worker's main thread. With one arena (M_ARENA_MAX, set before the thread's first
-    allocation: the `_malloc_tuning` plugin does it when a worker starts) the task's vote takes
-    0.42 s."""
+    goes back to the system."""
     global _malloc_tuned
     if _malloc_tuned:
         return
     _malloc_tuned = True
     try:
         libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(_M_ARENA_MAX, 1)
         libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_BYTES)
         libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD_BYTES)
     except (OSError, AttributeError):  # not glibc: its own allocator's defaults stand
         pass
-
-
-def _malloc_tuning() -> Any:
-    """A Dask worker plugin (made here: `distributed` is imported only where a cluster is
-    used) that runs `_tune_malloc` when a worker starts, and on every worker there is when it is
-    registered, on the worker's own thread, before its executor thread allocates anything.
-    Tasks call it too, for workers that had run tasks before."""
-    from distributed.diagnostics.plugin import WorkerPlugin
-
-    class MallocTuning(WorkerPlugin):
-        name = "privclust-malloc"
-        idempotent = True
-
-        def setup(self, worker: Any) -> None:
-            _tune_malloc()
-
-    return MallocTuning()
-
-
-_tuned_clients: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def _register_malloc_tuning(client: Any) -> None:
-    """Register `_malloc_tuning` with the client's cluster, once per client. Only a speed-up:
-    a cluster that refuses it (or an older `distributed`) runs the passes all the same."""
-    if client in _tuned_clients:
-        return
-    try:
-        client.register_plugin(_malloc_tuning())
-    except Exception:  # the tasks still tune their own process
-        return
-    _tuned_clients.add(client)
 
 
 def _partition_total(
@@ -312,7 +271,6 @@ class DaskEngine:
         self.client = client
         self.cache_bytes = int(cache_bytes)
         self.opened: list[DaskRows] = []
-        _register_malloc_tuning(client)
 
     def working(self, partitions: Sequence[Partition], reading: Reading, n_cols: int) -> Rows:
         rows = DaskRows(self.client, partitions, reading, n_cols, self.cache_bytes)
