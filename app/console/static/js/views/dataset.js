@@ -28,7 +28,9 @@ export async function datasetView(main, { params: [id], signal, me }) {
   ]);
   if (ds.status === "importing") {
     // The import runs on a worker: show this page again, as it is then, every 2 s until it ends.
-    pause(2000, signal).then(() => datasetView(main, { params: [id], signal, me }), () => {});
+    pause(2000, signal)
+      .then(() => datasetView(main, { params: [id], signal, me }))
+      .catch((err) => { if (err?.name !== "AbortError") showError(err, "Could not follow the import"); });
   }
   const panels = datasetPanels.map((panel) => panel(ds, { signal, me })).filter(Boolean);
   const gauges = (b) => budgetGauge(b, { countMu: ds.count_mu });
