@@ -25,9 +25,7 @@ from tests.support.data import (
     csv_bytes,
     customers,
 )
-from tests.support.db import make_key
-from tests.support.processes import stop
-from tests.support.services import Stack, running_api
+from tests.support.services import Stack, running_stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration, pytest.mark.browser]
 
@@ -520,14 +518,13 @@ def test_console_follows_an_import_until_it_is_ready(
     pq.write_table(table, lake / "survey.parquet")
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
-    with running_api(log_dir, PRIVCLUST_IMPORT_SOURCES=str(lake), PYTHONUNBUFFERED="1") as api:
-        stack = Stack(
-            base_url=api.base_url,
-            env=api.env,
-            log_dir=log_dir,
-            api=api.proc,
-            admin_key=make_key(settings.resolved_database_url, "admin", "admin"),
-        )
+    with running_stack(
+        log_dir,
+        settings.resolved_database_url,
+        workers=0,
+        PRIVCLUST_IMPORT_SOURCES=str(lake),
+        PYTHONUNBUFFERED="1",
+    ) as stack:
         owner_key, _ = stack.new_keys()
         form = {"name": "survey", "epsilon": "2", "delta": "1e-6", "radius": "10",
                 "source": str(lake / "survey.parquet")}  # fmt: skip
@@ -550,14 +547,10 @@ def test_console_follows_an_import_until_it_is_ready(
             expect(page.get_by_text("Jobs can run once the import")).to_be_visible()
             expect(page.get_by_label("k (number of centres)")).to_have_count(0)
             shot(c, "importing")
-            try:
-                stack.start_worker()  # the import runs; the page shows it ready by itself
-                expect(meta).to_contain_text("3: north, east, depth", timeout=60_000)
-                expect(page.locator('[data-field="status"]')).to_have_count(0)
-                expect(page.get_by_label("k (number of centres)")).to_be_visible()
-            finally:
-                for worker in stack.workers:
-                    stop(worker)
+            stack.start_worker()  # the import runs; the page shows it ready by itself
+            expect(meta).to_contain_text("3: north, east, depth", timeout=60_000)
+            expect(page.locator('[data-field="status"]')).to_have_count(0)
+            expect(page.get_by_label("k (number of centres)")).to_be_visible()
         finally:
             c.close()
     c.assert_clean()

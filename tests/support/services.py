@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.api import bearer_client, new_keys
+from tests.support.db import make_key
 from tests.support.processes import answers, free_port, log_tail, start_cli, stop, wait_until
 
 
@@ -73,3 +74,26 @@ class Stack:
         return "\n".join(
             f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(self.log_dir.glob("*.log"))
         )
+
+
+@contextlib.contextmanager
+def running_stack(
+    log_dir: Path, database_url: str, *, workers: int = 1, **env_extra: str
+) -> Iterator[Stack]:
+    """`running_api` (with `env_extra`) and `workers` RQ workers beside it, with an admin key
+    made in `database_url`; every worker the test started is stopped at exit too."""
+    with running_api(log_dir, **env_extra) as api:
+        stack = Stack(
+            base_url=api.base_url,
+            env=api.env,
+            log_dir=log_dir,
+            api=api.proc,
+            admin_key=make_key(database_url, "admin", "admin"),
+        )
+        try:
+            for _ in range(workers):
+                stack.start_worker()
+            yield stack
+        finally:
+            for worker in stack.workers:
+                stop(worker)
