@@ -153,7 +153,8 @@ _merge_top2_jit: Callable[..., None] = _merge_top2_loops
 
 
 def _search_cells_loops(
-    rows_t: np.ndarray,
+    block: np.ndarray,
+    inv_scale: float,
     order: np.ndarray,
     bounds: np.ndarray,
     weights: np.ndarray,
@@ -165,11 +166,18 @@ def _search_cells_loops(
     best_index: np.ndarray,
 ) -> None:  # pragma: no cover - compiled (covered through `search_cells`)
     """`merge_top2` of every row against the members of its cell, for all cells in one call
-    without the GIL: the rows of cell c are order[bounds[c]:bounds[c + 1]] (columns of the
-    augmented float32 rows rows_t); its members are members[offsets[c]:offsets[c + 1]] with
+    without the GIL: the rows of cell c are rows order[bounds[c]:bounds[c + 1]] of `block` (n x
+    d, float32 or float64, C order); its members are members[offsets[c]:offsets[c + 1]] with
     weights (one per row of `weights`, float32). Rows are scored in tiles of about
-    `tile_elements` scores (gathered, one BLAS gemm, merged, scattered back)."""
-    d1 = rows_t.shape[0]
+    `tile_elements` scores: each tile's rows gathered from the block and scaled as
+    `scaled_rows` does (each coordinate times inv_scale in float64, rounded once to float32;
+    a row of ones below), one BLAS gemm, merged, scattered back.
+
+    A row is one contiguous read of the block (16 float32 coordinates: one cache line), where
+    gathering it from the transposed rows took d + 1 reads d + 1 cache lines apart: a
+    1,048,576-row vote through 8 of 16 cells of 257 took 1.28 s instead of 1.46 s here, and a
+    later vote's cell search 0.21 s instead of 0.24 s, with the same scores."""
+    d = block.shape[1]
     for c in range(offsets.shape[0] - 1):
         lo = bounds[c]
         hi = bounds[c + 1]
@@ -181,7 +189,7 @@ def _search_cells_loops(
         for start in range(lo, hi, step):
             stop = min(start + step, hi)
             m = stop - start
-            tile = np.empty((d1, m), dtype=np.float32)
+            tile = np.empty((m, d + 1), dtype=np.float32)
             tile_best = np.empty(m, dtype=np.float32)
             tile_second = np.empty(m, dtype=np.float32)
             tile_index = np.empty(m, dtype=np.int32)
@@ -190,10 +198,13 @@ def _search_cells_loops(
                 tile_best[q] = best[row]
                 tile_second[q] = second[row]
                 tile_index[q] = best_index[row]
-            for i in range(d1):
-                for q in range(m):
-                    tile[i, q] = rows_t[i, order[start + q]]
-            scores = np.dot(cell_weights, tile)  # BLAS sgemm, without the GIL
+                for i in range(d):
+                    tile[q, i] = np.float32(np.float64(block[row, i]) * inv_scale)
+                tile[q, d] = np.float32(1.0)
+            # BLAS sgemm (without the GIL) of the weights and the tile transposed: candidates
+            # x rows. Written one per column instead, the tile's d + 1 stores per row land
+            # 4 KiB multiples apart, in one set of the L1 cache.
+            scores = np.dot(cell_weights, tile.T)
             _merge_top2_jit(scores, cell_members, tile_best, tile_second, tile_index)
             for q in range(m):
                 row = order[start + q]
@@ -265,6 +276,24 @@ def _scaled_rows_loops(
 
 
 scaled_rows = _Kernel(_scaled_rows_loops)
+
+
+def _row_norms_loops(
+    block: np.ndarray, inv_scale: float, norms: np.ndarray
+) -> None:  # pragma: no cover - compiled (covered through `row_norms`)
+    """The norms of `scaled_rows` alone (bit for bit: the same float64 products and sums, in
+    coordinate order), for a vote whose scores gather their rows from the block itself
+    (`search_cells`)."""
+    n, d = block.shape
+    for r in range(n):
+        acc = 0.0
+        for i in range(d):
+            v = np.float64(block[r, i]) * inv_scale
+            acc += v * v
+        norms[r] = np.sqrt(acc)
+
+
+row_norms = _Kernel(_row_norms_loops)
 
 
 # Why not BLAS: it chooses its kernel, blocking and summation order by the shape of the product
@@ -339,20 +368,22 @@ def warm_up() -> None:
     scores = np.zeros((3, 2), dtype=np.float32)
     best = np.full(2, np.inf, dtype=np.float32)
     merge_top2(scores, np.arange(3, dtype=np.int32), best, best.copy(), np.zeros(2, np.int32))
-    rows_t = np.ones((3, 2), dtype=np.float32)
     order, bounds = np.arange(2), np.array([0, 2])
-    search_cells(
-        rows_t,
-        order,
-        bounds,
-        np.ones((3, 3), np.float32),
-        bounds,
-        np.arange(3, dtype=np.int32),
-        8,
-        best,
-        best.copy(),
-        np.zeros(2, np.int32),
-    )
+    for dtype in (np.float64, np.float32):  # the vote's rows, as given or PE-means' copy
+        search_cells(
+            np.ones((2, 2), dtype=dtype),
+            1.0,
+            order,
+            bounds,
+            np.ones((3, 3), np.float32),
+            bounds,
+            np.arange(3, dtype=np.int32),
+            8,
+            best,
+            best.copy(),
+            np.zeros(2, np.int32),
+        )
+        row_norms(np.zeros((2, 3), dtype=dtype), 1.0, np.empty(2))
     rows = np.zeros((2, 3))
     ordered_best(rows, np.zeros((3, 4)), np.arange(4), np.full(2, np.inf), np.zeros(2, np.int64))
     for dtype in (np.float64, np.float32):  # HDPE's projections, the LSH codes; the vote's rows

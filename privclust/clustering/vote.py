@@ -26,6 +26,7 @@ from threadpoolctl import ThreadpoolController
 
 from privclust.clustering.kernels import (
     ordered_best,
+    row_norms,
     scaled_rows,
     search_cells,
     smallest_scores,
@@ -99,19 +100,21 @@ def _scores(weights: np.ndarray, rows_t: np.ndarray) -> np.ndarray:
 
 
 def _best_in(
-    rows_t: np.ndarray,
+    block: np.ndarray,
+    inv_scale: float,
     cell: Cell,
     best: np.ndarray,
     second: np.ndarray,
     best_index: np.ndarray,
 ) -> None:
-    """Merge the members of `cell` into (best, second, best_index) of the augmented float32 rows
-    `rows_t` (one per column): the best and second-best float32 scores seen so far and the
-    index of the best (strict improvement only). `kernels.search_cells` with every row in the
-    one cell."""
-    n_rows = rows_t.shape[1]
+    """Merge the members of `cell` into (best, second, best_index) of the rows of `block`
+    (scaled by inv_scale, in float32): the best and second-best float32 scores seen so far and
+    the index of the best (strict improvement only). `kernels.search_cells` with every row in
+    the one cell."""
+    n_rows = len(block)
     search_cells(
-        rows_t,
+        block,
+        inv_scale,
         np.arange(n_rows),
         np.array([0, n_rows]),
         cell.weights,
@@ -150,21 +153,23 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
     rows it may get wrong (cell choice or member choice within 2 `_vote_window`s of a tie). On
     the unmasked rows the fast vote equals the ideal vote v*(x) (see the module docstring)."""
     n, d = len(block), index.dim
-    # Augmented rows [x / scale, 1], one per column: each cell's gemm is then candidates x rows,
-    # and the running best of a row is updated along contiguous memory (`merge_top2`).
-    rows_t = np.empty((d + 1, n), dtype=VOTE_DTYPE)
+    # Each cell's gemm scores candidates x rows: the compiled search gathers a tile of rows
+    # [x / scale, 1] from the block, one per column, and a row's running best is updated
+    # along contiguous memory (`merge_top2`).
+    block = np.ascontiguousarray(block)
+    inv_scale = 1.0 / index.scale
     norms = np.empty(n)
     # Rows beyond float32 are flagged below (_F32_SAFE_NORM).
-    scaled_rows(np.ascontiguousarray(block), 1.0 / index.scale, rows_t, norms)
+    row_norms(block, inv_scale, norms)
     window = _vote_window(norms, d)
     best = np.full(n, np.inf, dtype=VOTE_DTYPE)
     second = np.full(n, np.inf, dtype=VOTE_DTYPE)
     best_index = np.zeros(n, dtype=np.int32)
     uncertain = ~(norms <= _F32_SAFE_NORM)
     if index.everyone is not None:
-        _best_in(rows_t, index.everyone, best, second, best_index)
+        _best_in(block, inv_scale, index.everyone, best, second, best_index)
     if index.centres is not None:
-        nearest = _probed_cells(rows_t, index, window, uncertain)
+        nearest = _probed_cells(block, inv_scale, index, window, uncertain)
         packed = index.packed
         assert packed is not None
         for probe in range(nearest.shape[1]):
@@ -172,7 +177,8 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
             # one running best across them.
             order, bounds = _cell_order(nearest[:, probe], len(index.cells))
             search_cells(
-                rows_t,
+                block,
+                inv_scale,
                 order,
                 bounds,
                 packed.weights,
@@ -190,12 +196,16 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
 
 
 def _probed_cells(
-    rows_t: np.ndarray, index: VoteIndex, window: np.ndarray, uncertain: np.ndarray
+    block: np.ndarray,
+    inv_scale: float,
+    index: VoteIndex,
+    window: np.ndarray,
+    uncertain: np.ndarray,
 ) -> np.ndarray:
     """The cells each row searches (one column per probe: its `probes` nearest cell centres by
     float32 score), marking in `uncertain` the rows whose choice is within 2 windows of a tie."""
     assert index.centres is not None
-    n = rows_t.shape[1]
+    n = len(block)
     probes, n_centres = index.probes, len(index.centres.index)
     if probes == 1 < n_centres:
         # The nearest centre and the gap to the next: the chosen cell is the exact one
@@ -203,7 +213,7 @@ def _probed_cells(
         centre_best = np.full(n, np.inf, dtype=VOTE_DTYPE)
         centre_next = np.full(n, np.inf, dtype=VOTE_DTYPE)
         nearest_centre = np.zeros(n, dtype=np.int32)
-        _best_in(rows_t, index.centres, centre_best, centre_next, nearest_centre)
+        _best_in(block, inv_scale, index.centres, centre_best, centre_next, nearest_centre)
         with np.errstate(invalid="ignore"):  # inf - inf: uncertain
             uncertain |= ~(centre_next.astype(np.float64) - centre_best > 2.0 * window)
         return nearest_centre[:, None]
@@ -213,6 +223,9 @@ def _probed_cells(
         # took 0.5 s of CPU per million rows).
         nearest = np.empty((n, probes), dtype=np.intp)
         edge = np.empty((n, 2), dtype=VOTE_DTYPE)
+        # Every row scores every centre: one gemm on the rows transposed [x / scale, 1].
+        rows_t = np.empty((index.dim + 1, n), dtype=VOTE_DTYPE)
+        scaled_rows(block, inv_scale, rows_t, np.empty(n))
         smallest_scores(_scores(index.centres.weights, rows_t), probes, nearest, edge)
         with np.errstate(invalid="ignore"):  # inf - inf: uncertain
             gap = edge[:, 1].astype(np.float64) - edge[:, 0]

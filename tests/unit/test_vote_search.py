@@ -488,6 +488,72 @@ def test_the_vote_rows_are_scaled_once_and_their_norms_summed_in_order(dtype: ty
         assert np.isinf(rows_t[3, 7]) and not norms[7] <= vote._F32_SAFE_NORM
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_norms_are_the_scaled_rows_norms_bit_for_bit(dtype: type) -> None:
+    # The vote's windows come from these norms; the search scores rows gathered from the block,
+    # so the norms are summed on their own, with the same arithmetic as scaled_rows.
+    from privclust.clustering.kernels import row_norms, scaled_rows
+
+    rng = np.random.default_rng(14)
+    rows = (rng.normal(size=(500, 16)) * 10.0 ** rng.integers(-3, 4, size=(500, 1))).astype(dtype)
+    expected = np.empty(500)
+    scaled_rows(rows, 1.0 / 2.9, np.empty((17, 500), np.float32), expected)
+    norms = np.empty(500)
+    row_norms(rows, 1.0 / 2.9, norms)
+    np.testing.assert_array_equal(norms, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("tile_elements", [1, 7, 64, 1 << 18])
+def test_the_cell_search_scores_rows_gathered_and_scaled_from_the_block(
+    dtype: type, tile_elements: int
+) -> None:
+    # Small integers scaled by 1/2 and integer weights: every score is exact in float32 in any
+    # summation order, so the search's best, second and best index must be those of the scores
+    # computed here from the rows scaled as scaled_rows scales them, cell by cell, over rows
+    # listed in any order and tiles of any size.
+    from privclust.clustering.kernels import scaled_rows, search_cells
+
+    rng = np.random.default_rng(15)
+    n, d = 90, 5
+    block = rng.integers(-8, 9, size=(n, d)).astype(dtype)
+    weights = rng.integers(-4, 5, size=(11, d + 1)).astype(np.float32)
+    offsets = np.array([0, 3, 3, 11])  # three cells, the middle one empty
+    members = (np.arange(11) * 3 + 1).astype(np.int32)
+    cell_of_row = rng.integers(0, 3, size=n)
+    cell_of_row[cell_of_row == 1] = 2
+    order = rng.permutation(n)
+    order = order[np.argsort(cell_of_row[order], kind="stable")]
+    bounds = np.searchsorted(cell_of_row[order], np.arange(4))
+    best = np.full(n, np.inf, dtype=np.float32)
+    second = best.copy()
+    best_index = np.full(n, -1, dtype=np.int32)
+    search_cells(
+        block,
+        0.5,
+        order,
+        bounds,
+        weights,
+        offsets,
+        members,
+        tile_elements,
+        best,
+        second,
+        best_index,
+    )
+
+    rows_t = np.empty((d + 1, n), np.float32)
+    scaled_rows(block, 0.5, rows_t, np.empty(n))
+    scores = weights @ rows_t  # exact: small integers and halves
+    for r in range(n):
+        cell = slice(offsets[cell_of_row[r]], offsets[cell_of_row[r] + 1])
+        mine = scores[cell, r]
+        first = int(np.argmin(mine))
+        assert best[r] == mine[first] and best_index[r] == members[cell][first]
+        rest = np.delete(mine, first)
+        assert second[r] == (rest.min() if rest.size else np.inf)
+
+
 @pytest.mark.parametrize("block", [nearest.PAIR_BLOCK_ELEMENTS, 64, 1])
 def test_nearest_other_distances_in_blocks_match_the_full_matrix(
     block: int, monkeypatch: pytest.MonkeyPatch
