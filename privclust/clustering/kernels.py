@@ -153,45 +153,60 @@ _merge_top2_jit: Callable[..., None] = _merge_top2_loops
 
 
 def _search_cells_loops(
-    block: np.ndarray,
-    inv_scale: float,
+    rows: np.ndarray,
     order: np.ndarray,
     bounds: np.ndarray,
     weights: np.ndarray,
     offsets: np.ndarray,
     members: np.ndarray,
+    far_starts: np.ndarray,
+    reach: np.ndarray,
+    row_reach: np.ndarray,
+    norms: np.ndarray,
+    window: np.ndarray,
     tile_elements: int,
     best: np.ndarray,
     second: np.ndarray,
     best_index: np.ndarray,
 ) -> None:  # pragma: no cover - compiled (covered through `search_cells`)
     """`merge_top2` of every row against the members of its cell, for all cells in one call
-    without the GIL: the rows of cell c are rows order[bounds[c]:bounds[c + 1]] of `block` (n x
-    d, float32 or float64, C order); its members are members[offsets[c]:offsets[c + 1]] with
-    weights (one per row of `weights`, float32). Rows are scored in tiles of about
-    `tile_elements` scores: each tile's rows gathered from the block and scaled as
-    `scaled_rows` does (each coordinate times inv_scale in float64, rounded once to float32;
-    a 1 after them), one row after another, then one BLAS gemm with the tile transposed,
-    merged, scattered back.
+    without the GIL: the rows of cell c are rows order[bounds[c]:bounds[c + 1]] of `rows` (n x
+    d + 1, float32, C order: `scaled_rows`); its members are members[offsets[c]:offsets[c +
+    1]] with weights (one per row of `weights`, float32). Rows are scored in tiles of about
+    `tile_elements` scores: each tile's rows gathered, then BLAS gemms with the tile
+    transposed, merged, scattered back.
 
-    A row is one contiguous read of the block (16 float32 coordinates: one cache line). The
-    vote used to scale every block into a transposed copy first and gather tiles from it, d + 1
-    reads d + 1 cache lines apart per row: on one core, PE-means' 16 votes over 1,048,576 x 16
-    float32 rows took 6.57 s that way and 5.54 s this way (the first vote 1.60 -> 1.39 s, a
-    later one about 0.32 -> 0.27 s), with the same labels."""
-    d = block.shape[1]
+    A cell's members from far_starts[c] on (none when far_starts[c] = offsets[c + 1]) are
+    "far": each at distance reach[j] (ascending) from a point p_c, with every row of the cell
+    at most row_reach[row] from p_c (exact distances, in the scaled units). A tile scores the
+    members before far_starts[c] first; then a far member can be nearer than a row's best so
+    far only if reach[j] <= row_reach[row] + that best's distance (triangle inequality), so the
+    tile scores only the far members up to the largest such bound over its rows. Each best's
+    distance is bounded from its float32 score b, the row's window w (`vote._vote_window`:
+    |float32 score - exact score| <= w) and its norm n: sqrt(2 (b + w) + n^2); the bound is
+    then widened by a factor 1 + 1e-6, far beyond float64 rounding. A far member left out is
+    strictly farther than the row's best, so it is never the row's ideal vote (and a row
+    whose best is not decided in float32 is re-decided over all its members by the caller).
+    A NaN or infinite bound in a tile scores all its far members.
+
+    A row is one contiguous read (17 float32 values: about one cache line). The vote used to
+    scale every block into a transposed copy and gather tiles from it, d + 1 reads d + 1 cache
+    lines apart per row: on one core, PE-means' 16 votes over 1,048,576 x 16 float32 rows took
+    6.57 s that way (bench/RESULTS.md, "The default method at 100,000,000 rows")."""
+    width = rows.shape[1]
     for c in range(offsets.shape[0] - 1):
         lo = bounds[c]
         hi = bounds[c + 1]
         if hi <= lo:
             continue
-        cell_weights = weights[offsets[c] : offsets[c + 1]]
-        cell_members = members[offsets[c] : offsets[c + 1]]
-        step = max(1, tile_elements // max(cell_weights.shape[0], 1))
+        first = offsets[c]
+        far = far_starts[c]
+        end = offsets[c + 1]
+        step = max(1, tile_elements // max(end - first, 1))
         for start in range(lo, hi, step):
             stop = min(start + step, hi)
             m = stop - start
-            tile = np.empty((m, d + 1), dtype=np.float32)
+            tile = np.empty((m, width), dtype=np.float32)
             tile_best = np.empty(m, dtype=np.float32)
             tile_second = np.empty(m, dtype=np.float32)
             tile_index = np.empty(m, dtype=np.int32)
@@ -200,14 +215,30 @@ def _search_cells_loops(
                 tile_best[q] = best[row]
                 tile_second[q] = second[row]
                 tile_index[q] = best_index[row]
-                for i in range(d):
-                    tile[q, i] = np.float32(np.float64(block[row, i]) * inv_scale)
-                tile[q, d] = np.float32(1.0)
+                for i in range(width):
+                    tile[q, i] = rows[row, i]
             # BLAS sgemm (without the GIL) of the weights and the tile transposed: candidates
             # x rows. Written one per column instead, the tile's d + 1 stores per row land
             # 4 KiB multiples apart, in one set of the L1 cache.
-            scores = np.dot(cell_weights, tile.T)
-            _merge_top2_jit(scores, cell_members, tile_best, tile_second, tile_index)
+            if far > first:
+                scores = np.dot(weights[first:far], tile.T)
+                _merge_top2_jit(scores, members[first:far], tile_best, tile_second, tile_index)
+            if end > far:
+                limit = 0.0
+                for q in range(m):
+                    row = order[start + q]
+                    sq = 2.0 * (np.float64(tile_best[q]) + window[row]) + norms[row] * norms[row]
+                    bound = (row_reach[row] + np.sqrt(max(sq, 0.0))) * (1.0 + 1e-6)
+                    if not bound < np.inf:
+                        limit = np.inf
+                        break
+                    limit = max(limit, bound)
+                count = np.searchsorted(reach[far:end], limit, side="right")
+                if count > 0:
+                    scores = np.dot(weights[far : far + count], tile.T)
+                    _merge_top2_jit(
+                        scores, members[far : far + count], tile_best, tile_second, tile_index
+                    )
             for q in range(m):
                 row = order[start + q]
                 best[row] = tile_best[q]
@@ -256,46 +287,28 @@ smallest_scores = _Kernel(_smallest_scores_loops)
 
 
 def _scaled_rows_loops(
-    block: np.ndarray, inv_scale: float, rows_t: np.ndarray, norms: np.ndarray
+    block: np.ndarray, inv_scale: float, rows: np.ndarray, norms: np.ndarray
 ) -> None:  # pragma: no cover - compiled (covered through `scaled_rows`)
-    """The vote's inputs from a block of rows, in one pass: rows_t (d + 1 x n, float32) the
-    augmented scaled rows [x * inv_scale, 1] one per column, and norms (n, float64) each scaled
-    row's norm. Each coordinate is scaled in float64 (exact widening, one rounded product) and
+    """The vote's inputs from a block of rows, in one pass: rows (n x d + 1, float32, C order)
+    the augmented scaled rows [x * inv_scale, 1], and norms (n, float64) each scaled row's
+    norm. Each coordinate is scaled in float64 (exact widening, one rounded product) and
     rounded once to float32; the norm sums the float64 squares in coordinate order. A row
     beyond float32 becomes infinite there and its norm infinite or NaN (the vote re-decides
-    such rows in float64). numpy took 3 passes and 2 temporaries for the same: per 1,048,576
-    x 16 rows on one core, 0.142 s against 0.079 s for float64 rows, 0.089 against 0.083 s for
-    float32 ones (PE-means' working copy)."""
+    such rows in float64). numpy took 3 passes and 2 temporaries for the same (the rows then
+    transposed: per 1,048,576 x 16 rows on one core, 0.142 s against 0.079 s for float64 rows,
+    0.089 against 0.083 s for float32 ones, PE-means' working copy)."""
     n, d = block.shape
     for r in range(n):
         acc = 0.0
         for i in range(d):
             v = np.float64(block[r, i]) * inv_scale
-            rows_t[i, r] = np.float32(v)
+            rows[r, i] = np.float32(v)
             acc += v * v
         norms[r] = np.sqrt(acc)
-        rows_t[d, r] = np.float32(1.0)
+        rows[r, d] = np.float32(1.0)
 
 
 scaled_rows = _Kernel(_scaled_rows_loops)
-
-
-def _row_norms_loops(
-    block: np.ndarray, inv_scale: float, norms: np.ndarray
-) -> None:  # pragma: no cover - compiled (covered through `row_norms`)
-    """The norms of `scaled_rows` alone (bit for bit: the same float64 products and sums, in
-    coordinate order), for a vote whose scores gather their rows from the block itself
-    (`search_cells`)."""
-    n, d = block.shape
-    for r in range(n):
-        acc = 0.0
-        for i in range(d):
-            v = np.float64(block[r, i]) * inv_scale
-            acc += v * v
-        norms[r] = np.sqrt(acc)
-
-
-row_norms = _Kernel(_row_norms_loops)
 
 
 # Why not BLAS: it chooses its kernel, blocking and summation order by the shape of the product
@@ -371,26 +384,28 @@ def warm_up() -> None:
     best = np.full(2, np.inf, dtype=np.float32)
     merge_top2(scores, np.arange(3, dtype=np.int32), best, best.copy(), np.zeros(2, np.int32))
     order, bounds = np.arange(2), np.array([0, 2])
-    for dtype in (np.float64, np.float32):  # the vote's rows, as given or PE-means' copy
-        search_cells(
-            np.ones((2, 2), dtype=dtype),
-            1.0,
-            order,
-            bounds,
-            np.ones((3, 3), np.float32),
-            bounds,
-            np.arange(3, dtype=np.int32),
-            8,
-            best,
-            best.copy(),
-            np.zeros(2, np.int32),
-        )
-        row_norms(np.zeros((2, 3), dtype=dtype), 1.0, np.empty(2))
+    search_cells(
+        np.ones((2, 3), dtype=np.float32),
+        order,
+        bounds,
+        np.ones((3, 3), np.float32),
+        bounds,
+        np.arange(3, dtype=np.int32),
+        np.array([1]),
+        np.zeros(3),
+        np.zeros(2),
+        np.zeros(2),
+        np.zeros(2),
+        8,
+        best,
+        best.copy(),
+        np.zeros(2, np.int32),
+    )
     rows = np.zeros((2, 3))
     ordered_best(rows, np.zeros((3, 4)), np.arange(4), np.full(2, np.inf), np.zeros(2, np.int64))
     for dtype in (np.float64, np.float32):  # HDPE's projections, the LSH codes; the vote's rows
         ordered_products(np.zeros((5, 3), dtype=dtype), np.zeros((3, 2)), np.empty((5, 2)))
-        scaled_rows(np.zeros((2, 3), dtype=dtype), 1.0, np.empty((4, 2), np.float32), np.empty(2))
+        scaled_rows(np.zeros((2, 3), dtype=dtype), 1.0, np.empty((2, 4), np.float32), np.empty(2))
     smallest_scores(
         np.zeros((3, 2), np.float32), 1, np.empty((2, 1), np.int64), np.empty((2, 2), np.float32)
     )

@@ -26,7 +26,6 @@ from threadpoolctl import ThreadpoolController
 
 from privclust.clustering.kernels import (
     ordered_best,
-    row_norms,
     scaled_rows,
     search_cells,
     smallest_scores,
@@ -100,26 +99,30 @@ def _scores(weights: np.ndarray, rows_t: np.ndarray) -> np.ndarray:
 
 
 def _best_in(
-    block: np.ndarray,
-    inv_scale: float,
+    rows: np.ndarray,
     cell: Cell,
     best: np.ndarray,
     second: np.ndarray,
     best_index: np.ndarray,
 ) -> None:
-    """Merge the members of `cell` into (best, second, best_index) of the rows of `block`
-    (scaled by inv_scale, in float32): the best and second-best float32 scores seen so far and
-    the index of the best (strict improvement only). `kernels.search_cells` with every row in
-    the one cell."""
-    n_rows = len(block)
+    """Merge the members of `cell` into (best, second, best_index) of the augmented scaled
+    rows `rows` (`kernels.scaled_rows`): the best and second-best float32 scores seen so far
+    and the index of the best (strict improvement only). `kernels.search_cells` with every row
+    in the one cell."""
+    n_rows, size = len(rows), len(cell.index)
+    unused = np.zeros(n_rows)
     search_cells(
-        block,
-        inv_scale,
+        rows,
         np.arange(n_rows),
         np.array([0, n_rows]),
         cell.weights,
-        np.array([0, len(cell.index)]),
+        np.array([0, size]),
         cell.index,
+        np.array([size]),  # no far members
+        np.zeros(size),
+        unused,
+        unused,
+        unused,
         VOTE_SCORE_ELEMENTS,
         best,
         second,
@@ -153,23 +156,21 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
     rows it may get wrong (cell choice or member choice within 2 `_vote_window`s of a tie). On
     the unmasked rows the fast vote equals the ideal vote v*(x) (see the module docstring)."""
     n, d = len(block), index.dim
-    # Each cell's gemm scores candidates x rows: the compiled search gathers a tile of rows
-    # [x / scale, 1] from the block, one per column, and a row's running best is updated
-    # along contiguous memory (`merge_top2`).
-    block = np.ascontiguousarray(block)
-    inv_scale = 1.0 / index.scale
+    # The augmented rows [x / scale, 1] in float32, one per row: each cell's gemm scores
+    # candidates x rows from a tile of them, and a row's running best is updated along
+    # contiguous memory (`merge_top2`). Rows beyond float32 are flagged below (_F32_SAFE_NORM).
+    rows = np.empty((n, d + 1), dtype=VOTE_DTYPE)
     norms = np.empty(n)
-    # Rows beyond float32 are flagged below (_F32_SAFE_NORM).
-    row_norms(block, inv_scale, norms)
+    scaled_rows(np.ascontiguousarray(block), 1.0 / index.scale, rows, norms)
     window = _vote_window(norms, d)
     best = np.full(n, np.inf, dtype=VOTE_DTYPE)
     second = np.full(n, np.inf, dtype=VOTE_DTYPE)
     best_index = np.zeros(n, dtype=np.int32)
     uncertain = ~(norms <= _F32_SAFE_NORM)
     if index.everyone is not None:
-        _best_in(block, inv_scale, index.everyone, best, second, best_index)
+        _best_in(rows, index.everyone, best, second, best_index)
     if index.centres is not None:
-        nearest = _probed_cells(block, inv_scale, index, window, uncertain)
+        nearest, reach = _probed_cells(rows, index, window, uncertain, norms)
         packed = index.packed
         assert packed is not None
         for probe in range(nearest.shape[1]):
@@ -177,13 +178,17 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
             # one running best across them.
             order, bounds = _cell_order(nearest[:, probe], len(index.cells))
             search_cells(
-                block,
-                inv_scale,
+                rows,
                 order,
                 bounds,
                 packed.weights,
                 packed.offsets,
                 packed.members,
+                packed.far_starts,
+                packed.reach,
+                reach,
+                norms,
+                window,
                 VOTE_SCORE_ELEMENTS,
                 best,
                 second,
@@ -196,16 +201,19 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
 
 
 def _probed_cells(
-    block: np.ndarray,
-    inv_scale: float,
+    rows: np.ndarray,
     index: VoteIndex,
     window: np.ndarray,
     uncertain: np.ndarray,
-) -> np.ndarray:
+    norms: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """The cells each row searches (one column per probe: its `probes` nearest cell centres by
-    float32 score), marking in `uncertain` the rows whose choice is within 2 windows of a tie."""
+    float32 score), marking in `uncertain` the rows whose choice is within 2 windows of a tie;
+    and, when each row searches one cell, a bound on each row's distance from that cell's
+    centre, from its score (`kernels.search_cells` prunes an anchor cell's far mutants with it;
+    infinite otherwise: no pruning)."""
     assert index.centres is not None
-    n = len(block)
+    n = len(rows)
     probes, n_centres = index.probes, len(index.centres.index)
     if probes == 1 < n_centres:
         # The nearest centre and the gap to the next: the chosen cell is the exact one
@@ -213,25 +221,25 @@ def _probed_cells(
         centre_best = np.full(n, np.inf, dtype=VOTE_DTYPE)
         centre_next = np.full(n, np.inf, dtype=VOTE_DTYPE)
         nearest_centre = np.zeros(n, dtype=np.int32)
-        _best_in(block, inv_scale, index.centres, centre_best, centre_next, nearest_centre)
+        _best_in(rows, index.centres, centre_best, centre_next, nearest_centre)
         with np.errstate(invalid="ignore"):  # inf - inf: uncertain
             uncertain |= ~(centre_next.astype(np.float64) - centre_best > 2.0 * window)
-        return nearest_centre[:, None]
+            # |x_s - a|^2 = 2 (exact score) + |x_s|^2, the exact score at most the float32
+            # one plus the window (NaN or infinite: the search then prunes nothing)
+            reach = np.sqrt(np.maximum(2.0 * (centre_best + window) + norms * norms, 0.0))
+        return nearest_centre[:, None], reach
     if probes < n_centres:
         # The probes best centres, and the gap from the probes-th to the next one, with the
         # same rule at the probes-th (a compiled selection: numpy's argpartition along rows
         # took 0.5 s of CPU per million rows).
         nearest = np.empty((n, probes), dtype=np.intp)
         edge = np.empty((n, 2), dtype=VOTE_DTYPE)
-        # Every row scores every centre: one gemm on the rows transposed [x / scale, 1].
-        rows_t = np.empty((index.dim + 1, n), dtype=VOTE_DTYPE)
-        scaled_rows(block, inv_scale, rows_t, np.empty(n))
-        smallest_scores(_scores(index.centres.weights, rows_t), probes, nearest, edge)
+        smallest_scores(_scores(index.centres.weights, rows.T), probes, nearest, edge)
         with np.errstate(invalid="ignore"):  # inf - inf: uncertain
             gap = edge[:, 1].astype(np.float64) - edge[:, 0]
         uncertain |= ~(gap > 2.0 * window)
-        return nearest
-    return np.broadcast_to(np.arange(n_centres), (n, n_centres))
+        return nearest, np.full(n, np.inf)
+    return np.broadcast_to(np.arange(n_centres), (n, n_centres)), np.full(n, np.inf)
 
 
 def _ideal_in(

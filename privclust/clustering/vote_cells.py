@@ -42,17 +42,29 @@ _OWNER_BLOCK_ROWS = 4096
 class Cell:
     """Candidates scored together: their global indices and their score weights."""
 
-    index: np.ndarray  # global candidate indices, ascending (int32)
+    # global candidate indices (int32): ascending, or in an anchor cell its core ascending,
+    # then the far mutants by distance from the anchor (the set is what the vote searches;
+    # the order only saves work, see PackedCells)
+    index: np.ndarray
     weights: np.ndarray  # len(index) x (d + 1): [-c, |c|^2 / 2] in VOTE_DTYPE
 
 
 @dataclass(frozen=True)
 class PackedCells:
-    """Every cell end to end, for the compiled search (`kernels.search_cells`)."""
+    """Every cell end to end, for the compiled search (`kernels.search_cells`).
+
+    An anchor cell ends with the far mutants, by distance from its anchor (`reach`, in units of
+    `VoteIndex.scale`): a row of the cell is scored against them only as far as the triangle
+    inequality says one could beat its best among the core (measured on a 100,000,000-row job,
+    bench/RESULTS.md: the rows of a cell sit near its anchor, most far mutants do not)."""
 
     weights: np.ndarray  # every cell's weights, cell after cell (float32, C order)
     members: np.ndarray  # every cell's candidate indices (int32), in the same order
     offsets: np.ndarray  # cell c is rows offsets[c]..offsets[c + 1] of both (int64)
+    # where cell c's far mutants start (offsets[c + 1] when it has none), and each far
+    # mutant's distance from the cell's anchor (float64; 0 for the other members)
+    far_starts: np.ndarray
+    reach: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -75,17 +87,32 @@ class VoteIndex:
 
 
 def _packed_cells(
-    candidates: np.ndarray, groups: list[np.ndarray]
+    candidates: np.ndarray,
+    groups: list[np.ndarray],
+    far: list[tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> tuple[tuple[Cell, ...], PackedCells]:
     """One cell per group of candidate indices, their weights computed once end to end: each
-    cell is a view of its part of the packed arrays."""
-    whole = make_cell(candidates, np.concatenate(groups))
-    offsets = np.concatenate(([0], np.cumsum([len(group) for group in groups]))).astype(np.int64)
+    cell is a view of its part of the packed arrays. With `far`, cell c is groups[c] followed
+    by far[c]'s candidates (ascending by their distances, far[c][1])."""
+    parts = far or [(np.empty(0, dtype=np.intp), np.empty(0)) for _ in groups]
+    pairs = list(zip(groups, parts, strict=True))
+    whole = make_cell(candidates, np.concatenate([np.concatenate((g, f)) for g, (f, _) in pairs]))
+    offsets = np.concatenate(([0], np.cumsum([len(g) + len(f) for g, (f, _) in pairs])))
+    offsets = offsets.astype(np.int64)
+    far_starts = offsets[:-1] + np.array([len(g) for g in groups], dtype=np.int64)
+    reach = np.concatenate([np.concatenate((np.zeros(len(g)), r)) for g, (_, r) in pairs])
     cells = tuple(
         Cell(index=whole.index[a:b], weights=whole.weights[a:b])
         for a, b in itertools.pairwise(offsets)
     )
-    return cells, PackedCells(weights=whole.weights, members=whole.index, offsets=offsets)
+    packed = PackedCells(
+        weights=whole.weights,
+        members=whole.index,
+        offsets=offsets,
+        far_starts=far_starts,
+        reach=reach,
+    )
+    return cells, packed
 
 
 def make_cell(candidates: np.ndarray, index: np.ndarray) -> Cell:
@@ -158,8 +185,8 @@ def _anchor_cells(
     # copies took 0.8 GB and building them 2.6 s per iteration. The set S(x) searched is
     # the same either way.
     shared = len(far) * k > FAR_COPIES_PER_CANDIDATE * n
-    groups = cores if shared else [np.sort(np.concatenate((core, far))) for core in cores]
-    cells, packed = _packed_cells(unit, groups)
+    by_reach = None if shared else [_by_distance(unit, far, g) for g in range(k)]
+    cells, packed = _packed_cells(unit, cores, by_reach)
     return VoteIndex(
         n_candidates=n,
         dim=d,
@@ -171,6 +198,17 @@ def _anchor_cells(
         candidates=candidates,
         packed=packed,
     )
+
+
+def _by_distance(
+    unit: np.ndarray, members: np.ndarray, anchor: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """`members` (candidate indices) in increasing distance from candidate `anchor`, and those
+    distances (float64)."""
+    diff = unit[members] - unit[anchor]
+    gaps = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+    order = np.argsort(gaps, kind="stable")
+    return members[order], gaps[order]
 
 
 def _inverted_file(candidates: np.ndarray, unit: np.ndarray, scale: float) -> VoteIndex:

@@ -473,80 +473,75 @@ def test_the_vote_rows_are_scaled_once_and_their_norms_summed_in_order(dtype: ty
     if dtype == np.float64:
         rows[7, 3] = 1e300
     inv_scale = 1.0 / 3.7
-    rows_t = np.empty((12, 300), dtype=np.float32)
+    augmented = np.empty((300, 12), dtype=np.float32)
     norms = np.empty(300)
     with np.errstate(over="ignore"):
-        scaled_rows(rows, inv_scale, rows_t, norms)
+        scaled_rows(rows, inv_scale, augmented, norms)
         scaled = rows.astype(np.float64) * inv_scale
-        np.testing.assert_array_equal(rows_t[:-1], scaled.T.astype(np.float32))
+        np.testing.assert_array_equal(augmented[:, :-1], scaled.astype(np.float32))
         expected = scaled[:, 0] * scaled[:, 0]
         for col in range(1, 11):
             expected = expected + scaled[:, col] * scaled[:, col]
-    assert (rows_t[-1] == 1.0).all()
+    assert (augmented[:, -1] == 1.0).all()
     np.testing.assert_array_equal(norms, np.sqrt(expected))
     if dtype == np.float64:
-        assert np.isinf(rows_t[3, 7]) and not norms[7] <= vote._F32_SAFE_NORM
+        assert np.isinf(augmented[7, 3]) and not norms[7] <= vote._F32_SAFE_NORM
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_row_norms_are_the_scaled_rows_norms_bit_for_bit(dtype: type) -> None:
-    # The vote's windows come from these norms; the search scores rows gathered from the block,
-    # so the norms are summed on their own, with the same arithmetic as scaled_rows.
-    from privclust.clustering.kernels import row_norms, scaled_rows
-
-    rng = np.random.default_rng(14)
-    rows = (rng.normal(size=(500, 16)) * 10.0 ** rng.integers(-3, 4, size=(500, 1))).astype(dtype)
-    expected = np.empty(500)
-    scaled_rows(rows, 1.0 / 2.9, np.empty((17, 500), np.float32), expected)
-    norms = np.empty(500)
-    row_norms(rows, 1.0 / 2.9, norms)
-    np.testing.assert_array_equal(norms, expected)
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("tile_elements", [1, 7, 64, 1 << 18])
-def test_the_cell_search_scores_rows_gathered_and_scaled_from_the_block(
-    dtype: type, tile_elements: int
-) -> None:
-    # Small integers scaled by 1/2 and integer weights: every score is exact in float32 in any
-    # summation order, so the search's best, second and best index must be those of the scores
-    # computed here from the rows scaled as scaled_rows scales them, cell by cell, over rows
-    # listed in any order and tiles of any size.
-    from privclust.clustering.kernels import scaled_rows, search_cells
+@pytest.mark.parametrize("far", ["none", "out of reach", "within reach"])
+def test_the_cell_search_merges_each_row_against_its_own_cell(tile_elements: int, far: str) -> None:
+    # Small integers and integer weights: every score is exact in float32 in any summation
+    # order, so the search's best, second and best index must be those computed here, cell by
+    # cell, over rows listed in any order and tiles of any size. The last cell may have far
+    # members, out of reach of every row (none may be scored: they would win every row) or
+    # within it (all are scored).
+    from privclust.clustering.kernels import search_cells
 
     rng = np.random.default_rng(15)
     n, d = 90, 5
-    block = rng.integers(-8, 9, size=(n, d)).astype(dtype)
-    weights = rng.integers(-4, 5, size=(11, d + 1)).astype(np.float32)
-    offsets = np.array([0, 3, 3, 11])  # three cells, the middle one empty
-    members = (np.arange(11) * 3 + 1).astype(np.int32)
+    rows = np.ones((n, d + 1), dtype=np.float32)
+    rows[:, :d] = rng.integers(-8, 9, size=(n, d))
+    weights = rng.integers(-4, 5, size=(14, d + 1)).astype(np.float32)
+    weights[11:, -1] = -1000.0  # far members that would beat everything
+    members = (np.arange(14) * 3 + 1).astype(np.int32)
     cell_of_row = rng.integers(0, 3, size=n)
     cell_of_row[cell_of_row == 1] = 2
     order = rng.permutation(n)
     order = order[np.argsort(cell_of_row[order], kind="stable")]
     bounds = np.searchsorted(cell_of_row[order], np.arange(4))
+    offsets = np.array([0, 3, 3, 11 if far == "none" else 14])  # the middle cell is empty
+    far_starts = np.array([3, 3, 11])
+    reach = np.zeros(14)
+    if far == "out of reach":
+        reach[11:] = [1e9, 2e9, 3e9]  # beyond any row's reach plus its best's distance
     best = np.full(n, np.inf, dtype=np.float32)
     second = best.copy()
     best_index = np.full(n, -1, dtype=np.int32)
+    small = np.zeros(n)
     search_cells(
-        block,
-        0.5,
+        rows,
         order,
         bounds,
         weights,
         offsets,
         members,
+        far_starts,
+        reach,
+        small,  # each row's reach: 0
+        np.full(n, 100.0),  # norms: a best's distance bound of about 100 + 10 * score
+        small,  # windows
         tile_elements,
         best,
         second,
         best_index,
     )
 
-    rows_t = np.empty((d + 1, n), np.float32)
-    scaled_rows(block, 0.5, rows_t, np.empty(n))
-    scores = weights @ rows_t  # exact: small integers and halves
+    scores = weights @ rows.T  # exact: small integers
+    ends = [3, 3, 14 if far == "within reach" else 11]
     for r in range(n):
-        cell = slice(offsets[cell_of_row[r]], offsets[cell_of_row[r] + 1])
+        c = cell_of_row[r]
+        cell = slice(offsets[c], ends[c])
         mine = scores[cell, r]
         first = int(np.argmin(mine))
         assert best[r] == mine[first] and best_index[r] == members[cell][first]
