@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 
-def _jit(function: Callable[..., None]) -> Callable[..., None]:
+def _jit(function: Callable[..., object]) -> Callable[..., object]:
     from numba import njit  # imported on first use: 0.2 s that most processes never need
 
     try:
@@ -27,14 +27,16 @@ def _jit(function: Callable[..., None]) -> Callable[..., None]:
 class _Kernel:
     """Plain loops, compiled (nogil) on the first call; the loops' docstring documents it."""
 
-    def __init__(self, loops: Callable[..., None], calls: dict[str, _Kernel] | None = None) -> None:
+    def __init__(
+        self, loops: Callable[..., object], calls: dict[str, _Kernel] | None = None
+    ) -> None:
         self._loops = loops
         self._calls = calls or {}  # global name in the loops -> the kernel it must call
         self.__doc__ = loops.__doc__
         self._lock = threading.Lock()
-        self._compiled: Callable[..., None] | None = None
+        self._compiled: Callable[..., object] | None = None
 
-    def compiled(self) -> Callable[..., None]:
+    def compiled(self) -> Callable[..., object]:
         with self._lock:  # the vote's threads may call a kernel first at the same time
             if self._compiled is None:
                 # numba resolves globals when it compiles: bind the compiled callees first.
@@ -147,9 +149,34 @@ def _ordered_best_loops(
 ordered_best = _Kernel(_ordered_best_loops)
 
 
-# The compiled merge, called by the compiled cell search (bound by `_Kernel` before that is
-# compiled). Until then, the plain loops.
+def _far_limit_loops(
+    tile_rows: np.ndarray, tile_best: np.ndarray, row_reach: np.ndarray, row_slack: np.ndarray
+) -> float:  # pragma: no cover - compiled (covered through `search_cells`)
+    """How far from its cell's point p a far member may lie and still beat the best so far of
+    some row of a tile (rows `tile_rows`, bests `tile_best`, float32 scores). A row x lies at
+    most row_reach[x] from p (exact distances, scaled units), its best at most sqrt(2 (b + w)
+    + |x|^2) from x, b its float32 score and w its `vote._vote_window` (|float32 score - exact
+    score| <= w): row_slack[x] = 2 w + |x|^2. A member r from p is at least r - row_reach[x]
+    from x (triangle inequality). The largest bound over the tile, widened by 1 + 1e-6 (far
+    beyond float64 rounding), or inf when one is NaN or infinite. A member beyond it is
+    strictly farther than each row's best: never its ideal vote."""
+    limit = 0.0
+    for q in range(tile_rows.shape[0]):
+        row = tile_rows[q]
+        sq = 2.0 * np.float64(tile_best[q]) + row_slack[row]
+        bound = row_reach[row] + np.sqrt(0.0 if sq < 0.0 else sq)  # NaN stays NaN
+        if not bound < np.inf:
+            return np.inf
+        limit = max(limit, bound * (1.0 + 1e-6))
+    return limit
+
+
+far_limit = _Kernel(_far_limit_loops)
+
+# The compiled callees of the cell search (bound by `_Kernel` before it is compiled). Until
+# then, the plain loops.
 _merge_top2_jit: Callable[..., None] = _merge_top2_loops
+_far_limit_jit: Callable[..., float] = _far_limit_loops
 
 
 def _search_cells_loops(
@@ -162,91 +189,54 @@ def _search_cells_loops(
     far_starts: np.ndarray,
     reach: np.ndarray,
     row_reach: np.ndarray,
-    norms: np.ndarray,
-    window: np.ndarray,
+    row_slack: np.ndarray,
     tile_elements: int,
     best: np.ndarray,
     second: np.ndarray,
     best_index: np.ndarray,
 ) -> None:  # pragma: no cover - compiled (covered through `search_cells`)
-    """`merge_top2` of every row against the members of its cell, for all cells in one call
-    without the GIL: the rows of cell c are rows order[bounds[c]:bounds[c + 1]] of `rows` (n x
-    d + 1, float32, C order: `scaled_rows`); its members are members[offsets[c]:offsets[c +
-    1]] with weights (one per row of `weights`, float32). Rows are scored in tiles of about
-    `tile_elements` scores: each tile's rows gathered, then BLAS gemms with the tile
-    transposed, merged, scattered back.
-
-    A cell's members from far_starts[c] on (none when far_starts[c] = offsets[c + 1]) are
-    "far": each at distance reach[j] (ascending) from a point p_c, with every row of the cell
-    at most row_reach[row] from p_c (exact distances, in the scaled units). A tile scores the
-    members before far_starts[c] first; then a far member can be nearer than a row's best so
-    far only if reach[j] <= row_reach[row] + that best's distance (triangle inequality), so the
-    tile scores only the far members up to the largest such bound over its rows. Each best's
-    distance is bounded from its float32 score b, the row's window w (`vote._vote_window`:
-    |float32 score - exact score| <= w) and its norm n: sqrt(2 (b + w) + n^2); the bound is
-    then widened by a factor 1 + 1e-6, far beyond float64 rounding. A far member left out is
-    strictly farther than the row's best, so it is never the row's ideal vote (and a row
-    whose best is not decided in float32 is re-decided over all its members by the caller).
-    A NaN or infinite bound in a tile scores all its far members.
-
-    A row is one contiguous read (17 float32 values: about one cache line). The vote used to
-    scale every block into a transposed copy and gather tiles from it, d + 1 reads d + 1 cache
-    lines apart per row: on one core, PE-means' 16 votes over 1,048,576 x 16 float32 rows took
-    6.57 s that way (bench/RESULTS.md, "The default method at 100,000,000 rows")."""
-    width = rows.shape[1]
+    """`merge_top2` of every row against the members of its cell, all cells in one call
+    without the GIL: cell c's rows are rows order[bounds[c]:bounds[c + 1]] of `rows` (n x d + 1,
+    float32: `scaled_rows`), its members members[offsets[c]:offsets[c + 1]] with `weights`.
+    Tiles of about `tile_elements` scores: rows gathered (one contiguous read each), BLAS gemms
+    with the tile transposed, merged, scattered back. Members from far_starts[c] on are far,
+    at distances reach (ascending) from the cell's point: scored after the others, and only up
+    to `far_limit` of the tile."""
     for c in range(offsets.shape[0] - 1):
-        lo = bounds[c]
-        hi = bounds[c + 1]
-        if hi <= lo:
-            continue
-        first = offsets[c]
-        far = far_starts[c]
-        end = offsets[c + 1]
+        first, far, end = offsets[c], far_starts[c], offsets[c + 1]
         step = max(1, tile_elements // max(end - first, 1))
-        for start in range(lo, hi, step):
-            stop = min(start + step, hi)
-            m = stop - start
-            tile = np.empty((m, width), dtype=np.float32)
-            tile_best = np.empty(m, dtype=np.float32)
-            tile_second = np.empty(m, dtype=np.float32)
-            tile_index = np.empty(m, dtype=np.int32)
-            for q in range(m):
-                row = order[start + q]
-                tile_best[q] = best[row]
-                tile_second[q] = second[row]
-                tile_index[q] = best_index[row]
-                for i in range(width):
+        for start in range(bounds[c], bounds[c + 1], step):
+            tile_rows = order[start : min(start + step, bounds[c + 1])]
+            tile = np.empty((tile_rows.shape[0], rows.shape[1]), dtype=np.float32)
+            tile_best = np.empty(tile_rows.shape[0], dtype=np.float32)
+            tile_second = np.empty_like(tile_best)
+            tile_index = np.empty(tile_rows.shape[0], dtype=np.int32)
+            for q, row in enumerate(tile_rows):
+                tile_best[q], tile_second[q], tile_index[q] = (
+                    best[row],
+                    second[row],
+                    best_index[row],
+                )
+                for i in range(rows.shape[1]):
                     tile[q, i] = rows[row, i]
-            # BLAS sgemm (without the GIL) of the weights and the tile transposed: candidates
-            # x rows. Written one per column instead, the tile's d + 1 stores per row land
-            # 4 KiB multiples apart, in one set of the L1 cache.
-            if far > first:
-                scores = np.dot(weights[first:far], tile.T)
-                _merge_top2_jit(scores, members[first:far], tile_best, tile_second, tile_index)
-            if end > far:
-                limit = 0.0
-                for q in range(m):
-                    row = order[start + q]
-                    sq = 2.0 * (np.float64(tile_best[q]) + window[row]) + norms[row] * norms[row]
-                    bound = (row_reach[row] + np.sqrt(max(sq, 0.0))) * (1.0 + 1e-6)
-                    if not bound < np.inf:
-                        limit = np.inf
-                        break
-                    limit = max(limit, bound)
-                count = np.searchsorted(reach[far:end], limit, side="right")
-                if count > 0:
-                    scores = np.dot(weights[far : far + count], tile.T)
-                    _merge_top2_jit(
-                        scores, members[far : far + count], tile_best, tile_second, tile_index
-                    )
-            for q in range(m):
-                row = order[start + q]
-                best[row] = tile_best[q]
-                second[row] = tile_second[q]
+            lo, hi = first, end
+            if end > far:  # the others first, then the far members within the tile's reach
+                if far > first:
+                    scores = np.dot(weights[first:far], tile.T)
+                    _merge_top2_jit(scores, members[first:far], tile_best, tile_second, tile_index)
+                limit = _far_limit_jit(tile_rows, tile_best, row_reach, row_slack)
+                lo, hi = far, far + np.searchsorted(reach[far:end], limit, side="right")
+            if hi > lo:
+                scores = np.dot(weights[lo:hi], tile.T)  # candidates x rows
+                _merge_top2_jit(scores, members[lo:hi], tile_best, tile_second, tile_index)
+            for q, row in enumerate(tile_rows):
+                best[row], second[row] = tile_best[q], tile_second[q]
                 best_index[row] = tile_index[q]
 
 
-search_cells = _Kernel(_search_cells_loops, calls={"_merge_top2_jit": merge_top2})
+search_cells = _Kernel(
+    _search_cells_loops, calls={"_merge_top2_jit": merge_top2, "_far_limit_jit": far_limit}
+)
 
 
 def _smallest_scores_loops(
@@ -393,7 +383,6 @@ def warm_up() -> None:
         np.arange(3, dtype=np.int32),
         np.array([1]),
         np.zeros(3),
-        np.zeros(2),
         np.zeros(2),
         np.zeros(2),
         8,

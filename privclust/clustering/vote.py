@@ -122,7 +122,6 @@ def _best_in(
         np.zeros(size),
         unused,
         unused,
-        unused,
         VOTE_SCORE_ELEMENTS,
         best,
         second,
@@ -187,8 +186,7 @@ def _fast_block(block: np.ndarray, index: VoteIndex) -> tuple[np.ndarray, np.nda
                 packed.far_starts,
                 packed.reach,
                 reach,
-                norms,
-                window,
+                2.0 * window + norms * norms,  # `kernels.far_limit`
                 VOTE_SCORE_ELEMENTS,
                 best,
                 second,

@@ -529,8 +529,7 @@ def test_the_cell_search_merges_each_row_against_its_own_cell(tile_elements: int
         far_starts,
         reach,
         small,  # each row's reach: 0
-        np.full(n, 100.0),  # norms: a best's distance bound of about 100 + 10 * score
-        small,  # windows
+        np.full(n, 1e4),  # slack: a best's distance at most sqrt(2 score + 1e4)
         tile_elements,
         best,
         second,
