@@ -7,10 +7,11 @@
 #   2. starts dockerd, unless one is running, and stops it on exit;
 #   3. builds a local stand-in, from Debian's packages, for every image docker-compose.yml would
 #      pull (scripts/compose-test/standins/): the Python base of the Dockerfile, PostgreSQL,
-#      Redis and Prometheus;
+#      Redis, Prometheus, and for MinIO moto's fake S3 server (from PyPI);
 #   4. runs scripts/compose-test/scenario.py: the real docker-compose.yml, with an override that
 #      only swaps image names (compose.standins.yml), through up, the README walk-through, three
-#      workers with one killed mid-job, down and up, the metrics profile, and down.
+#      workers with one killed mid-job, down and up, the metrics profile, the s3 and dask
+#      profiles (a .env written as .env.example says, a job on two Dask workers), and down.
 #
 # Cached between runs (so a second run takes a fraction of the first): the debootstrap root
 # filesystem and the Compose binary in $PRIVCLUST_COMPOSE_CACHE (default ~/.cache/privclust-
@@ -70,7 +71,8 @@ docker compose version
 # The images this script makes. They stay as the cache; a version that a rebuild replaced is
 # removed (the build layers it shares with the new one stay).
 IMAGES="privclust-standin/debian:$SUITE privclust-standin/python:$SUITE privclust-standin/postgres:$SUITE
-privclust-standin/redis:$SUITE privclust-standin/prometheus:$SUITE privclust-compose-test:local"
+privclust-standin/redis:$SUITE privclust-standin/prometheus:$SUITE privclust-standin/minio:$SUITE
+privclust-compose-test:local"
 image_ids() { for i in $IMAGES; do docker image inspect -f '{{.Id}}' "$i" 2>/dev/null || echo -; done; }
 
 dockerd_pid=
@@ -81,12 +83,16 @@ cleanup() {
     if docker info >/dev/null 2>&1; then
         # Whatever a failed step left: the test's containers, network and volumes.
         docker compose -p privclust-compose-test -f docker-compose.yml -f "$HERE/compose.standins.yml" \
-            --profile metrics down --volumes --remove-orphans --timeout 5 >/dev/null 2>&1
+            --profile metrics --profile s3 --profile dask down --volumes --remove-orphans --timeout 5 \
+            >/dev/null 2>&1
         new_ids=$(image_ids)
         for old in $old_ids; do
             case $old in -) ;; *) grep -qx "$old" <<<"$new_ids" || docker rmi "$old" >/dev/null 2>&1 ;; esac
         done
     fi
+    # The .env the s3/dask step writes, if a failure left it (the script refuses to start with
+    # a .env, so no other one can be here; the marker line makes sure).
+    if grep -qs '^# written by make compose-test' .env; then rm -f .env; fi
     if [ -n "$dockerd_pid" ]; then
         say "stopping the dockerd this script started"
         kill "$dockerd_pid" 2>/dev/null
@@ -180,7 +186,7 @@ mkdir -p "$context/machine-pip"
     [ -z "$timeout" ] || echo "timeout = $timeout"
 } >"$context/machine-pip/pip.conf"
 
-for name in python postgres redis prometheus; do
+for name in python postgres redis prometheus minio; do
     echo "   privclust-standin/$name:$SUITE"
     docker build -q -t "privclust-standin/$name:$SUITE" -f "$context/$name.Dockerfile" "$context" \
         >"$work/build-$name.log" 2>&1 || { tail -30 "$work/build-$name.log" >&2; die "stand-in $name"; }

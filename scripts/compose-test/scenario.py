@@ -417,10 +417,91 @@ def step_metrics(stack: Stack, keys: dict[str, str]) -> None:
     print(f"   target {health[0][0]} up; scraped privclust_datasets{{state=stored}} = {stored}")
 
 
+def step_s3_dask(stack: Stack, work: Path) -> None:
+    """The s3 and dask profiles with a .env written as .env.example says: the bucket made, an
+    upload stored in it and not in the data volume, a job whose passes ran on two Dask
+    workers. (The S3 server is moto's stand-in for MinIO, a fake S3: see standins/.)"""
+    env_file = ROOT / ".env"
+    check(not env_file.exists(), ".env exists: this step writes its own")
+    check(port_is_free(9000) and port_is_free(9001), "port 9000 or 9001 on 127.0.0.1 is taken")
+    secret = secrets.token_urlsafe(24)
+    settings = {
+        "PRIVCLUST_ADMIN_TOKEN": stack.admin_token,
+        "MINIO_ROOT_USER": "privclust",
+        "MINIO_ROOT_PASSWORD": secret,
+        "PRIVCLUST_STORAGE_URL": "s3://privclust/datasets",
+        "AWS_ENDPOINT_URL": "http://minio:9000",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "privclust",
+        "AWS_SECRET_ACCESS_KEY": secret,
+        "PRIVCLUST_DASK_SCHEDULER": "tcp://dask-scheduler:8786",
+        "MEMORY_PER_DASK_WORKER": "1GiB",
+    }
+    lines = ["# written by make compose-test (scripts/compose-test/scenario.py), removed after"]
+    env_file.write_text("\n".join(lines + [f"{k}={v}" for k, v in settings.items()]) + "\n")
+    try:
+        profiles = ("--profile", "s3", "--profile", "dask")
+        stack.compose(
+            *profiles, "up", "-d", "--wait", "--wait-timeout", "300", "--scale", "dask-worker=2"
+        )
+        rows = stack.containers(all_=True)
+        healthy = sorted(r["Service"] for r in rows if r["Health"] == "healthy")
+        for service in ("minio", "dask-scheduler", "api", "worker"):
+            check(service in healthy, f"{service} is not healthy: {healthy}")
+        check(healthy.count("dask-worker") == 2, f"not 2 healthy dask workers: {healthy}")
+        bucket = [r for r in rows if r["Service"] == "minio-bucket"]
+        check(
+            bucket and bucket[0]["ExitCode"] == 0, f"minio-bucket did not make the bucket: {bucket}"
+        )
+
+        owner, analyst = stack.exec_key("lake", "owner"), stack.exec_key("lake", "analyst")
+        csv = work / "lake.csv"
+        blobs_csv(csv, 20_000, 4)
+        dataset = stack.upload(owner, csv, "lake", epsilon=5)
+        listing = stack.compose(
+            "exec",
+            "-T",
+            "api",
+            "python",
+            "-c",
+            "import s3fs; print(*s3fs.S3FileSystem().find('privclust/datasets'))",
+        )
+        key = dataset.replace("-", "")  # the storage names a dataset by its id's hex digits
+        check(f"{key}/part-" in listing, f"the dataset's rows are not in the bucket: {listing}")
+        local = stack.compose("exec", "-T", "api", "sh", "-c", "find /data -path '*datasets*'")
+        check(key not in local, f"a copy of the rows is on the API's disk: {local[-500:]}")
+        print(f"   dataset {dataset} stored in s3://privclust/datasets, none of it under /data")
+
+        body = {"algorithm": "pe-means", "k": 8, "epsilon": 1}
+        _, job = stack.call("POST", f"/v1/datasets/{dataset}/jobs", analyst, body)
+        done = stack.wait_terminal(analyst, [str(job["id"])], timeout=300)[str(job["id"])]
+        check(done["status"] == "succeeded", f"the job ended {done['status']}: {done}")
+        check(len(done["result"]["centers"]) == 8, f"no 8 centres: {done['result']}")
+        ran = stack.compose(
+            "exec",
+            "-T",
+            "dask-scheduler",
+            "python",
+            "-c",
+            "from dask.distributed import Client\n"
+            "c = Client('tcp://127.0.0.1:8786', timeout=10)\n"
+            "names = c.run_on_scheduler(lambda dask_scheduler: [*dask_scheduler.task_prefixes])\n"
+            "print(*sorted(names))",
+        )
+        # Dask names a task prefix after its function, leading underscores dropped.
+        check("partition_total" in ran.split(), f"no pass ran on the Dask cluster: {ran[-500:]}")
+        print(f"   job {done['id']} succeeded; its passes ran on the Dask cluster ({ran.strip()})")
+    finally:
+        env_file.unlink(missing_ok=True)
+
+
 def step_down(stack: Stack) -> None:
     """`docker compose down` stops everything promptly and leaves no container."""
     started = time.monotonic()
-    stack.compose("--profile", "metrics", "down", "--volumes", "--remove-orphans")
+    stack.compose(
+        *("--profile", "metrics", "--profile", "s3", "--profile", "dask"),
+        *("down", "--volumes", "--remove-orphans"),
+    )
     took = time.monotonic() - started
     left = subprocess.run(
         ["docker", "ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}"],
@@ -462,15 +543,20 @@ def main() -> int:
                 "5. --profile metrics: Prometheus scrapes /metrics",
                 lambda: step_metrics(stack, keys),
             )
-            run("6. down: no container left", lambda: step_down(stack))
+            run(
+                "6. --profile s3 --profile dask: rows in the bucket, passes on Dask",
+                lambda: step_s3_dask(stack, work),
+            )
+            run("7. down: no container left", lambda: step_down(stack))
         except StepFailed as exc:
             print(f"!! {exc}", file=sys.stderr)
-            ps = stack.compose("--profile", "metrics", "ps", "-a", check_rc=False)
+            profiles = ("--profile", "metrics", "--profile", "s3", "--profile", "dask")
+            ps = stack.compose(*profiles, "ps", "-a", check_rc=False)
             print(ps, file=sys.stderr)
             logs = stack.compose("logs", "--no-color", "--tail", "60", check_rc=False)
             print(logs[-12000:], file=sys.stderr)
             return 1
-    print("compose-test: 6 passed, 0 failed")
+    print("compose-test: 7 passed, 0 failed")
     return 0
 
 
