@@ -158,8 +158,8 @@ def _far_limit_loops(
     + |x|^2) from x, b its float32 score and w its `vote._vote_window` (|float32 score - exact
     score| <= w): row_slack[x] = 2 w + |x|^2. A member r from p is at least r - row_reach[x]
     from x (triangle inequality). The largest bound over the tile, widened by 1 + 1e-6 (far
-    beyond float64 rounding), or inf when one is NaN or infinite. A member beyond it is
-    strictly farther than each row's best: never its ideal vote."""
+    beyond the float64 rounding of these distances and of `vote._ordered_sq`), or inf when one
+    is NaN or infinite. A member beyond it is farther than each row's best: never its vote."""
     limit = 0.0
     for q in range(tile_rows.shape[0]):
         row = tile_rows[q]

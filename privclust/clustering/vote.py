@@ -88,12 +88,13 @@ def _ordered_sq(rows: np.ndarray, candidates: np.ndarray) -> np.ndarray:
 
 def _scores(weights: np.ndarray, rows_t: np.ndarray) -> np.ndarray:
     """The float32 gemm of the vote: candidates x rows scores, from the cell's weights and the
-    augmented rows stored one per column. Some OpenBLAS kernels leave the FE_INVALID flag set on
-    finite inputs (numpy issue 24067, OpenBLAS issue 1924), which numpy reports as "invalid
-    value encountered in matmul": seen once in four CI runs on this machine, on 150 x 5 finite
-    rows. The flag is ignored here: scores can only be NaN or infinite for rows whose norm is
-    above _F32_SAFE_NORM or NaN, and `_fast_block` sends those to the exact float64 re-decision
-    (`_ideal_votes`) whatever their scores."""
+    augmented rows one per column (`rows_t`: the transposed view of `scaled_rows`). Some
+    OpenBLAS kernels leave the FE_INVALID flag set on finite inputs (numpy issue 24067,
+    OpenBLAS issue 1924), which numpy reports as "invalid value encountered in matmul": seen
+    once in four CI runs on this machine, on 150 x 5 finite rows. The flag is ignored here:
+    scores can only be NaN or infinite for rows whose norm is above _F32_SAFE_NORM or NaN, and
+    `_fast_block` sends those to the exact float64 re-decision (`_ideal_votes`) whatever their
+    scores."""
     with np.errstate(invalid="ignore"):
         return weights @ rows_t
 
