@@ -10,6 +10,7 @@ from sklearn.cluster import KMeans
 
 from privclust.clustering import nearest, selection, vote, vote_cells
 from privclust.clustering.domain import prepare_rows
+from privclust.clustering.nearest import group_cores
 from privclust.clustering.packing import initial_population, sphere_packing
 from privclust.clustering.variation import levy_variations
 
@@ -319,6 +320,28 @@ def test_votes_are_the_ideal_votes_alone_in_small_blocks_and_in_large_ones(d: in
         got = vote.vote_labels(big[perm], index)[np.argsort(perm)]
         np.testing.assert_array_equal(got[-len(ties) :], ideal)
         np.testing.assert_array_equal(got[:2000], _ideal_votes(background[:2000], index))
+
+
+@pytest.mark.parametrize("d", [5, 16])
+def test_rows_at_far_mutants_still_vote_for_them(d: int) -> None:
+    # An anchor cell's far mutants are scored only within the triangle inequality's reach of
+    # its rows: rows sitting on (or just beside) far mutants, on anchors and halfway between
+    # must still get their ideal votes, whatever rows share their tiles.
+    rng = np.random.default_rng(90 + d)
+    evolved = _evolved(rng, 6, 60, d)
+    layout = nearest.GroupLayout(6, 60)
+    index = vote_cells.vote_index(evolved, layout)
+    assert index.packed is not None and index.everyone is None
+    far = np.setdiff1d(index.packed.members, np.concatenate(group_cores(evolved, layout)[0]))
+    assert far.size >= 5
+    on_far = evolved[far] + rng.normal(size=(len(far), d)) * 1e-7
+    halfway = 0.5 * (evolved[far] + evolved[rng.integers(0, 6, len(far))])
+    rows = np.concatenate([on_far, halfway, evolved[:6], rng.normal(size=(5000, d)) * 0.4])
+    perm = rng.permutation(len(rows))
+    got = vote.vote_labels(rows[perm], index)[np.argsort(perm)]
+    np.testing.assert_array_equal(got, _ideal_votes(rows, index))
+    exact = _exact_sq(on_far, evolved[far]).argmin(axis=1)
+    assert (got[: len(far)] == far[exact]).mean() > 0.9  # most vote for the mutant they sit on
 
 
 @pytest.mark.parametrize("d", [7, 12])
