@@ -62,8 +62,8 @@ def adopted(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     The early ingest is a task of the event loop that waits for a thread of the upload gate; a
     body as small as these tests' can end before that task has its thread, and the upload then
     ingests the file itself (the same dataset, by the other path: seen in a CI run, and in 5 of
-    6 runs with three busy loops on the two cores). So
-    the ingest here first waits, up to 10 s, for the early ingest to have started."""
+    6 runs with three busy loops on the two cores). So the ingest here first waits, up to 10 s,
+    for the early ingest to have started."""
     seen: list[bool] = []
     adopt = ingest.adopt_early_rows
 
