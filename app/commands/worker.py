@@ -41,7 +41,7 @@ def check(settings: Settings) -> int:
 
     from rq import Worker
 
-    from app.jobs import queue
+    from app.kit import queue
 
     conn = queue.redis_connection(queue.resolve_redis_url(settings))
     host = socket.gethostname()
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
     import logging
 
-    from app.jobs import queue
+    from app.kit import queue
     from worker import runner
     from worker.fair import FairWorker
 

@@ -22,7 +22,7 @@ from app.datasets.terms import NewDataset, Terms, check_count_options, check_ter
 from app.kit import repository as kit_repo
 from app.kit.config import Settings
 from app.kit.db.base import utcnow
-from app.kit.errors import DatasetNotReady, NotFound
+from app.kit.errors import DatasetNotReady
 from app.ledger import service as ledger
 from app.ledger.service import BudgetView
 from app.models import ApiKey, Dataset, DatasetStatus
@@ -207,10 +207,9 @@ def _record(
 
 
 def get_dataset(session: Session, dataset_id: uuid.UUID, tenant: str) -> Dataset:
-    dataset = repo.dataset_for_tenant(session, dataset_id, tenant)
-    if dataset is None:
-        raise NotFound("no such dataset", code="dataset-not-found")
-    return dataset
+    """The tenant's dataset (deleted ones included), or NotFound: the ledger's lookup, which
+    owns the rows whose budget it keeps."""
+    return ledger.tenant_dataset(session, dataset_id, tenant)
 
 
 def view_dataset(session: Session, dataset_id: uuid.UUID, tenant: str) -> DatasetView:

@@ -27,8 +27,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.datasets import service as datasets_service
-from app.jobs import lifecycle, queue
+from app.jobs import lifecycle
 from app.jobs import repository as repo
+from app.kit import queue
 from app.kit.config import Settings
 from app.kit.errors import Conflict, InvalidParameter, ServiceUnavailable, TooManyQueuedJobs
 from app.ledger import service as ledger

@@ -23,8 +23,9 @@ from redis.exceptions import LockError, RedisError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.datasets import service as datasets_service
-from app.jobs import queue, reconcile
+from app.jobs import reconcile
 from app.jobs import service as jobs_service
+from app.kit import queue
 from app.kit.config import Settings
 from app.kit.db.session import unit_of_work
 from app.ledger import verify

@@ -7,7 +7,6 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
 
-from app.datasets import service as datasets_service
 from app.keys.auth import TenantKey, require
 from app.kit.deps import SessionDep, UnitOfWorkRoute
 from app.kit.problems import responses
@@ -25,7 +24,7 @@ router = APIRouter(prefix="/v1/datasets", tags=["budget"], route_class=UnitOfWor
 )
 def budget_get(dataset_id: uuid.UUID, session: SessionDep, key: TenantKey) -> Budget:
     """The dataset's privacy budget: cap, spent, reserved and remaining (as mu and epsilon)."""
-    dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
+    dataset = ledger.tenant_dataset(session, dataset_id, key.tenant)
     return Budget.of(ledger.budget(session, dataset))
 
 
@@ -40,7 +39,7 @@ def budget_update(
     """Change the cap (audited in the ledger); it can never go below what is spent, including
     the noisy row count released at upload."""
     require(key, Role.OWNER)
-    dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
+    dataset = ledger.tenant_dataset(session, dataset_id, key.tenant)
     return Budget.of(ledger.update_cap(session, dataset, body.epsilon, body.delta, key.id))
 
 
@@ -82,7 +81,7 @@ def ledger_get(
 ) -> LedgerOut:
     """The append-only ledger entries behind the budget, a page at a time (oldest first, or
     newest first with `order=desc`); the budget is the dataset's current one."""
-    dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
+    dataset = ledger.tenant_dataset(session, dataset_id, key.tenant)
     entries, nxt, budget = ledger.ledger_page(
         session, dataset, limit, cursor, newest_first=order == "desc"
     )

@@ -116,3 +116,7 @@ def dataset_ids(session: Session, after: uuid.UUID | None, limit: int) -> Sequen
 
 def dataset_by_id(session: Session, dataset_id: uuid.UUID) -> Dataset | None:
     return session.get(Dataset, dataset_id)
+
+
+def dataset_for_tenant(session: Session, dataset_id: uuid.UUID, tenant: str) -> Dataset | None:
+    return session.scalar(select(Dataset).where(Dataset.id == dataset_id, Dataset.tenant == tenant))

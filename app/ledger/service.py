@@ -84,6 +84,14 @@ def running(session: Session, dataset_id: uuid.UUID) -> RunningBudget:
     return RunningBudget.of_row(row)
 
 
+def tenant_dataset(session: Session, dataset_id: uuid.UUID, tenant: str) -> Dataset:
+    """The tenant's dataset whose budget the ledger keeps (deleted ones included), or NotFound."""
+    dataset = repo.dataset_for_tenant(session, dataset_id, tenant)
+    if dataset is None:
+        raise NotFound("no such dataset", code="dataset-not-found")
+    return dataset
+
+
 def budget(session: Session, dataset: Dataset) -> BudgetView:
     return view(dataset, running(session, dataset.id))
 

@@ -7,7 +7,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from sqlalchemy import text
 
-from app.jobs import queue
+from app.kit import queue
 from app.kit.problems import problem_response, responses
 
 router = APIRouter(tags=["health"])

@@ -27,9 +27,9 @@ from prometheus_client.registry import Collector
 from rq import Worker
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.jobs import queue
 from app.jobs.service import LOST_WORKER
 from app.jobs.sweeper import mismatched_ledgers
+from app.kit import queue
 from app.kit.config import Settings
 from app.models import JobStatus
 from app.ops import repository as repo

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -50,19 +51,12 @@ print(json.dumps({
     reason="builds a clean virtual environment: set PRIVCLUST_TEST_WHEEL=1 (.ci/run does)",
 )
 def test_the_library_wheel_installs_and_fits_without_the_service(tmp_path: Path) -> None:
+    # Built from a copy, so that the build leaves nothing in the work tree.
+    source = tmp_path / "lib"
+    shutil.copytree(ROOT / "lib", source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
     wheels = tmp_path / "wheels"
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--no-deps",
-            "-w",
-            str(wheels),
-            str(ROOT / "lib"),
-        ],
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(wheels), source],
         check=True,
         timeout=300,
     )
