@@ -4,9 +4,9 @@
 - Re-enqueues queued jobs whose queue entry was lost (app.jobs.reconcile).
 - Deletes uploads abandoned by a killed API process (also done at start-up).
 - Every PRIVCLUST_LEDGER_CHECK_SECONDS (0: never), checks a bounded batch of datasets'
-  running budgets against a replay of their ledgers (app.ledger.verify), taking turns across
-  API processes (a Redis lock and cursor); one that differs is logged and counted in
-  `privclust_ledger_mismatched_datasets`.
+  ledgers (app.ledger.verify: the replay against the running budget, the hash chain, each
+  commit against its job and plan), taking turns across API processes (a Redis lock and
+  cursor); one that differs is logged and counted in `privclust_ledger_mismatched_datasets`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.datasets import service as datasets_service
 from app.jobs import queue, reconcile
 from app.jobs import service as jobs_service
+from app.jobs.planning import plan_mismatch
 from app.kit.config import Settings
 from app.kit.db.session import unit_of_work
 from app.ledger import verify
@@ -91,7 +92,7 @@ class Sweeper(threading.Thread):
             try:
                 raw = conn.get(_LEDGER_CURSOR)
                 after = uuid.UUID(raw.decode()) if raw else None  # type: ignore[union-attr]
-                checks, after = verify.check_pass(self.sessions, after, max_entries)
+                checks, after = verify.check_pass(self.sessions, after, max_entries, plan_mismatch)
                 conn.set(_LEDGER_CURSOR, str(after) if after else "")
                 for check in checks:
                     if check.agrees:
