@@ -248,6 +248,10 @@ class LedgerEntry(Base):
     delta: Mapped[float | None] = mapped_column(Float, default=None)
     note: Mapped[str | None] = mapped_column(Text, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # The hash chain (app.ledger.chain): the dataset's previous entry's hash, and this entry's
+    # own over that hash, its content and the running budget it leaves.
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    entry_hash: Mapped[str] = mapped_column(String(64))
 
 
 class DatasetBudget(Base):
@@ -271,6 +275,8 @@ class DatasetBudget(Base):
     # jobs ever admitted (each `reserve` entry), refunded ones included.
     jobs: Mapped[int] = mapped_column(Integer)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # The hash of the dataset's last ledger entry: where the next entry's chain continues.
+    last_hash: Mapped[str] = mapped_column(String(64))
 
 
 @event.listens_for(LedgerEntry, "before_update")

@@ -59,14 +59,14 @@ def is_ready(dataset: Dataset) -> bool:
 
 
 def require_ready(dataset: Dataset) -> None:
-    """409 `dataset-not-ready` unless the dataset's rows are stored and its count released."""
+    """409 `dataset-not-ready` unless the dataset's rows are stored and its count released.
+
+    The refusal reaches analysts, so it says only which state the dataset is in: an import's
+    progress grows with the source's size and its exact row count (the owner reads `progress`
+    on the dataset), and no refusal is charged."""
     if is_ready(dataset):
         return
-    state = (
-        f"still importing ({100 * (dataset.progress or 0.0):.0f}% read)"
-        if dataset.status == DatasetStatus.IMPORTING
-        else "its import failed"
-    )
+    state = "still importing" if dataset.status == DatasetStatus.IMPORTING else "its import failed"
     raise DatasetNotReady(
         f"the dataset is not ready: {state}; nothing was charged",
         dataset_id=str(dataset.id),

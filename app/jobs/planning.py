@@ -13,7 +13,7 @@ from typing import Any
 
 from app.datasets import service as datasets_service
 from app.datasets.domain import accuracy_space
-from app.kit.errors import InvalidParameter
+from app.kit.errors import DatasetNotReady, InvalidParameter
 from app.kit.query import body_digest
 from app.models import Dataset, Job
 from privclust.clustering import (
@@ -252,6 +252,25 @@ def still_as_charged(job: Job, count: datasets_service.PlanningCount, n_cols: in
         and plan.sigma >= job.sigma
         and plan.summary_mu == job.summary_mu
     )
+
+
+def plan_mismatch(job: Job, dataset: Dataset) -> str | None:
+    """The job's plan made again from its row and the dataset's public count, for the ledger's
+    audit (`privclust ledger verify`): None when it is what the row charged, exactly, else what
+    differs (a row whose mu was changed plans another sigma)."""
+    try:
+        count = datasets_service.planning_count(dataset)
+        plan = plan_run(
+            count.n_rows, dataset.n_cols, job.k, relation=count.relation, **run_options(job)
+        )
+    except (ValueError, DatasetNotReady) as exc:
+        return f"it cannot be planned: {exc}"
+    differs = [
+        f"{name} {getattr(plan, name)!r} planned, {getattr(job, name)!r} charged"
+        for name in ("releases", "sigma", "summary_mu")
+        if getattr(plan, name) != getattr(job, name)
+    ]
+    return "; ".join(differs) or None
 
 
 def check_ran_as_charged(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator, Sequence
 
-from sqlalchemy import Row, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.models import Dataset, DatasetBudget, LedgerEntry
+from app.models import Dataset, DatasetBudget, Job, LedgerEntry
 
 
 def _is_sqlite(session: Session) -> bool:
@@ -79,19 +79,21 @@ def ledger_page(
     return session.scalars(stmt.order_by(order).limit(limit)).all()
 
 
-EntryFactsRow = Row[tuple[str, uuid.UUID | None, float | None]]
-
-
-def entry_facts(session: Session, dataset_id: uuid.UUID) -> Iterator[EntryFactsRow]:
-    """(kind, job_id, mu) of every entry of the dataset, oldest first, streamed: what a replay
-    reads, without building an object per entry."""
+def streamed_entries(session: Session, dataset_id: uuid.UUID) -> Iterator[LedgerEntry]:
+    """Every entry of the dataset, oldest first, streamed a few thousand at a time: what an
+    audit reads (the whole ledger: never for answering a request)."""
     stmt = (
-        select(LedgerEntry.kind, LedgerEntry.job_id, LedgerEntry.mu)
+        select(LedgerEntry)
         .where(LedgerEntry.dataset_id == dataset_id)
         .order_by(LedgerEntry.id)
         .execution_options(yield_per=5000)
     )
-    return iter(session.execute(stmt))
+    return iter(session.scalars(stmt))
+
+
+def jobs_of_dataset(session: Session, dataset_id: uuid.UUID) -> dict[uuid.UUID, Job]:
+    """The dataset's job rows by id (what an audit compares the commits with)."""
+    return {job.id: job for job in session.scalars(select(Job).where(Job.dataset_id == dataset_id))}
 
 
 def entry_count(session: Session, dataset_id: uuid.UUID) -> int:

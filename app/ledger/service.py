@@ -1,12 +1,11 @@
 """The per-dataset privacy budget ledger: admission, commit, refund and cap changes.
 
-The ledger is append-only: the audit trail, which can always be replayed (`state_of`). Reads
-and admissions use the dataset's running budget (app.ledger.state.RunningBudget), which the
-functions here move in the same transaction as each entry they append, and only they append
-entries: nothing can change the ledger without the running budget following. `privclust ledger
-verify` (app.ledger.verify) replays and compares. Jobs, and the noisy row count released at
-upload, spend mu (Gaussian DP); the dataset's delta is fixed by its cap, and releases compose
-as sqrt(sum mu_i^2).
+The ledger is append-only and hash-chained (app.ledger.chain): the audit trail. Reads and
+admissions use the dataset's running budget (app.ledger.state.RunningBudget), which `_append`
+moves, with the chain's head, in the same transaction as each entry, and only it appends
+entries. `privclust ledger verify` (app.ledger.verify) replays, follows the chain and compares.
+Jobs, and the noisy row count released at upload, spend mu (Gaussian DP); the dataset's delta
+is fixed by its cap, and releases compose as sqrt(sum mu_i^2).
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from sqlalchemy.orm import Session
 from app.kit import repository as kit_repo
 from app.kit.db.session import IMMEDIATE
 from app.kit.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
+from app.ledger import chain
 from app.ledger import repository as repo
 from app.ledger.state import BudgetView, LedgerState, RunningBudget, budget_view, new_row, replay
 from app.models import Dataset, DatasetBudget, Job, LedgerEntry, LedgerKind
@@ -113,9 +113,23 @@ def _locked_budget(session: Session, dataset_id: uuid.UUID) -> DatasetBudget:
     return row
 
 
-def _move(row: DatasetBudget, moved: RunningBudget) -> None:
-    moved.write_to(row)
-    row.updated_at = kit_repo.now()
+def _append(
+    session: Session, row: DatasetBudget, entry: LedgerEntry, moved: RunningBudget | None = None
+) -> None:
+    """Append `entry` to its dataset's ledger and hash chain, moving the running budget to
+    `moved` in the same transaction (None: an audit entry, which leaves it as it is).
+
+    The caller holds the budget's lock (`row`, from `_locked_budget`, or a row not yet
+    committed), so the entries of one dataset are appended one at a time and each one's
+    `prev_hash` is the hash of the entry before it."""
+    if moved is not None:
+        moved.write_to(row)
+    row.updated_at = entry.created_at = kit_repo.now()
+    entry.prev_hash = row.last_hash
+    entry.entry_hash = chain.seal(row.last_hash, entry, RunningBudget.of_row(row))
+    row.last_hash = entry.entry_hash
+    kit_repo.add(session, entry)
+    session.flush()  # the row's new head is written before anything reads the row again
 
 
 def open_dataset_budget(
@@ -125,13 +139,15 @@ def open_dataset_budget(
     row count public, or `with_count` is False: an import charges its count once it has read
     the rows, `charge_count`) the cost of the noisy row count released at upload; and its
     running budget, which starts from them."""
-    running_budget = RunningBudget(mu_cap=dataset.mu_cap)
+    row = new_row(dataset.id, RunningBudget(mu_cap=0.0))
+    kit_repo.add(session, row)
+    opened = RunningBudget(mu_cap=dataset.mu_cap)
     cap = {"mu": dataset.mu_cap, "epsilon": dataset.epsilon, "delta": dataset.delta}
-    kit_repo.add(session, dataset_entry(dataset.id, LedgerKind.CAP, actor, "initial budget", **cap))
+    entry = dataset_entry(dataset.id, LedgerKind.CAP, actor, "initial budget", **cap)
+    _append(session, row, entry, opened)
     if dataset.count_mu is not None and with_count:
-        kit_repo.add(session, _count_entry(dataset, actor, "noisy row count released at upload"))
-        running_budget = running_budget.released(dataset.count_mu)
-    kit_repo.add(session, new_row(dataset.id, running_budget))
+        entry = _count_entry(dataset, actor, "noisy row count released at upload")
+        _append(session, row, entry, opened.released(dataset.count_mu))
 
 
 def _count_entry(dataset: Dataset, actor: uuid.UUID | None, note: str) -> LedgerEntry:
@@ -152,9 +168,8 @@ def charge_count(session: Session, dataset: Dataset, actor: uuid.UUID | None) ->
     current = RunningBudget.of_row(row)
     mu = dataset.count_mu
     refuse_unless_admissible(dataset, current, mu, f"the noisy row count needs mu={mu:.6g}")
-    kit_repo.add(session, _count_entry(dataset, actor, "noisy row count released at import"))
-    _move(row, current.released(mu))
-    session.flush()
+    entry = _count_entry(dataset, actor, "noisy row count released at import")
+    _append(session, row, entry, current.released(mu))
 
 
 # session.info key: (the transaction, {dataset id: its row}) of the budget locks it holds.
@@ -227,12 +242,8 @@ def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID 
     current = RunningBudget.of_row(row)
     refuse_unless_admissible(dataset, current, job.mu, f"this job needs mu={job.mu:.6g}")
     kit_repo.add(session, job)
-    kit_repo.add(
-        session,
-        job_entry(job, LedgerKind.RESERVE, _charge_note(job), actor, **release_cost(job)),
-    )
-    _move(row, current.reserved(job.mu))
-    session.flush()
+    entry = job_entry(job, LedgerKind.RESERVE, _charge_note(job), actor, **release_cost(job))
+    _append(session, row, entry, current.reserved(job.mu))
     return job
 
 
@@ -261,14 +272,10 @@ def _live_reservation(entries: Sequence[LedgerEntry]) -> float | None:
 def commit(session: Session, job: Job) -> None:
     """The worker is about to draw the first noise: from here on the spend is final."""
     reserved = _live_reservation(repo.all_ledger_entries_for_job(session, job.id))
-    kit_repo.add(
-        session,
-        job_entry(job, LedgerKind.COMMIT, mu=job.mu, sigma=job.sigma, releases=job.releases),
-    )
-    if reserved is not None:
-        row = _locked_budget(session, job.dataset_id)
-        _move(row, RunningBudget.of_row(row).committed(reserved))
-        session.flush()
+    row = _locked_budget(session, job.dataset_id)
+    current = RunningBudget.of_row(row)
+    entry = job_entry(job, LedgerKind.COMMIT, mu=job.mu, sigma=job.sigma, releases=job.releases)
+    _append(session, row, entry, None if reserved is None else current.committed(reserved))
 
 
 def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None) -> None:
@@ -280,13 +287,9 @@ def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None
     reserved = _live_reservation(entries)
     if LedgerKind.REFUND in kinds or reserved is None:
         return
-    kit_repo.add(
-        session,
-        job_entry(job, LedgerKind.REFUND, note, actor, mu=job.mu),
-    )
     row = _locked_budget(session, job.dataset_id)
-    _move(row, RunningBudget.of_row(row).refunded(reserved))
-    session.flush()
+    entry = job_entry(job, LedgerKind.REFUND, note, actor, mu=job.mu)
+    _append(session, row, entry, RunningBudget.of_row(row).refunded(reserved))
 
 
 def record(
@@ -296,10 +299,11 @@ def record(
     note: str | None = None,
     actor: uuid.UUID | None = None,
 ) -> None:
-    """An audit-only entry (succeeded, failed, cancelled): it never changes the budget."""
+    """An audit-only entry (succeeded, failed, cancelled): it never changes the budget, but it
+    is chained like every entry, under the budget's lock (taken last, as every writer does)."""
     if kind not in (LedgerKind.SUCCEEDED, LedgerKind.FAILED, LedgerKind.CANCELLED):
         raise ValueError(f"{kind!r} changes the budget; it is not an audit-only entry")
-    kit_repo.add(session, job_entry(job, kind, note, actor))
+    _append(session, _locked_budget(session, job.dataset_id), job_entry(job, kind, note, actor))
 
 
 def job_entry(
@@ -397,7 +401,5 @@ def change_cap(
     dataset.epsilon, dataset.delta, dataset.mu_cap = epsilon, delta, mu_cap
     cap = {"mu": mu_cap, "epsilon": epsilon, "delta": delta}
     entry = dataset_entry(dataset_id, LedgerKind.CAP, actor, "cap changed by owner", **cap)
-    kit_repo.add(session, entry)
-    _move(row, capped)
-    session.flush()
+    _append(session, row, entry, capped)
     return dataset

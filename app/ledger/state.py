@@ -21,6 +21,7 @@ from app.models import DatasetBudget, LedgerKind
 from privclust.privacy import budget as bmath
 
 ZERO = Fraction(0)
+GENESIS = "0" * 64  # the chain's start: the `prev_hash` of a dataset's first entry
 
 
 class EntryFacts(Protocol):
@@ -121,8 +122,8 @@ class RunningBudget:
 
     def write_to(self, row: DatasetBudget) -> None:
         row.mu_cap = self.mu_cap
-        row.spent_sq = _text(self.spent_sq)
-        row.reserved_sq = _text(self.reserved_sq)
+        row.spent_sq = square_text(self.spent_sq)
+        row.reserved_sq = square_text(self.reserved_sq)
         row.jobs = self.jobs
 
     # The moves of the ledger's entries, as `replay` makes them.
@@ -149,12 +150,41 @@ class RunningBudget:
         return replace(self, mu_cap=float(mu_cap))
 
 
-def _text(square: Fraction) -> str:
+def square_text(square: Fraction) -> str:
+    """A sum of squares as the running budget's row stores it: "numerator/denominator"."""
     return f"{square.numerator}/{square.denominator}"
 
 
+@dataclass
+class RunningFold:
+    """The running budget entry by entry, moved as the ledger service moves it with each
+    entry it appends (what each entry's hash seals: app.ledger.chain)."""
+
+    running: RunningBudget = field(default_factory=lambda: RunningBudget(mu_cap=0.0))
+    reserved: dict[uuid.UUID, float] = field(default_factory=dict)
+
+    def step(self, entry: EntryFacts) -> RunningBudget:
+        """The running budget after `entry` (PrivacyParameterError for a mu no budget holds)."""
+        run, job, mu = self.running, entry.job_id, entry.mu
+        if entry.kind == LedgerKind.CAP and mu is not None:
+            run = run.capped(mu)
+        elif entry.kind == LedgerKind.COUNT and mu is not None:
+            run = run.released(mu)
+        elif job is None:
+            pass
+        elif entry.kind == LedgerKind.RESERVE and mu is not None:
+            run = run.reserved(mu)
+            self.reserved[job] = float(mu)
+        elif entry.kind == LedgerKind.COMMIT and job in self.reserved:
+            run = run.committed(self.reserved.pop(job))
+        elif entry.kind == LedgerKind.REFUND and job in self.reserved:
+            run = run.refunded(self.reserved.pop(job))
+        self.running = run
+        return run
+
+
 def new_row(dataset_id: uuid.UUID, running: RunningBudget) -> DatasetBudget:
-    row = DatasetBudget(dataset_id=dataset_id)
+    row = DatasetBudget(dataset_id=dataset_id, last_hash=GENESIS)
     running.write_to(row)
     return row
 

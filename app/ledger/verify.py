@@ -1,6 +1,9 @@
-"""The check that a dataset's running budget is what its ledger replays to, exactly.
+"""The check that a dataset's running budget is what its ledger replays to, exactly, that its
+entries form an unbroken hash chain (app.ledger.chain), and that every `commit` entry charged
+what its job row says (mu, sigma, releases) and, when the caller gives a `PlanCheck`, what the
+job's plan says.
 
-Both are read in one snapshot (SQLite's transaction; REPEATABLE READ on PostgreSQL), so a check
+All of it is read in one snapshot (SQLite's transaction; REPEATABLE READ on PostgreSQL), so a check
 that runs while jobs are admitted and run compares a running budget with exactly the entries
 written with it. Used by `privclust ledger verify` and, a bounded batch at a time, by the API's
 sweeper (`check_pass`).
@@ -9,17 +12,24 @@ sweeper (`check_pass`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.kit.db.session import unit_of_work
 from app.ledger import repository as repo
-from app.ledger.state import RunningBudget, replay
+from app.ledger.chain import ChainWalk, name
+from app.ledger.state import GENESIS, RunningBudget, replay
+from app.models import Dataset, Job, LedgerEntry, LedgerKind
 from privclust.privacy.gdp import PrivacyParameterError
 
 SNAPSHOT = {"isolation_level": "REPEATABLE READ"}
+SHOWN_BREAKS = 5  # entries named per dataset; the rest are counted
+
+# Whether a job's plan, made again from public inputs, is what its row charged: None if so,
+# else what differs (app.jobs.planning.plan_mismatch).
+PlanCheck = Callable[[Job, Dataset], str | None]
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,9 @@ class Check:
     stored: RunningBudget | None
     replayed: RunningBudget | None
     dataset_mu_cap: float
+    # Each entry that breaks the chain or charged other than its job, named.
+    breaks: tuple[str, ...] = ()
+    head: str = GENESIS
 
     @property
     def agrees(self) -> bool:
@@ -40,12 +53,22 @@ class Check:
             self.stored is not None
             and self.stored == self.replayed
             and self.stored.mu_cap == self.dataset_mu_cap
+            and not self.breaks
         )
 
     def describe(self) -> str:
         """One line: what differs."""
         if self.agrees:
-            return f"dataset {self.dataset_id}: running budget agrees with {self.entries} entries"
+            return (
+                f"dataset {self.dataset_id}: running budget agrees with {self.entries} entries; "
+                f"chain head {self.head}"
+            )
+        if self.breaks:
+            shown = "; ".join(self.breaks[:SHOWN_BREAKS])
+            more = len(self.breaks) - SHOWN_BREAKS
+            return f"dataset {self.dataset_id}: BROKEN: {shown}" + (
+                f"; and {more} more" if more > 0 else ""
+            )
         if self.stored is None:
             return f"dataset {self.dataset_id}: no running budget ({self.entries} entries)"
         if self.replayed is None:
@@ -68,46 +91,78 @@ def _snapshot(session: Session) -> None:
         session.connection(execution_options=SNAPSHOT)
 
 
-def check_dataset(session: Session, dataset_id: uuid.UUID) -> Check | None:
-    """Replay the dataset's ledger and compare it with its running budget (None: no such
-    dataset). Reads the whole ledger: for the CLI and the sweeper, never for a request. Call it
-    at the start of a transaction (`check`/`check_all` do)."""
+def charge_breaks(
+    entry: LedgerEntry, job: Job | None, dataset: Dataset, plan_check: PlanCheck | None
+) -> list[str]:
+    """What a `commit` entry charged that its job row (or the job's plan) does not say."""
+    label = name(entry, entry.id)
+    if job is None:
+        return [f"{label}: there is no such job on this dataset"]
+    found = [
+        f"{label}: {field} {getattr(entry, field)!r} but its job row says {getattr(job, field)!r}"
+        for field in ("mu", "sigma", "releases")
+        if getattr(entry, field) != getattr(job, field)
+    ]
+    mismatch = None if plan_check is None else plan_check(job, dataset)
+    if mismatch is not None:
+        found.append(f"{label}: its job's plan made again differs: {mismatch}")
+    return found
+
+
+def check_dataset(
+    session: Session, dataset_id: uuid.UUID, plan_check: PlanCheck | None = None
+) -> Check | None:
+    """Replay the dataset's ledger, follow its hash chain and compare what each commit charged
+    with its job (None: no such dataset). Reads the whole ledger: for the CLI and the sweeper,
+    never for a request. Call it at the start of a transaction (`check`/`check_all` do)."""
     _snapshot(session)
     dataset = repo.dataset_by_id(session, dataset_id)
     if dataset is None:
         return None
     row = repo.budget_row(session, dataset_id)
+    jobs = repo.jobs_of_dataset(session, dataset_id)
+    walk = ChainWalk()
     count = 0
 
-    def counted() -> Iterator[repo.EntryFactsRow]:
+    def followed() -> Iterator[LedgerEntry]:
         nonlocal count
-        for entry in repo.entry_facts(session, dataset_id):
+        for entry in repo.streamed_entries(session, dataset_id):
             count += 1
+            walk.follow(entry)
+            if entry.kind == LedgerKind.COMMIT and entry.job_id is not None:
+                job = jobs.get(entry.job_id)
+                walk.breaks += charge_breaks(entry, job, dataset, plan_check)
             yield entry
 
-    state = replay(counted())
+    state = replay(followed())
+    walk.end(None if row is None else row.last_hash)
     try:
         replayed: RunningBudget | None = RunningBudget.of_state(state)
     except (PrivacyParameterError, ArithmeticError):
         replayed = None
     stored = None if row is None else RunningBudget.of_row(row)
-    return Check(dataset_id, count, stored, replayed, float(dataset.mu_cap))
+    mu_cap = float(dataset.mu_cap)
+    return Check(dataset_id, count, stored, replayed, mu_cap, tuple(walk.breaks), walk.head)
 
 
-def check(sessions: sessionmaker[Session], dataset_id: uuid.UUID) -> Check | None:
+def check(
+    sessions: sessionmaker[Session], dataset_id: uuid.UUID, plan_check: PlanCheck | None = None
+) -> Check | None:
     """`check_dataset` in a transaction of its own."""
     with unit_of_work(sessions) as session:
-        return check_dataset(session, dataset_id)
+        return check_dataset(session, dataset_id, plan_check)
 
 
-def check_all(sessions: sessionmaker[Session], batch: int = 100) -> Iterator[Check]:
+def check_all(
+    sessions: sessionmaker[Session], batch: int = 100, plan_check: PlanCheck | None = None
+) -> Iterator[Check]:
     """Every dataset's check, in id order, each in a transaction of its own."""
     after: uuid.UUID | None = None
     while True:
         with unit_of_work(sessions) as session:
             ids = repo.dataset_ids(session, after, batch)
         for dataset_id in ids:
-            found = check(sessions, dataset_id)
+            found = check(sessions, dataset_id, plan_check)
             if found is not None:
                 yield found
         if len(ids) < batch:
@@ -116,7 +171,10 @@ def check_all(sessions: sessionmaker[Session], batch: int = 100) -> Iterator[Che
 
 
 def check_pass(
-    sessions: sessionmaker[Session], after: uuid.UUID | None, max_entries: int
+    sessions: sessionmaker[Session],
+    after: uuid.UUID | None,
+    max_entries: int,
+    plan_check: PlanCheck | None = None,
 ) -> tuple[list[Check], uuid.UUID | None]:
     """A bounded share of the check, for the sweeper: datasets in id order after `after`, until
     `max_entries` entries were replayed (at least one dataset, however long its ledger). Returns
@@ -129,7 +187,7 @@ def check_pass(
         if not ids:
             return checks, None
         after = ids[0]
-        found = check(sessions, after)
+        found = check(sessions, after, plan_check)
         if found is not None:
             checks.append(found)
             replayed += max(found.entries, 1)
