@@ -33,7 +33,6 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import EPSILONS, TABLE_I_SETS, auc, load
-
 from privclust.clustering import (
     choose_algorithm,
     fastlloyd,

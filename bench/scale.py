@@ -26,11 +26,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from privclust.clustering import cluster
+from privclust.clustering.data.rows import PartitionedTable
+from privclust.distributed import DaskEngine
 
 from app.datasets.storage.rows import RowPartition
-from privclust.clustering import cluster
-from privclust.clustering.rows import PartitionedTable
-from privclust.distributed import DaskEngine
 
 D, K, PARTITION_ROWS = 16, 16, 1 << 20
 

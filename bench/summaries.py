@@ -28,9 +28,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import EPSILONS, auc, load
-
-from privclust.clustering import cluster, summaries
+from privclust.clustering import cluster
 from privclust.clustering.metrics import kmeans_loss
+from privclust.clustering.outputs import summaries
 
 DEFAULT_SETS = [
     ("iris", "pe-means"),

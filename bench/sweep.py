@@ -25,9 +25,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import load
-
-from privclust.clustering import suggest_k, summaries, sweep
+from privclust.clustering import suggest_k, sweep
 from privclust.clustering.metrics import kmeans_loss
+from privclust.clustering.outputs import summaries
 
 
 def main() -> None:

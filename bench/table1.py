@@ -45,7 +45,6 @@ from sklearn.cluster import KMeans
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import EPSILONS, PAPER, PAPER_FASTLLOYD, PAPER_GOOGLE, auc, load
-
 from privclust.clustering import (
     DEFAULT_MAX_POPULATION,
     cluster,
@@ -57,7 +56,7 @@ from privclust.clustering import (
     selection,
 )
 from privclust.clustering.metrics import kmeans_loss
-from privclust.clustering.options import DEFAULT_RESEED_RATIO
+from privclust.clustering.run.options import DEFAULT_RESEED_RATIO
 from privclust.privacy import noise
 
 # Half a unit in the last published digit.

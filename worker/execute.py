@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from privclust.clustering import ClusteringResult, cluster
+from privclust.clustering.data.rows import Engine, InProcess, PartitionedTable, Table
 from rq import get_current_job
 
 from app.datasets import storage
@@ -26,8 +28,6 @@ from app.jobs import service as jobs_service
 from app.kit.cluster import ClusterUnreachable, close_engine, row_engine
 from app.kit.config import Settings, get_settings
 from app.models import Job, JobStatus
-from privclust.clustering import ClusteringResult, cluster
-from privclust.clustering.rows import Engine, InProcess, PartitionedTable, Table
 
 log = logging.getLogger("privclust.worker")
 

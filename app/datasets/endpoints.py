@@ -7,6 +7,7 @@ from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Form, Request, Response, UploadFile
+from privclust.clustering.data.limits import MAX_RADIUS, MIN_RADIUS
 from pydantic import BaseModel, Field
 
 from app.datasets import service as datasets_service
@@ -24,7 +25,6 @@ from app.kit.errors import InvalidParameter
 from app.kit.problems import responses
 from app.kit.schemas import Page
 from app.models import Role
-from privclust.clustering.limits import MAX_RADIUS, MIN_RADIUS
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=UnitOfWorkRoute)
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from privclust.privacy import noise
 from redis import Redis
 from rq.exceptions import NoSuchJobError
 from rq.job import Job as RqJob
@@ -45,7 +46,6 @@ from app.kit.db.session import unit_of_work
 from app.kit.errors import Conflict, PrivclustError, ServiceUnavailable
 from app.ledger import service as ledger
 from app.models import ApiKey, Dataset, DatasetStatus, DomainKind
-from privclust.privacy import noise
 
 if TYPE_CHECKING:  # the ingest imports pyarrow: loaded by the worker's first import
     from app.datasets.ingest import IngestedMatrix

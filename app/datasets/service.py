@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO, Literal, NamedTuple
 
+from privclust.privacy import noise
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.datasets import imports, storage
@@ -26,7 +27,6 @@ from app.kit.errors import DatasetNotReady, NotFound
 from app.ledger import service as ledger
 from app.ledger.service import BudgetView
 from app.models import ApiKey, Dataset, DatasetStatus
-from privclust.privacy import noise
 
 if TYPE_CHECKING:  # the ingest imports pyarrow: loaded by the first upload, not at start-up
     from app.datasets.ingest import IngestedMatrix

@@ -11,11 +11,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from privclust.privacy import noise
+
 from app.datasets.domain import DomainSpec, ResolvedDomain, check_domain_shape
 from app.kit.errors import InvalidParameter
 from app.ledger import service as ledger
 from app.models import ApiKey, Dataset
-from privclust.privacy import noise
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from privclust.clustering.data.rows import InProcess, PartitionedTable
+from privclust.clustering.outputs.summaries import nearest_centre_blocks
 from sqlalchemy.orm import Session
 
 from app.datasets import storage
@@ -20,8 +22,6 @@ from app.kit.cluster import ClusterUnreachable, row_engine
 from app.kit.config import get_settings
 from app.kit.errors import Conflict, Gone, ServiceUnavailable
 from app.models import Dataset, Job, JobStatus
-from privclust.clustering.rows import InProcess, PartitionedTable
-from privclust.clustering.summaries import nearest_centre_blocks
 
 
 @dataclass(frozen=True)

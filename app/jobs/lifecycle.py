@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from privclust.clustering import ClusteringResult
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.datasets import service as datasets_service
@@ -25,7 +26,6 @@ from app.kit.db.session import session_factory, unit_of_work
 from app.kit.errors import Conflict
 from app.ledger import service as ledger
 from app.models import FINISHED, Dataset, Job, JobStatus, LedgerKind
-from privclust.clustering import ClusteringResult
 
 LOST_WORKER = (
     "the worker running this job stopped (crashed, was killed or timed out); the "

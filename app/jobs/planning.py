@@ -11,11 +11,6 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
-from app.datasets import service as datasets_service
-from app.datasets.domain import accuracy_space
-from app.kit.errors import InvalidParameter
-from app.kit.query import body_digest
-from app.models import Dataset, Job
 from privclust.clustering import (
     Algorithm,
     ClusteringInputError,
@@ -23,8 +18,14 @@ from privclust.clustering import (
     RunPlan,
     plan_run,
 )
-from privclust.clustering.accuracy import Accuracy, expected_accuracy, smallest_epsilon
+from privclust.clustering.outputs.accuracy import Accuracy, expected_accuracy, smallest_epsilon
 from privclust.privacy import gdp
+
+from app.datasets import service as datasets_service
+from app.datasets.domain import accuracy_space
+from app.kit.errors import InvalidParameter
+from app.kit.query import body_digest
+from app.models import Dataset, Job
 
 MAX_K = 10_000
 
@@ -146,7 +147,7 @@ def _plan_run(
 
 def plan_for_target(dataset: Dataset, req: JobRequest, target: float) -> JobPlan:
     """The plan of the smallest epsilon (at the request's delta) whose expected accuracy meets
-    `target`, the largest centre_std_fraction allowed (privclust.clustering.accuracy); 422
+    `target`, the largest centre_std_fraction allowed (privclust.clustering.outputs.accuracy); 422
     naming `target_centre_std_fraction` when no epsilon does. `req` gives neither epsilon nor
     mu."""
     if req.epsilon is not None or req.mu is not None:

@@ -13,6 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from privclust.clustering.data.scaling import ORIGINAL_SPACE
+from privclust.privacy import budget as bmath
+from privclust.privacy.cost import release_cost
 from sqlalchemy.orm import Session
 
 from app.datasets import service as datasets_service
@@ -46,9 +49,6 @@ from app.kit.errors import NotFound, ServiceUnavailable
 from app.kit.query import ListQuery
 from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus
-from privclust.clustering.scaling import ORIGINAL_SPACE
-from privclust.privacy import budget as bmath
-from privclust.privacy.cost import release_cost
 
 P = TypeVar("P")  # a job's or a sweep's plan
 

@@ -11,8 +11,9 @@ import contextlib
 import threading
 from typing import Any
 
+from privclust.clustering.data.rows import Engine, InProcess
+
 from app.kit.config import Settings
-from privclust.clustering.rows import Engine, InProcess
 
 _lock = threading.Lock()
 _clients: dict[str, Any] = {}

@@ -17,6 +17,9 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from privclust.privacy import budget as bmath
+from privclust.privacy.cost import release_cost
+from privclust.privacy.gdp import PrivacyParameterError, compose_squares, noise_multiplier
 from sqlalchemy.orm import Session
 
 from app.kit import repository as kit_repo
@@ -25,9 +28,6 @@ from app.kit.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
 from app.ledger import repository as repo
 from app.ledger.state import BudgetView, LedgerState, RunningBudget, budget_view, new_row, replay
 from app.models import Dataset, DatasetBudget, Job, LedgerEntry, LedgerKind
-from privclust.privacy import budget as bmath
-from privclust.privacy.cost import release_cost
-from privclust.privacy.gdp import PrivacyParameterError, compose_squares, noise_multiplier
 
 LEDGER_PAGE_DEFAULT = 100
 LEDGER_PAGE_MAX = 1000

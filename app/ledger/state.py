@@ -17,8 +17,9 @@ from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from typing import Protocol
 
-from app.models import DatasetBudget, LedgerKind
 from privclust.privacy import budget as bmath
+
+from app.models import DatasetBudget, LedgerKind
 
 ZERO = Fraction(0)
 

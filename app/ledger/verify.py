@@ -12,12 +12,12 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from privclust.privacy.gdp import PrivacyParameterError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.kit.db.session import unit_of_work
 from app.ledger import repository as repo
 from app.ledger.state import RunningBudget, replay
-from privclust.privacy.gdp import PrivacyParameterError
 
 SNAPSHOT = {"isolation_level": "REPEATABLE READ"}
 

@@ -17,6 +17,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
 
+from privclust.clustering import Algorithm
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -33,7 +34,6 @@ from app.jobs.sweeper import mismatched_ledgers
 from app.kit.config import Settings
 from app.models import JobStatus
 from app.ops import repository as repo
-from privclust.clustering import Algorithm
 
 log = logging.getLogger("privclust.metrics")
 

@@ -6,6 +6,7 @@ import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated
 
+from privclust.clustering import Algorithm
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.jobs.schemas import (
@@ -23,7 +24,6 @@ from app.jobs.schemas import (
 from app.kit.schemas import RequestBody, from_attributes, integral
 from app.ledger.schemas import Budget
 from app.models import Job, JobStatus, Sweep
-from privclust.clustering import Algorithm
 
 if TYPE_CHECKING:
     from app.sweeps.service import SweepPlan

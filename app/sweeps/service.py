@@ -1,11 +1,16 @@
 """Sweeps over k: one admission of several summarised jobs sharing a total mu, their combined
-state, and the suggested k (privclust.clustering.summaries.suggest_k on the noisy losses)."""
+state, and the suggested k (privclust.clustering.sweeps.suggest_k on the noisy losses)."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
 
+from privclust.clustering import Algorithm, suggest_k
+from privclust.clustering.data.scaling import ORIGINAL_SPACE
+from privclust.clustering.outputs.summaries import SWEEP_SUMMARY_FRACTION
+from privclust.clustering.outputs.uncertainty import Caveat, sweep_warnings
+from privclust.privacy import gdp
 from sqlalchemy.orm import Session
 
 from app.datasets import service as datasets_service
@@ -18,11 +23,6 @@ from app.kit.query import ListQuery, body_digest
 from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus, Sweep
 from app.sweeps import repository as repo
-from privclust.clustering import Algorithm, suggest_k
-from privclust.clustering.scaling import ORIGINAL_SPACE
-from privclust.clustering.summaries import SWEEP_SUMMARY_FRACTION
-from privclust.clustering.uncertainty import Caveat, sweep_warnings
-from privclust.privacy import gdp
 
 MAX_KS = 32
 

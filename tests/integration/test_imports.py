@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
+from privclust.privacy import noise
 from sqlalchemy import func, select
 
 from app.datasets import imports, storage
@@ -28,7 +29,6 @@ from app.datasets.domain import DomainClip, DomainSpec
 from app.kit.config import Settings, get_settings
 from app.kit.db.session import session_factory, session_scope
 from app.models import Dataset, LedgerEntry
-from privclust.privacy import noise
 from tests.support.api import auth, upload
 from tests.support.data import csv_bytes
 from tests.support.s3 import FakeS3, fake_s3

@@ -9,6 +9,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from privclust.privacy import budget as bmath
+from privclust.privacy import gdp
 
 from app.datasets import repository as datasets_repo
 from app.jobs import service as jobs_service
@@ -18,8 +20,6 @@ from app.ledger import repository as ledger_repo
 from app.ledger import service as ledger
 from app.ledger import verify
 from app.models import Job
-from privclust.privacy import budget as bmath
-from privclust.privacy import gdp
 from tests.support.db import admit, make_dataset
 
 pytestmark = pytest.mark.integration

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from privclust.privacy import budget as bmath
 from sqlalchemy import text
 
 from app.jobs import service as jobs_service
@@ -22,7 +23,6 @@ from app.ledger import service as ledger
 from app.ledger import verify
 from app.ledger.state import RunningBudget
 from app.models import Dataset, Job, JobStatus
-from privclust.privacy import budget as bmath
 from tests.support.db import admit, make_dataset
 from tests.support.processes import run_cli
 

@@ -13,8 +13,8 @@ import math
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from privclust.clustering.outputs import summaries as sm
 
-from privclust.clustering import summaries as sm
 from tests.support.api import auth, uploaded
 from tests.support.data import csv_bytes, rows_around
 

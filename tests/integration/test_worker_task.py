@@ -11,9 +11,9 @@ import math
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-
 from privclust.clustering import choose_algorithm
 from privclust.privacy.gdp import noise_multiplier
+
 from tests.support.api import auth, uploaded
 from tests.support.data import csv_bytes, rows_around
 

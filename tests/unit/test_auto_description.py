@@ -7,6 +7,7 @@ from __future__ import annotations
 from privclust import PrivateKMeans
 from privclust.clustering import Algorithm, choose_algorithm
 from privclust.clustering.auto import AUTO_ALGORITHM, describe_auto
+
 from tests.support.repo import ROOT
 
 

@@ -17,7 +17,6 @@ import mpmath
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from privclust.privacy.budget import (
     ADMIT_RTOL,
     CAP_MARGIN,

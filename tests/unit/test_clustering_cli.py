@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from privclust.privacy.gdp import mu_from_epsilon_delta
 
 from app.commands import cluster as cluster_command
-from privclust.privacy.gdp import mu_from_epsilon_delta
 
 
 def _run(argv: list[str]) -> int:

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from threadpoolctl import threadpool_info, threadpool_limits
-
 from privclust.clustering import (
     ClusteringInputError,
     ClusteringResult,
@@ -19,10 +17,12 @@ from privclust.clustering import (
     pe_means,
     plan_run,
 )
-from privclust.clustering.grid import grid_sensitivity
+from privclust.clustering.mechanisms.grid import grid_sensitivity
 from privclust.clustering.methods.hdpe import noisy_means
 from privclust.privacy.gdp import PrivacyParameterError, mu_from_epsilon_delta, noise_multiplier
 from privclust.privacy.noise import COUNT_MU_FRACTION
+from threadpoolctl import threadpool_info, threadpool_limits
+
 from tests.support.clustering import Cancelled, ReleaseLog, cancelling_at, composed_mu
 from tests.support.data import blobs
 

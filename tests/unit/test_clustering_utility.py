@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.datasets import make_blobs
-
 from privclust.clustering import pe_means
 from privclust.clustering.metrics import kmeans_loss
+from sklearn.datasets import make_blobs
 
 
 def _paper_set(k: int, d: int) -> np.ndarray:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from privclust.clustering import prepare_rows
 
 from app.datasets.domain import DomainClip, DomainSpec, check_domain_shape, resolve_domain
 from app.datasets.storage import NpyRowsWriter
 from app.kit.errors import InvalidParameter
-from privclust.clustering import prepare_rows
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from privclust import PrivateKMeans
+from privclust.clustering import plan_run, resolve_algorithm
 from sklearn.datasets import load_iris
 from sklearn.metrics import adjusted_rand_score
 from sklearn.pipeline import Pipeline
@@ -14,9 +16,6 @@ from sklearn.utils.estimator_checks import (
     check_methods_sample_order_invariance,
     check_methods_subset_invariance,
 )
-
-from privclust import PrivateKMeans
-from privclust.clustering import plan_run, resolve_algorithm
 
 # The checks that cannot hold for a randomised private estimator, and why.
 EXPECTED_FAILED_CHECKS = {
@@ -80,8 +79,9 @@ def test_fits_iris_inside_a_pipeline_with_a_declared_domain() -> None:
     # The same code path as a worker's job: the function the worker calls, the algorithm that
     # "auto" resolves to there, and the plan (noise multiplier, releases, iterations) that
     # privclust.clustering prices from the public inputs and the released count.
-    import worker.execute
     from privclust import estimator
+
+    import worker.execute
 
     assert estimator.cluster is worker.execute.cluster
     chosen = resolve_algorithm("auto", 4, n_rows=model.privacy_["n_rows_dp"], k=3, mu=1.0)

@@ -7,10 +7,9 @@ import math
 
 import numpy as np
 import pytest
-
 from privclust.clustering import ClusteringInputError, cluster, plan_run
-from privclust.clustering.grid import grid_sensitivity, relative_grid_sums
-from privclust.clustering.lloyd import (
+from privclust.clustering.mechanisms.grid import grid_sensitivity, relative_grid_sums
+from privclust.clustering.mechanisms.lloyd import (
     count_multiplier,
     default_count_share,
     reseed_starving,
@@ -20,6 +19,7 @@ from privclust.clustering.methods.fastlloyd import default_iterations, fastlloyd
 from privclust.clustering.metrics import kmeans_loss
 from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 from privclust.privacy.noise import COUNT_MU_FRACTION
+
 from tests.support.clustering import (
     Cancelled,
     ReleaseLog,

@@ -23,7 +23,6 @@ from dp_accounting import get_epsilon_gaussian, get_sigma_gaussian
 from dp_accounting.pld.privacy_loss_mechanism import GaussianPrivacyLoss
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from privclust.privacy.gdp import (
     PrivacyParameterError,
     compose,

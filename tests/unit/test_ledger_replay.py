@@ -6,11 +6,11 @@ import math
 import uuid
 
 import pytest
+from privclust.privacy import budget as bmath
 
 from app.datasets.service import dataset_warnings, planning_count
 from app.ledger import service as ledger
 from app.models import Dataset, LedgerEntry
-from privclust.privacy import budget as bmath
 
 
 def _entry(kind: str, mu: float | None = None, job: uuid.UUID | None = None) -> LedgerEntry:

@@ -7,10 +7,9 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from randomgen import ChaCha
-
 from privclust.privacy import noise
 from privclust.privacy.gdp import PrivacyParameterError, remaining_after
+from randomgen import ChaCha
 
 
 def test_the_service_generator_is_chacha20_from_os_entropy() -> None:

@@ -7,11 +7,12 @@ import math
 
 import numpy as np
 import pytest
-
-from privclust.clustering import ClusteringInputError, cluster, plan_run, rows, suggest_k, sweep
-from privclust.clustering import summaries as sm
+from privclust.clustering import ClusteringInputError, cluster, plan_run, suggest_k, sweep
+from privclust.clustering.data import rows
 from privclust.clustering.metrics import kmeans_loss
+from privclust.clustering.outputs import summaries as sm
 from privclust.privacy.gdp import equal_share, mu_from_epsilon_delta
+
 from tests.support.clustering import ReleaseLog
 from tests.support.data import blobs
 

@@ -32,22 +32,26 @@ if TYPE_CHECKING:  # the names, for type checkers (re-exported)
     from privclust.clustering.auto import AUTO_ALGORITHM as AUTO_ALGORITHM
     from privclust.clustering.auto import choose_algorithm as choose_algorithm
     from privclust.clustering.auto import resolve_algorithm as resolve_algorithm
+    from privclust.clustering.data.domain import clip_into_ball as clip_into_ball
+    from privclust.clustering.data.domain import prepare_rows as prepare_rows
     from privclust.clustering.dispatch import cluster as cluster
     from privclust.clustering.dispatch import plan_run as plan_run
-    from privclust.clustering.domain import clip_into_ball as clip_into_ball
-    from privclust.clustering.domain import prepare_rows as prepare_rows
     from privclust.clustering.errors import ClusteringInputError as ClusteringInputError
     from privclust.clustering.methods.fastlloyd import fastlloyd as fastlloyd
     from privclust.clustering.methods.hdpe import hdpe_means as hdpe_means
     from privclust.clustering.methods.lsh_coreset import lsh_coreset as lsh_coreset
     from privclust.clustering.methods.pe import pe_means as pe_means
     from privclust.clustering.methods.pe_lloyd import pe_lloyd as pe_lloyd
-    from privclust.clustering.options import DEFAULT_MAX_POPULATION as DEFAULT_MAX_POPULATION
-    from privclust.clustering.options import DEFAULT_PROJECTION_DIM as DEFAULT_PROJECTION_DIM
-    from privclust.clustering.plan import RunPlan as RunPlan
-    from privclust.clustering.result import ClusteringResult as ClusteringResult
-    from privclust.clustering.summaries import SWEEP_SUMMARY_FRACTION as SWEEP_SUMMARY_FRACTION
-    from privclust.clustering.summaries import nearest_centre_blocks as nearest_centre_blocks
+    from privclust.clustering.outputs.summaries import (
+        SWEEP_SUMMARY_FRACTION as SWEEP_SUMMARY_FRACTION,
+    )
+    from privclust.clustering.outputs.summaries import (
+        nearest_centre_blocks as nearest_centre_blocks,
+    )
+    from privclust.clustering.run.options import DEFAULT_MAX_POPULATION as DEFAULT_MAX_POPULATION
+    from privclust.clustering.run.options import DEFAULT_PROJECTION_DIM as DEFAULT_PROJECTION_DIM
+    from privclust.clustering.run.plan import RunPlan as RunPlan
+    from privclust.clustering.run.result import ClusteringResult as ClusteringResult
     from privclust.clustering.sweeps import SweepResult as SweepResult
     from privclust.clustering.sweeps import suggest_k as suggest_k
     from privclust.clustering.sweeps import sweep as sweep
@@ -60,17 +64,17 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "resolve_algorithm",
     ),
     "privclust.clustering.dispatch": ("cluster", "plan_run"),
-    "privclust.clustering.domain": ("clip_into_ball", "prepare_rows"),
+    "privclust.clustering.data.domain": ("clip_into_ball", "prepare_rows"),
     "privclust.clustering.errors": ("ClusteringInputError",),
     "privclust.clustering.methods.fastlloyd": ("fastlloyd",),
     "privclust.clustering.methods.hdpe": ("hdpe_means",),
     "privclust.clustering.methods.lsh_coreset": ("lsh_coreset",),
     "privclust.clustering.methods.pe": ("pe_means",),
     "privclust.clustering.methods.pe_lloyd": ("pe_lloyd",),
-    "privclust.clustering.options": ("DEFAULT_MAX_POPULATION", "DEFAULT_PROJECTION_DIM"),
-    "privclust.clustering.plan": ("RunPlan",),
-    "privclust.clustering.result": ("ClusteringResult",),
-    "privclust.clustering.summaries": ("SWEEP_SUMMARY_FRACTION", "nearest_centre_blocks"),
+    "privclust.clustering.run.options": ("DEFAULT_MAX_POPULATION", "DEFAULT_PROJECTION_DIM"),
+    "privclust.clustering.run.plan": ("RunPlan",),
+    "privclust.clustering.run.result": ("ClusteringResult",),
+    "privclust.clustering.outputs.summaries": ("SWEEP_SUMMARY_FRACTION", "nearest_centre_blocks"),
     "privclust.clustering.sweeps": ("SweepResult", "suggest_k", "sweep"),
 }
 _HOMES = {name: module for module, names in _EXPORTS.items() for name in names}

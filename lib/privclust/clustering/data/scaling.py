@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from privclust.clustering.data.limits import check_box_bounds
 from privclust.clustering.errors import ClusteringInputError
-from privclust.clustering.limits import check_box_bounds
-from privclust.clustering.result import ClusteringResult
+from privclust.clustering.run.result import ClusteringResult
 
 # The names of the two spaces a result's loss can be measured in.
 ORIGINAL_SPACE = "original"
@@ -33,7 +33,7 @@ SCALED_SPACE = "scaled"
 @dataclass(frozen=True, eq=False)
 class Box:
     """Declared per-column bounds (float64 vectors of d values, lower <= upper, within the
-    domain limits of privclust.clustering.limits)."""
+    domain limits of privclust.clustering.data.limits)."""
 
     lower: np.ndarray
     upper: np.ndarray

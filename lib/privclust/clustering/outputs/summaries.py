@@ -2,7 +2,7 @@
 budget, and the owner's labels (docs/algorithms.md section 12).
 
 Everything here reads the rows in one pass, a block or partition at a time
-(privclust.clustering.rows: `Table.streamed`, `Table.each`): a dataset may be a memory-mapped
+(privclust.clustering.data.rows: `Table.streamed`, `Table.each`): a dataset may be a memory-mapped
 matrix, or partitions in object storage, of millions of rows. The two summary releases are
 integer releases (privclust.privacy.noise.integer_release):
 
@@ -30,11 +30,11 @@ from typing import Any
 import numpy as np
 
 from privclust.clustering.choices import Relation
+from privclust.clustering.data.limits import check_ball, domain_centre
+from privclust.clustering.data.rows import Part, Reading, as_table
+from privclust.clustering.data.scaling import Box, box_keywords
 from privclust.clustering.errors import ClusteringInputError
-from privclust.clustering.limits import check_ball, domain_centre
-from privclust.clustering.nearest import nearest_candidates
-from privclust.clustering.rows import Part, Reading, as_table
-from privclust.clustering.scaling import Box, box_keywords
+from privclust.clustering.evolution.nearest import nearest_candidates
 from privclust.privacy import noise
 from privclust.privacy.gdp import noise_multiplier, remaining_after
 
@@ -210,7 +210,7 @@ def nearest_centre_blocks(
 ) -> Iterator[np.ndarray]:
     """Each row's nearest released centre (int32, lowest index on ties), a block at a time.
 
-    X is an array or a table (privclust.clustering.rows). The domain is a ball (`radius`,
+    X is an array or a table (privclust.clustering.data.rows). The domain is a ball (`radius`,
     `center`) or per-column bounds (`lower`, `upper`; the centres in the columns' own units,
     compared in the scaled space where the job clustered). Post-processing of the released
     centres: it costs no budget, but the labels describe individual rows, so only the data's

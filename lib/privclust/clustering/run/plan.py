@@ -5,7 +5,7 @@ Everything here depends only on public quantities (d, k, the caller's parameters
 *public* row count: the noisy count N~ under add/remove neighbours, or the exact N when it was
 declared public and neighbours replace one row), so a service can plan and price a job, and
 reject bad parameters, before touching the data. The exact N of the rows is never an input.
-A method adds its own part (privclust.clustering.method.plan_method).
+A method adds its own part (privclust.clustering.run.method.plan_method).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privclust.clustering import summaries
 from privclust.clustering.choices import RELATIONS, Relation
 from privclust.clustering.errors import ClusteringInputError, check_integer, check_positive
-from privclust.clustering.histogram import MIN_VARIATIONS
-from privclust.clustering.options import Options, resolve_privacy
-from privclust.clustering.result import ClusteringResult, released_centres
+from privclust.clustering.evolution.histogram import MIN_VARIATIONS
+from privclust.clustering.outputs import summaries
+from privclust.clustering.run.options import Options, resolve_privacy
+from privclust.clustering.run.result import ClusteringResult, released_centres
 from privclust.privacy.cost import release_cost
 from privclust.privacy.gdp import remaining_after
 from privclust.privacy.noise import MAX_NOISE_STD
@@ -98,7 +98,8 @@ def plan_basis(
     `n_rows` is the public row count (never the exact N under add/remove neighbours);
     `count_mu`, when given, is the part of the job's mu set aside for a noisy row count the run
     releases itself. With `options.summaries`, `summary_fraction` of mu (default
-    SUMMARY_MU_FRACTION) goes to the private sizes and loss of privclust.clustering.summaries.
+    SUMMARY_MU_FRACTION) goes to the private sizes and loss of
+    privclust.clustering.outputs.summaries.
     """
     n_rows = check_integer("X", n_rows, 1)
     n_cols = check_integer("X", n_cols, 1)
@@ -194,7 +195,8 @@ class RunPlan:
     progress_total: int
     relation: str = Relation.ADD_REMOVE.value
     count_mu: float | None = None
-    # With summaries: the part of mu their two releases spend (privclust.clustering.summaries);
+    # With summaries: the part of mu their two releases spend
+    # (privclust.clustering.outputs.summaries);
     # `sigma` is then the centres' and sqrt(releases)/sigma is at most
     # remaining_after(mu, summary_mu) (less count_mu).
     summary_mu: float | None = None

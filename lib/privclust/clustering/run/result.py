@@ -52,11 +52,11 @@ class ClusteringResult:
     budget was given as (epsilon, delta). `algorithm` and `relation` are the plain values of
     an `Algorithm` and a `Relation` (privclust.clustering.choices).
 
-    With summaries (privclust.clustering.summaries), `sizes` (noisy per-centre row counts, floored
-    at 0) and `loss` (the noisy clipped k-means loss over N~, with the standard deviation of
+    With summaries (privclust.clustering.outputs.summaries), `sizes` (noisy per-centre row counts,
+    floored at 0) and `loss` (the noisy clipped k-means loss over N~, with the standard deviation of
     its noise `loss_se`) are released with `summary_mu` of the job's mu (two releases, see
-    privclust.clustering.summaries.summary_sigmas); `releases` and `sigma` are then those of the
-    centres, and sqrt(releases / sigma^2 + summary_mu^2 (+ count_mu^2)) <= mu.
+    privclust.clustering.outputs.summaries.summary_sigmas); `releases` and `sigma` are then those of
+    the centres, and sqrt(releases / sigma^2 + summary_mu^2 (+ count_mu^2)) <= mu.
     """
 
     centers: np.ndarray
@@ -82,7 +82,7 @@ class ClusteringResult:
     @property
     def loss_space(self) -> str:
         """Where `loss` is measured: "original", the domain's own units (a run on a ball; a run
-        on per-column bounds says "scaled": privclust.clustering.scaling)."""
+        on per-column bounds says "scaled": privclust.clustering.data.scaling)."""
         return "original"
 
     def privacy_spent(self) -> dict[str, Any]:
