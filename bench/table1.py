@@ -53,8 +53,8 @@ from privclust.clustering import (
     lsh_coreset,
     pe_lloyd,
     pe_means,
-    selection,
 )
+from privclust.clustering.evolution import selection
 from privclust.clustering.metrics import kmeans_loss
 from privclust.clustering.run.options import DEFAULT_RESEED_RATIO
 from privclust.privacy import noise
