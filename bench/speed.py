@@ -45,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+# bench/ for its data sets, the repository's root for the tests' helpers (tests.support)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import TABLE_I_SETS, load, normalise
@@ -112,8 +114,9 @@ def child_pair(spec: dict[str, Any]) -> dict[str, Any]:
     memory-mapped set (`path`) runs privclust once first, so the peak RSS after it is the job's
     own, then KMeans once (which reads the whole file into memory)."""
     from privclust.clustering import cluster
-    from privclust.clustering.metrics import kmeans_loss
     from sklearn.cluster import KMeans
+
+    from tests.support.metrics import kmeans_loss
 
     if "path" in spec:
         X, k = np.load(spec["path"], mmap_mode="r"), spec["k"]
@@ -167,8 +170,9 @@ def child_pair(spec: dict[str, Any]) -> dict[str, Any]:
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """One measurement, in this (fresh) process."""
     from privclust.clustering import cluster
-    from privclust.clustering.metrics import kmeans_loss
     from sklearn.cluster import KMeans
+
+    from tests.support.metrics import kmeans_loss
 
     if spec.get("pair"):
         return child_pair(spec)

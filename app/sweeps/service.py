@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from privclust.clustering import Algorithm, suggest_k
 from privclust.clustering.data.scaling import ORIGINAL_SPACE
-from privclust.clustering.outputs.summaries import SWEEP_SUMMARY_FRACTION
 from privclust.clustering.outputs.uncertainty import Caveat, sweep_warnings
+from privclust.clustering.run.summary_pricing import SWEEP_SUMMARY_FRACTION
 from privclust.privacy import gdp
 from sqlalchemy.orm import Session
 

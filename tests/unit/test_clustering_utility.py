@@ -22,8 +22,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from privclust.clustering import pe_means
-from privclust.clustering.metrics import kmeans_loss
 from sklearn.datasets import make_blobs
+
+from tests.support.metrics import kmeans_loss
 
 
 def _paper_set(k: int, d: int) -> np.ndarray:

@@ -16,7 +16,6 @@ from privclust.clustering.mechanisms.lloyd import (
     step_radius,
 )
 from privclust.clustering.methods.fastlloyd import default_iterations, fastlloyd
-from privclust.clustering.metrics import kmeans_loss
 from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 from privclust.privacy.noise import COUNT_MU_FRACTION
 
@@ -28,6 +27,7 @@ from tests.support.clustering import (
     refused_field,
 )
 from tests.support.data import blobs_and_centres
+from tests.support.metrics import kmeans_loss
 
 # ---------------------------------------------------------------------------------------------
 # Privacy accounting

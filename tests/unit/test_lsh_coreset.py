@@ -11,7 +11,6 @@ from privclust.clustering import ClusteringInputError, cluster, lsh_coreset, pla
 from privclust.clustering.mechanisms.grid import grid_sensitivity
 from privclust.clustering.mechanisms.lsh_tree import MAX_BRANCHING_NODES
 from privclust.clustering.methods.lsh_coreset import default_min_count
-from privclust.clustering.metrics import kmeans_loss
 from privclust.privacy.gdp import noise_multiplier
 from privclust.privacy.noise import COUNT_MU_FRACTION
 
@@ -23,6 +22,7 @@ from tests.support.clustering import (
     refused_field,
 )
 from tests.support.data import blobs
+from tests.support.metrics import kmeans_loss
 
 # ---------------------------------------------------------------------------------------------
 # Calibration

@@ -23,13 +23,13 @@ from privclust.clustering.methods.pe_lloyd import (
     plan_projected_releases,
     step_radii,
 )
-from privclust.clustering.metrics import kmeans_loss
 from privclust.clustering.run.plan import default_pe_iterations
 from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 from privclust.privacy.noise import COUNT_MU_FRACTION
 
 from tests.support.clustering import ReleaseLog, composed_mu, joint_sensitivity
 from tests.support.data import blobs
+from tests.support.metrics import kmeans_loss
 
 
 @pytest.mark.parametrize(

@@ -14,24 +14,14 @@ from privclust.clustering.auto import resolve_algorithm
 from privclust.clustering.choices import Algorithm, Relation
 from privclust.clustering.data.limits import check_domain
 from privclust.clustering.data.rows import Table
-from privclust.clustering.data.scaling import (
-    ScaledClusteringResult,
-    box_keywords,
-    in_original_units,
-    into_box,
-)
+from privclust.clustering.data.scaling import box_keywords
 from privclust.clustering.errors import (
     ClusteringInputError,
     check_integer,
     check_positive,
     data_shape,
 )
-from privclust.clustering.outputs.summaries import (
-    centres_mu,
-    exact_summary,
-    release_summary,
-    summary_mu,
-)
+from privclust.clustering.outputs.summaries import exact_summary, release_summary
 from privclust.clustering.registry import METHODS
 from privclust.clustering.run.method import Method, plan_method
 from privclust.clustering.run.options import (
@@ -43,8 +33,14 @@ from privclust.clustering.run.options import (
     resolve_privacy,
 )
 from privclust.clustering.run.plan import RunPlan, plan_basis
-from privclust.clustering.run.result import ClusteringResult
+from privclust.clustering.run.result import (
+    ClusteringResult,
+    ScaledClusteringResult,
+    in_original_units,
+    into_box,
+)
 from privclust.clustering.run.runner import released_count, run_method
+from privclust.clustering.run.summary_pricing import centres_mu, summary_mu
 from privclust.privacy import noise
 from privclust.privacy.gdp import remaining_after
 

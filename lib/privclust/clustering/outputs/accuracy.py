@@ -40,9 +40,9 @@ from privclust.clustering.mechanisms.lloyd import (
     step_radius,
 )
 from privclust.clustering.mechanisms.projection import sum_weight_before_lloyd
-from privclust.clustering.outputs.summaries import summary_sigmas
 from privclust.clustering.run.options import DEFAULT_STEP_FRACTION
 from privclust.clustering.run.plan import RunPlan
+from privclust.clustering.run.summary_pricing import summary_sigmas
 
 # The measured ratio of the observed centre error to R sigma / n for the methods without a
 # final noisy mean (bench/RESULTS.md, "Expected accuracy": mixed-unit tables, epsilon 0.5-4).

@@ -29,7 +29,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from privclust.clustering.choices import Relation
-from privclust.clustering.outputs.summaries import summary_sigmas
+from privclust.clustering.run.summary_pricing import summary_sigmas
 
 if TYPE_CHECKING:
     from privclust.clustering.run.result import ClusteringResult

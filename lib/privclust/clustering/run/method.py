@@ -19,11 +19,16 @@ import numpy as np
 from privclust.clustering.choices import Algorithm, Relation
 from privclust.clustering.data.rows import Rows
 from privclust.clustering.errors import ClusteringInputError, check_integer
-from privclust.clustering.evolution.histogram import MIN_VARIATIONS
-from privclust.clustering.outputs.summaries import loss_sensitivity, summary_sigmas
 from privclust.clustering.run.options import Options
-from privclust.clustering.run.plan import PlanBasis, Releases, RunPlan, default_variations
+from privclust.clustering.run.plan import (
+    MIN_VARIATIONS,
+    PlanBasis,
+    Releases,
+    RunPlan,
+    default_variations,
+)
 from privclust.clustering.run.result import Outcome
+from privclust.clustering.run.summary_pricing import loss_sensitivity, summary_sigmas
 from privclust.privacy.gdp import noise_multiplier
 from privclust.privacy.noise import MAX_NOISE_STD, noise_std
 

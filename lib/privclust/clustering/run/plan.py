@@ -18,8 +18,7 @@ import numpy as np
 
 from privclust.clustering.choices import RELATIONS, Relation
 from privclust.clustering.errors import ClusteringInputError, check_integer, check_positive
-from privclust.clustering.evolution.histogram import MIN_VARIATIONS
-from privclust.clustering.outputs import summaries
+from privclust.clustering.run import summary_pricing
 from privclust.clustering.run.options import Options, resolve_privacy
 from privclust.clustering.run.result import ClusteringResult, released_centres
 from privclust.privacy.cost import release_cost
@@ -35,6 +34,9 @@ MIN_PLANNABLE_MU = 1.0 / MAX_NOISE_STD
 # (epsilon 4 at d = 64: 128 iterations) is well below it. An explicit `iterations` may go
 # higher (the API allows up to 1000).
 MAX_DEFAULT_ITERATIONS = 256
+# The fewest variations L per centre a plan starts with; the evolution's adaptive rule never
+# halves L below it (privclust.clustering.evolution.histogram.adapt_variations).
+MIN_VARIATIONS = 4
 
 
 def default_pe_iterations(n_cols: int, epsilon: float | None) -> int:
@@ -118,8 +120,8 @@ def plan_basis(
     summary_mu: float | None = None
     centres_mu = job_mu  # what the centres' releases (and a count of their own) may use
     if options.summaries:
-        summary_mu = summaries.summary_mu(job_mu, options.summary_fraction)
-        centres_mu = summaries.centres_mu(job_mu, summary_mu)
+        summary_mu = summary_pricing.summary_mu(job_mu, options.summary_fraction)
+        centres_mu = summary_pricing.centres_mu(job_mu, summary_mu)
     _check_plannable(job_mu, centres_mu, options)
     return PlanBasis(
         n_rows=n_rows,

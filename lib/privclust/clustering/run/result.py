@@ -1,14 +1,16 @@
 """The value a clustering run returns: the private centres, rounded for release, and the privacy
-it spent."""
+it spent; on a box domain, the same centres in the columns' own units as well."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from privclust.clustering.choices import Relation
+from privclust.clustering.data.scaling import ORIGINAL_SPACE, SCALED_SPACE, Box
 
 # Released centres are rounded, in centred coordinates, to multiples of R / 2^RELEASE_BITS
 # (a relative precision of 2.3e-10 of the radius): no released digit is finer than that.
@@ -83,7 +85,7 @@ class ClusteringResult:
     def loss_space(self) -> str:
         """Where `loss` is measured: "original", the domain's own units (a run on a ball; a run
         on per-column bounds says "scaled": privclust.clustering.data.scaling)."""
-        return "original"
+        return ORIGINAL_SPACE
 
     def privacy_spent(self) -> dict[str, Any]:
         """What the run spent and planned with, as `privclust cluster` and `PrivateKMeans`
@@ -103,3 +105,35 @@ class ClusteringResult:
         if self.sizes is not None:
             spent["summary_mu"] = self.summary_mu
         return spent
+
+
+@dataclass(frozen=True)
+class ScaledClusteringResult(ClusteringResult):
+    """A run on a box domain: `centers` in the columns' own units; `scaled_centers` the same
+    centres in the scaled space, where the run clustered and where `loss` and `loss_se` are
+    measured (`loss_space` "scaled"); `box` the declared bounds."""
+
+    scaled_centers: np.ndarray | None = None
+    box: Box | None = None
+
+    @property
+    def loss_space(self) -> str:
+        return SCALED_SPACE
+
+
+def into_box(result: ClusteringResult, box: Box | None) -> ClusteringResult:
+    """A scaled-space run's centres projected into the unit box (post-processing of the
+    released centres with the public bounds: a centre outside the box cannot be the mean of
+    rows inside it, and the scaled ball reaches beyond the box); a ball's run unchanged."""
+    if box is None:
+        return result
+    centres = np.clip(result.centers, 0.0, 1.0)
+    centres.flags.writeable = False
+    return dataclasses.replace(result, centers=centres)
+
+
+def in_original_units(result: ClusteringResult, box: Box) -> ScaledClusteringResult:
+    """A scaled-space result with its centres mapped back to the columns' own units."""
+    fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(ClusteringResult)}
+    fields["centers"] = box.to_original(result.centers)
+    return ScaledClusteringResult(**fields, scaled_centers=result.centers, box=box)
