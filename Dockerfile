@@ -49,7 +49,7 @@ COPY lib ./lib
 ENV NUMBA_CACHE_DIR=/opt/numba-cache
 RUN pip install --no-deps ./lib . \
     && privclust --help > /dev/null \
-    && python -c "from privclust.clustering.kernels import warm_up; warm_up()"
+    && python -c "from privclust.clustering.evolution.kernels import warm_up; warm_up()"
 
 # ---------------------------------------------------------------------------------------------
 # Stage 2: the runtime image. No compilers, no build tools, no source tree: only the venv.

@@ -209,8 +209,8 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
     heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
-    # Private summaries (privclust.clustering.summaries): asked for, their part of `mu`, and the
-    # released noisy sizes, loss and the loss's standard error once the job succeeded.
+    # Private summaries (privclust.clustering.outputs.summaries): asked for, their part of `mu`,
+    # and the released noisy sizes, loss and the loss's standard error once the job succeeded.
     summaries: Mapped[bool] = mapped_column(Boolean, default=False)
     summary_mu: Mapped[float | None] = mapped_column(Float, default=None)
     sizes: Mapped[list[Any] | None] = mapped_column(JSON, default=None)

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from app.datasets.storage.rows import RowPartition
 from privclust.clustering import cluster
-from privclust.clustering.rows import PartitionedTable
+from privclust.clustering.data.rows import PartitionedTable
 from privclust.distributed import DaskEngine
 
 D, K, PARTITION_ROWS = 16, 16, 1 << 20

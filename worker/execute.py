@@ -27,7 +27,7 @@ from app.kit.cluster import ClusterUnreachable, close_engine, row_engine
 from app.kit.config import Settings, get_settings
 from app.models import Job, JobStatus
 from privclust.clustering import ClusteringResult, cluster
-from privclust.clustering.rows import Engine, InProcess, PartitionedTable, Table
+from privclust.clustering.data.rows import Engine, InProcess, PartitionedTable, Table
 
 log = logging.getLogger("privclust.worker")
 

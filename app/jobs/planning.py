@@ -23,7 +23,7 @@ from privclust.clustering import (
     RunPlan,
     plan_run,
 )
-from privclust.clustering.accuracy import Accuracy, expected_accuracy, smallest_epsilon
+from privclust.clustering.outputs.accuracy import Accuracy, expected_accuracy, smallest_epsilon
 from privclust.privacy import gdp
 
 MAX_K = 10_000
@@ -146,7 +146,7 @@ def _plan_run(
 
 def plan_for_target(dataset: Dataset, req: JobRequest, target: float) -> JobPlan:
     """The plan of the smallest epsilon (at the request's delta) whose expected accuracy meets
-    `target`, the largest centre_std_fraction allowed (privclust.clustering.accuracy); 422
+    `target`, the largest centre_std_fraction allowed (privclust.clustering.outputs.accuracy); 422
     naming `target_centre_std_fraction` when no epsilon does. `req` gives neither epsilon nor
     mu."""
     if req.epsilon is not None or req.mu is not None:

@@ -11,8 +11,8 @@ import numpy as np
 
 from app.models import Dataset, DomainKind, Job
 from privclust.clustering import Relation
-from privclust.clustering.scaling import ORIGINAL_SPACE, SCALED_SPACE
-from privclust.clustering.uncertainty import Caveat, figure_warnings, sizes_noise_std
+from privclust.clustering.data.scaling import ORIGINAL_SPACE, SCALED_SPACE
+from privclust.clustering.outputs.uncertainty import Caveat, figure_warnings, sizes_noise_std
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,8 @@ def sizes_se(job: Job, relation: str) -> float | None:
 
 
 def result_warnings(job: Job, context: ResultContext) -> list[Caveat]:
-    """The warnings of a succeeded job's released figures (privclust.clustering.uncertainty)."""
+    """The warnings of a succeeded job's released figures
+    (privclust.clustering.outputs.uncertainty)."""
     if job.centers is None:
         return []
     return figure_warnings(

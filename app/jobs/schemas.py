@@ -13,9 +13,9 @@ from app.kit.schemas import JsonInt, ParamInt, RequestBody, from_attributes
 from app.ledger.schemas import Budget
 from app.models import Job, JobStatus
 from privclust.clustering import Algorithm
-from privclust.clustering.accuracy import Accuracy as AccuracyFigures
 from privclust.clustering.auto import describe_auto
-from privclust.clustering.uncertainty import Caveat
+from privclust.clustering.outputs.accuracy import Accuracy as AccuracyFigures
+from privclust.clustering.outputs.uncertainty import Caveat
 
 if TYPE_CHECKING:
     from app.jobs.planning import JobPlan

@@ -46,7 +46,7 @@ from app.kit.errors import NotFound, ServiceUnavailable
 from app.kit.query import ListQuery
 from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus
-from privclust.clustering.scaling import ORIGINAL_SPACE
+from privclust.clustering.data.scaling import ORIGINAL_SPACE
 from privclust.privacy import budget as bmath
 from privclust.privacy.cost import release_cost
 

@@ -12,7 +12,7 @@ import threading
 from typing import Any
 
 from app.kit.config import Settings
-from privclust.clustering.rows import Engine, InProcess
+from privclust.clustering.data.rows import Engine, InProcess
 
 _lock = threading.Lock()
 _clients: dict[str, Any] = {}

@@ -1,5 +1,5 @@
 """Sweeps over k: one admission of several summarised jobs sharing a total mu, their combined
-state, and the suggested k (privclust.clustering.summaries.suggest_k on the noisy losses)."""
+state, and the suggested k (privclust.clustering.sweeps.suggest_k on the noisy losses)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus, Sweep
 from app.sweeps import repository as repo
 from privclust.clustering import Algorithm, suggest_k
-from privclust.clustering.scaling import ORIGINAL_SPACE
-from privclust.clustering.summaries import SWEEP_SUMMARY_FRACTION
-from privclust.clustering.uncertainty import Caveat, sweep_warnings
+from privclust.clustering.data.scaling import ORIGINAL_SPACE
+from privclust.clustering.outputs.uncertainty import Caveat, sweep_warnings
+from privclust.clustering.run.summary_pricing import SWEEP_SUMMARY_FRACTION
 from privclust.privacy import gdp
 
 MAX_KS = 32

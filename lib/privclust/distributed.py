@@ -1,7 +1,7 @@
 """Row passes on a Dask cluster: every partition's exact statistic is computed where the
 partition is read, and the sum is taken by the caller.
 
-`DaskEngine(client)` is an engine for privclust.clustering.rows.PartitionedTable: a run's every
+`DaskEngine(client)` is an engine for privclust.clustering.data.rows.PartitionedTable: a run's every
 pass (the votes, the grid sums, the tree's counts, the summaries) is a map of its statistic
 over the table's partitions, each task reading its partition from storage (the partition is a
 reference, never the rows), clipping and centring it as the run reads rows, and returning exact
@@ -39,7 +39,15 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
-from privclust.clustering.rows import Part, Partition, PerRow, Reading, Rows, Statistic, add_totals
+from privclust.clustering.data.rows import (
+    Part,
+    Partition,
+    PerRow,
+    Reading,
+    Rows,
+    Statistic,
+    add_totals,
+)
 
 # Per worker process: the prepared partitions of the runs in progress, newest last.
 DEFAULT_CACHE_BYTES = 512 << 20

@@ -21,8 +21,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from privclust.clustering import Algorithm, ClusteringResult, Relation, cluster
 from privclust.clustering.auto import describe_auto
-from privclust.clustering.scaling import Box
-from privclust.clustering.uncertainty import run_warnings, sizes_noise_std
+from privclust.clustering.data.scaling import Box
+from privclust.clustering.outputs.uncertainty import run_warnings, sizes_noise_std
 from privclust.tables import read_rows
 
 DEFAULT_DELTA = 1e-6

@@ -1,7 +1,7 @@
 """The library's two entry points over every method: `plan_run` prices and validates a job from
 public inputs, `cluster` runs one. Both resolve the algorithm ("auto" by privclust.clustering.auto)
 and reach the method through the registry; `cluster` also composes a run with its private
-summaries (privclust.clustering.summaries)."""
+summaries (privclust.clustering.outputs.summaries)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,19 @@ import numpy as np
 
 from privclust.clustering.auto import resolve_algorithm
 from privclust.clustering.choices import Algorithm, Relation
+from privclust.clustering.data.limits import check_domain
+from privclust.clustering.data.rows import Table
+from privclust.clustering.data.scaling import box_keywords
 from privclust.clustering.errors import (
     ClusteringInputError,
     check_integer,
     check_positive,
     data_shape,
 )
-from privclust.clustering.limits import check_domain
-from privclust.clustering.method import Method, plan_method
-from privclust.clustering.options import (
+from privclust.clustering.outputs.summaries import exact_summary, release_summary
+from privclust.clustering.registry import METHODS
+from privclust.clustering.run.method import Method, plan_method
+from privclust.clustering.run.options import (
     DEFAULT_MAX_POPULATION,
     DEFAULT_PROJECTION_DIM,
     EvolutionKeywords,
@@ -28,23 +32,20 @@ from privclust.clustering.options import (
     options_for,
     resolve_privacy,
 )
-from privclust.clustering.plan import RunPlan, plan_basis
-from privclust.clustering.registry import METHODS
-from privclust.clustering.result import ClusteringResult
-from privclust.clustering.rows import Table
-from privclust.clustering.runner import released_count, run_method
-from privclust.clustering.scaling import (
+from privclust.clustering.run.plan import RunPlan, plan_basis
+from privclust.clustering.run.result import (
+    ClusteringResult,
     ScaledClusteringResult,
-    box_keywords,
     in_original_units,
     into_box,
 )
-from privclust.clustering.summaries import centres_mu, exact_summary, release_summary, summary_mu
+from privclust.clustering.run.runner import released_count, run_method
+from privclust.clustering.run.summary_pricing import centres_mu, summary_mu
 from privclust.privacy import noise
 from privclust.privacy.gdp import remaining_after
 
 # What `cluster` runs on: an N x d array (a read-only memmap is fine) or a table of stored
-# partitions that an engine passes over (privclust.clustering.rows).
+# partitions that an engine passes over (privclust.clustering.data.rows).
 Rowset = np.ndarray | Table
 
 
@@ -137,11 +138,11 @@ def cluster(X: Rowset, k: int, **keywords: Unpack[ClusterKeywords]) -> Clusterin
     count (a library call under add/remove neighbours) first releases N~ from a tenth of the
     job's mu, exactly as every method does on its own, and runs the chosen method with that
     N~ and the rest of the mu. See pe_means and hdpe_means for the rest. `summaries=True` also
-    releases the centres' private sizes and loss (privclust.clustering.summaries), paid out of the
-    same mu: `summary_fraction` of it (default SUMMARY_MU_FRACTION); without summaries it must
-    be None. Per-column bounds `lower` and `upper` instead of a radius and centre cluster in
-    the scaled space (privclust.clustering.scaling.cluster_box). X is an array, or a table of
-    stored partitions (privclust.clustering.rows: on a Dask cluster with
+    releases the centres' private sizes and loss (privclust.clustering.outputs.summaries), paid out
+    of the same mu: `summary_fraction` of it (default SUMMARY_MU_FRACTION); without summaries it
+    must be None. Per-column bounds `lower` and `upper` instead of a radius and centre cluster in
+    the scaled space (privclust.clustering.data.scaling.cluster_box). X is an array, or a table of
+    stored partitions (privclust.clustering.data.rows: on a Dask cluster with
     privclust.distributed), which gives the same result from the same generator.
     """
     if "lower" in keywords or "upper" in keywords:
@@ -155,7 +156,7 @@ def cluster_box(
     X: Rowset, k: int, *, lower: object, upper: object, **keywords: Any
 ) -> ScaledClusteringResult:
     """`cluster` on a box domain: the rows clipped into the box and clustered in the scaled
-    space (each column on [0, 1] by its declared bounds: privclust.clustering.scaling), the
+    space (each column on [0, 1] by its declared bounds: privclust.clustering.data.scaling), the
     centres returned in the columns' own units. `keywords` are `cluster`'s, without radius and
     center."""
     _, n_cols = data_shape(X)

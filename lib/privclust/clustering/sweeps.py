@@ -11,15 +11,15 @@ from typing import Any
 import numpy as np
 
 from privclust.clustering.choices import Algorithm, Relation
+from privclust.clustering.data.limits import check_domain
+from privclust.clustering.data.scaling import box_keywords
 from privclust.clustering.dispatch import cluster, plan_run
 from privclust.clustering.errors import ClusteringInputError, check_integer, data_shape
-from privclust.clustering.limits import check_domain
-from privclust.clustering.options import resolve_privacy
-from privclust.clustering.result import ClusteringResult
-from privclust.clustering.runner import released_count
-from privclust.clustering.scaling import box_keywords
-from privclust.clustering.summaries import SWEEP_SUMMARY_FRACTION
-from privclust.clustering.uncertainty import Caveat, ks_told_apart, sweep_warnings
+from privclust.clustering.outputs.uncertainty import Caveat, ks_told_apart, sweep_warnings
+from privclust.clustering.run.options import resolve_privacy
+from privclust.clustering.run.result import ClusteringResult
+from privclust.clustering.run.runner import released_count
+from privclust.clustering.run.summary_pricing import SWEEP_SUMMARY_FRACTION
 from privclust.privacy import noise
 from privclust.privacy.gdp import equal_share, remaining_after
 
@@ -33,7 +33,7 @@ PLANNED_OPTIONS = ("iterations", "variations", "summary_fraction")
 
 def suggest_k(ks: Sequence[int], losses: Sequence[float], ses: Sequence[float]) -> int | None:
     """The elbow of a sweep (`elbow_k`), or None when its noisy losses cannot tell its ks
-    apart (privclust.clustering.uncertainty.ks_told_apart: no two differ by more than noise
+    apart (privclust.clustering.outputs.uncertainty.ks_told_apart: no two differ by more than noise
     alone explains): then any suggestion would be the noise's."""
     if not (len(ks) == len(losses) == len(ses)) or len(ks) == 0:
         raise ValueError("ks, losses and ses must be non-empty and of equal length")
@@ -86,7 +86,7 @@ class SweepResult:
     @property
     def warnings(self) -> list[Caveat]:
         """Why no k is suggested, or that the suggestion is the largest k
-        (privclust.clustering.uncertainty.sweep_warnings)."""
+        (privclust.clustering.outputs.uncertainty.sweep_warnings)."""
         losses = [float(r.loss or 0.0) for r in self.results]
         ses = [float(r.loss_se or 0.0) for r in self.results]
         return sweep_warnings(self.ks, losses, ses, self.suggested_k)
@@ -125,7 +125,7 @@ def sweep(
     with COUNT_MU_FRACTION of mu (shared by every run) and splits the rest. `options` are
     `cluster`'s other keyword arguments; a run's summaries get SWEEP_SUMMARY_FRACTION of its mu
     unless they name another `summary_fraction`. Per-column bounds `lower` and `upper` instead
-    of a ball run every k in the scaled space (privclust.clustering.scaling)."""
+    of a ball run every k in the scaled space (privclust.clustering.data.scaling)."""
     values = check_ks(ks)
     domain: dict[str, Any] = {"radius": radius, "center": center}
     if lower is not None or upper is not None:

@@ -12,7 +12,7 @@ The run (centred coordinates, every row of norm <= R):
   contributes v = clip(x - mu_j, r_t): its offset from that centre, shortened to the step radius
   r_t when longer. Per cluster the offsets are summed exactly on the grid r_t / 2^20 (int64)
   and the rows counted; the sums and the counts are released together as ONE integer Gaussian
-  release (privclust.clustering.lloyd.joint_release), and the centre moves to
+  release (privclust.clustering.mechanisms.lloyd.joint_release), and the centre moves to
   mu_j + noisy sum / noisy count, the move shortened to r_t and the result projected into the
   ball (post-processing).
 - Step radii (the paper's "diagonal, then fraction" schedule with the ball's radius in place of
@@ -21,7 +21,7 @@ The run (centred coordinates, every row of norm <= R):
   sensitivity r_t (<= R) under add/remove neighbours, however large the cluster.
 - Budget split between sums and counts: the paper's share 1 / (1 + sqrt(4d)) of each
   iteration's budget for the counts, as a sensitivity scaling inside the one release
-  (privclust.clustering.lloyd). Every release of the run shares sigma = sqrt(T) / mu.
+  (privclust.clustering.mechanisms.lloyd). Every release of the run shares sigma = sqrt(T) / mu.
 - T (the paper's rule, Su et al.'s error bound with its step radius): the largest T whose
   expected centroid error stays below 0.004, 0.016 N~^2 mu^2 / (k^3 eta^2 (1 + sqrt(4d))^2)
   with eta = r_2 / R, truncated to [2, 7]. Only public values enter: N~, d, k, mu.
@@ -45,7 +45,8 @@ import numpy as np
 
 from privclust.clustering.choices import Algorithm
 from privclust.clustering.errors import ClusteringInputError, check_below_one, check_positive
-from privclust.clustering.lloyd import (
+from privclust.clustering.evolution.packing import initial_population
+from privclust.clustering.mechanisms.lloyd import (
     count_multiplier,
     default_count_share,
     largest_lloyd_sensitivity,
@@ -53,17 +54,16 @@ from privclust.clustering.lloyd import (
     reseed_starving,
     step_radius,
 )
-from privclust.clustering.method import Method, RunStart
-from privclust.clustering.options import (
+from privclust.clustering.run.method import Method, RunStart
+from privclust.clustering.run.options import (
     DEFAULT_STEP_FRACTION,
     Options,
     RunKeywords,
     options_for,
 )
-from privclust.clustering.packing import initial_population
-from privclust.clustering.plan import PlanBasis, Releases, planned_iterations
-from privclust.clustering.result import ClusteringResult, Outcome
-from privclust.clustering.runner import run_method
+from privclust.clustering.run.plan import PlanBasis, Releases, planned_iterations
+from privclust.clustering.run.result import ClusteringResult, Outcome
+from privclust.clustering.run.runner import run_method
 
 MIN_ITERATIONS = 2
 MAX_ITERATIONS = 7

@@ -9,17 +9,17 @@ import numpy as np
 
 from privclust.clustering.choices import Algorithm
 from privclust.clustering.errors import ClusteringInputError, check_integer
-from privclust.clustering.grid import largest_sum_sensitivity, release_means
-from privclust.clustering.method import Method, RunStart
-from privclust.clustering.options import EvolutionKeywords, Options, options_for
-from privclust.clustering.plan import PlanBasis, Releases, RunPlan, planned_iterations
-from privclust.clustering.projection import (
+from privclust.clustering.mechanisms.grid import largest_sum_sensitivity, release_means
+from privclust.clustering.mechanisms.projection import (
     default_projected_iterations,
     evolve_in_projection,
     planned_projection_dim,
 )
-from privclust.clustering.result import ClusteringResult, Outcome
-from privclust.clustering.runner import run_method
+from privclust.clustering.run.method import Method, RunStart
+from privclust.clustering.run.options import EvolutionKeywords, Options, options_for
+from privclust.clustering.run.plan import PlanBasis, Releases, RunPlan, planned_iterations
+from privclust.clustering.run.result import ClusteringResult, Outcome
+from privclust.clustering.run.runner import run_method
 
 # HDPE-means's final noisy sums are priced, by default, as many releases as its PE iterations:
 # half of the releases' mu^2 goes to the d-dimensional sums, whose noise otherwise dominates

@@ -3,7 +3,7 @@ leaves' noisy means weighted by their noisy counts, then non-private weighted k-
 
 The method, in centred coordinates (every row has norm <= R):
 
-1. Hash and 2. grow (privclust.clustering.lsh_tree): every row's SimHash code from random
+1. Hash and 2. grow (privclust.clustering.mechanisms.lsh_tree): every row's SimHash code from random
    hyperplanes of the job's generator, and a prefix tree over the codes grown level by level
    from noisy child counts (one integer release per level, l2 sensitivity 1, sqrt(2) under
    replace-one); every decision reads only released counts and public thresholds.
@@ -40,24 +40,24 @@ from typing import Unpack
 import numpy as np
 
 from privclust.clustering.choices import Algorithm
-from privclust.clustering.domain import project_into_ball
+from privclust.clustering.data.domain import project_into_ball
 from privclust.clustering.errors import ClusteringInputError, check_integer
-from privclust.clustering.grid import (
+from privclust.clustering.evolution.packing import initial_population
+from privclust.clustering.mechanisms.grid import (
     grid_means,
     largest_sum_sensitivity,
     release_grid_sums,
 )
-from privclust.clustering.lsh_tree import grow_tree
-from privclust.clustering.method import Method, RunStart
-from privclust.clustering.options import (
+from privclust.clustering.mechanisms.lsh_tree import grow_tree
+from privclust.clustering.run.method import Method, RunStart
+from privclust.clustering.run.options import (
     Options,
     RunKeywords,
     options_for,
 )
-from privclust.clustering.packing import initial_population
-from privclust.clustering.plan import PlanBasis, Releases, RunPlan
-from privclust.clustering.result import ClusteringResult, Outcome
-from privclust.clustering.runner import run_method
+from privclust.clustering.run.plan import PlanBasis, Releases, RunPlan
+from privclust.clustering.run.result import ClusteringResult, Outcome
+from privclust.clustering.run.runner import run_method
 
 # Google's library grows its tree to depth 20, one SimHash bit per level.
 DEFAULT_HASH_BITS = 20

@@ -1,5 +1,5 @@
 """PE-means (docs/algorithms.md section 4): private evolution of candidate centres by T noisy
-vote histograms (privclust.clustering.evolution)."""
+vote histograms (privclust.clustering.evolution.evolution)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,22 @@ from typing import Unpack
 import numpy as np
 
 from privclust.clustering.choices import Algorithm
-from privclust.clustering.evolution import evolve
-from privclust.clustering.method import Method, RunStart
-from privclust.clustering.options import (
+from privclust.clustering.evolution.evolution import evolve
+from privclust.clustering.evolution.vote_cells import VOTE_DTYPE
+from privclust.clustering.run.method import Method, RunStart
+from privclust.clustering.run.options import (
     EvolutionKeywords,
     Options,
     options_for,
 )
-from privclust.clustering.plan import PlanBasis, Releases, default_pe_iterations, planned_iterations
-from privclust.clustering.result import ClusteringResult, Outcome
-from privclust.clustering.runner import run_method
-from privclust.clustering.vote_cells import VOTE_DTYPE
+from privclust.clustering.run.plan import (
+    PlanBasis,
+    Releases,
+    default_pe_iterations,
+    planned_iterations,
+)
+from privclust.clustering.run.result import ClusteringResult, Outcome
+from privclust.clustering.run.runner import run_method
 
 
 def plan(basis: PlanBasis, options: Options) -> Releases:

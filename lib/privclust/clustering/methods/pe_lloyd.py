@@ -8,8 +8,8 @@ mu on PE-means and a share of it on `lloyd_steps` noisy Lloyd steps:
 
 - PE-means exactly as `pe_means` (same T, L, population), its T vote histograms released with
   noise multiplier sigma.
-- Then each Lloyd step (privclust.clustering.lloyd.lloyd_step): every row labelled with its
-  nearest current centre, its offset from it clipped to its cluster's step radius r_j (by
+- Then each Lloyd step (privclust.clustering.mechanisms.lloyd.lloyd_step): every row labelled
+  with its nearest current centre, its offset from it clipped to its cluster's step radius r_j (by
   default half the distance from that centre to the nearest other one, within
   [R/1000, min(R, 2R / k^(1/d))]: see `step_radii`; public, since the centres are released
   PE-means output), the per-cluster offset sums (each in its own grid units r_j / 2^20) and
@@ -23,7 +23,7 @@ mu on PE-means and a share of it on `lloyd_steps` noisy Lloyd steps:
 
 Above PROJECT_ABOVE_DIM columns (a public fact) the search for the basins runs in a random
 projection, where a vote costs p = 16 coordinates instead of d: HDPE-means' stage
-(privclust.clustering.projection: T = 14 PE-means iterations in the projection, then each
+(privclust.clustering.mechanisms.projection: T = 14 PE-means iterations in the projection, then each
 cluster's noisy sum and count in the full space, the sums priced as `sum_weight_before_lloyd`
 releases), then, before each Lloyd step, a starving centre moved beside a crowded one
 (`lloyd.reseed_beside`, post-processing of the released counts: the step then splits two
@@ -44,8 +44,10 @@ import numpy as np
 
 from privclust.clustering.choices import Algorithm
 from privclust.clustering.errors import ClusteringInputError, check_below_one, check_integer
-from privclust.clustering.evolution import evolve
-from privclust.clustering.lloyd import (
+from privclust.clustering.evolution.evolution import evolve
+from privclust.clustering.evolution.nearest import nearest_other_distances
+from privclust.clustering.evolution.vote_cells import VOTE_DTYPE
+from privclust.clustering.mechanisms.lloyd import (
     count_multiplier,
     default_count_share,
     largest_lloyd_sensitivity,
@@ -53,25 +55,28 @@ from privclust.clustering.lloyd import (
     reseed_beside,
     step_radius,
 )
-from privclust.clustering.method import Method, RunStart
-from privclust.clustering.nearest import nearest_other_distances
-from privclust.clustering.options import (
+from privclust.clustering.mechanisms.projection import (
+    default_projected_iterations,
+    evolve_in_projection,
+    planned_projection_dim,
+    sum_weight_before_lloyd,
+)
+from privclust.clustering.run.method import Method, RunStart
+from privclust.clustering.run.options import (
     DEFAULT_STEP_FRACTION,
     DEFAULT_STEP_RULE,
     EvolutionKeywords,
     Options,
     options_for,
 )
-from privclust.clustering.plan import PlanBasis, Releases, default_pe_iterations, planned_iterations
-from privclust.clustering.projection import (
-    default_projected_iterations,
-    evolve_in_projection,
-    planned_projection_dim,
-    sum_weight_before_lloyd,
+from privclust.clustering.run.plan import (
+    PlanBasis,
+    Releases,
+    default_pe_iterations,
+    planned_iterations,
 )
-from privclust.clustering.result import ClusteringResult, Outcome
-from privclust.clustering.runner import run_method
-from privclust.clustering.vote_cells import VOTE_DTYPE
+from privclust.clustering.run.result import ClusteringResult, Outcome
+from privclust.clustering.run.runner import run_method
 
 # The clipping radius of a Lloyd step: FastLloyd's own (the rule is named after the method), or
 # one per cluster from the released centres (the default).

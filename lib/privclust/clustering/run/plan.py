@@ -5,7 +5,7 @@ Everything here depends only on public quantities (d, k, the caller's parameters
 *public* row count: the noisy count N~ under add/remove neighbours, or the exact N when it was
 declared public and neighbours replace one row), so a service can plan and price a job, and
 reject bad parameters, before touching the data. The exact N of the rows is never an input.
-A method adds its own part (privclust.clustering.method.plan_method).
+A method adds its own part (privclust.clustering.run.method.plan_method).
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privclust.clustering import summaries
 from privclust.clustering.choices import RELATIONS, Relation
 from privclust.clustering.errors import ClusteringInputError, check_integer, check_positive
-from privclust.clustering.histogram import MIN_VARIATIONS
-from privclust.clustering.options import Options, resolve_privacy
-from privclust.clustering.result import ClusteringResult, released_centres
+from privclust.clustering.run import summary_pricing
+from privclust.clustering.run.options import Options, resolve_privacy
+from privclust.clustering.run.result import ClusteringResult, released_centres
 from privclust.privacy.cost import release_cost
 from privclust.privacy.gdp import remaining_after
 from privclust.privacy.noise import MAX_NOISE_STD
@@ -35,6 +34,9 @@ MIN_PLANNABLE_MU = 1.0 / MAX_NOISE_STD
 # (epsilon 4 at d = 64: 128 iterations) is well below it. An explicit `iterations` may go
 # higher (the API allows up to 1000).
 MAX_DEFAULT_ITERATIONS = 256
+# The fewest variations L per centre a plan starts with; the evolution's adaptive rule never
+# halves L below it (privclust.clustering.evolution.histogram.adapt_variations).
+MIN_VARIATIONS = 4
 
 
 def default_pe_iterations(n_cols: int, epsilon: float | None) -> int:
@@ -98,7 +100,8 @@ def plan_basis(
     `n_rows` is the public row count (never the exact N under add/remove neighbours);
     `count_mu`, when given, is the part of the job's mu set aside for a noisy row count the run
     releases itself. With `options.summaries`, `summary_fraction` of mu (default
-    SUMMARY_MU_FRACTION) goes to the private sizes and loss of privclust.clustering.summaries.
+    SUMMARY_MU_FRACTION) goes to the private sizes and loss of
+    privclust.clustering.outputs.summaries.
     """
     n_rows = check_integer("X", n_rows, 1)
     n_cols = check_integer("X", n_cols, 1)
@@ -117,8 +120,8 @@ def plan_basis(
     summary_mu: float | None = None
     centres_mu = job_mu  # what the centres' releases (and a count of their own) may use
     if options.summaries:
-        summary_mu = summaries.summary_mu(job_mu, options.summary_fraction)
-        centres_mu = summaries.centres_mu(job_mu, summary_mu)
+        summary_mu = summary_pricing.summary_mu(job_mu, options.summary_fraction)
+        centres_mu = summary_pricing.centres_mu(job_mu, summary_mu)
     _check_plannable(job_mu, centres_mu, options)
     return PlanBasis(
         n_rows=n_rows,
@@ -194,7 +197,8 @@ class RunPlan:
     progress_total: int
     relation: str = Relation.ADD_REMOVE.value
     count_mu: float | None = None
-    # With summaries: the part of mu their two releases spend (privclust.clustering.summaries);
+    # With summaries: the part of mu their two releases spend
+    # (privclust.clustering.outputs.summaries);
     # `sigma` is then the centres' and sqrt(releases)/sigma is at most
     # remaining_after(mu, summary_mu) (less count_mu).
     summary_mu: float | None = None

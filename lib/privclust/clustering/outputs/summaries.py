@@ -2,7 +2,7 @@
 budget, and the owner's labels (docs/algorithms.md section 12).
 
 Everything here reads the rows in one pass, a block or partition at a time
-(privclust.clustering.rows: `Table.streamed`, `Table.each`): a dataset may be a memory-mapped
+(privclust.clustering.data.rows: `Table.streamed`, `Table.each`): a dataset may be a memory-mapped
 matrix, or partitions in object storage, of millions of rows. The two summary releases are
 integer releases (privclust.privacy.noise.integer_release):
 
@@ -30,63 +30,24 @@ from typing import Any
 import numpy as np
 
 from privclust.clustering.choices import Relation
+from privclust.clustering.data.limits import check_ball, domain_centre
+from privclust.clustering.data.rows import Part, Reading, as_table
+from privclust.clustering.data.scaling import Box, box_keywords
 from privclust.clustering.errors import ClusteringInputError
-from privclust.clustering.limits import check_ball, domain_centre
-from privclust.clustering.nearest import nearest_candidates
-from privclust.clustering.rows import Part, Reading, as_table
-from privclust.clustering.scaling import Box, box_keywords
+from privclust.clustering.evolution.nearest import nearest_candidates
+from privclust.clustering.run.summary_pricing import (
+    LOSS_GRID_BITS,
+    loss_sensitivity,
+    summary_sigmas,
+)
 from privclust.privacy import noise
-from privclust.privacy.gdp import noise_multiplier, remaining_after
 
-# The summaries' default share of a job's mu: summary_mu = SUMMARY_MU_FRACTION * mu (4% of the
-# job in GDP terms, mu^2); the centres keep sqrt(1 - 0.2^2) = 98.0% of mu. Measured in
-# bench/RESULTS.md ("private summaries", auto, 10-20 seeds): the Table I AUCs move by less than
-# 5% at 0.2 on every set, while 0.3 moved sklearn_16_16's by +7.1% (SE 3.0%).
-SUMMARY_MU_FRACTION = 0.2
-# A sweep's jobs give their summaries a larger share: the noisy losses are the sweep's answer.
-# The centres keep sqrt(1 - 0.5^2) = 86.6% of each job's mu. Measured in bench/RESULTS.md
-# ("sweeps over k"): at 0.3, a sweep of sklearn_16_16 at epsilon 1 had every noisy loss within
-# 20% of the exact one in 36 of 40 runs; at 0.5 in 40 of 40.
-SWEEP_SUMMARY_FRACTION = 0.5
-# The loss sum's part of the summaries' mu, in GDP terms (mu_loss^2 = 0.8 mu_summary^2); the
-# sizes get the rest. The loss is the hard one to estimate (its sensitivity, the clip B of at
-# least R^2, is far above a typical row's squared distance), while a size's noise is small next
-# to N~/k.
-SUMMARY_LOSS_SHARE = 0.8
-# A row's clipped squared distance is put on a grid of B / 2^LOSS_GRID_BITS: a relative
-# resolution of 1e-6 of the largest possible term, far below the noise, and sums stay exact
-# in int64 for up to 2^43 rows.
-LOSS_GRID_BITS = 20
 # loss_bound: at most this many Frank-Wolfe steps on its convex relaxation (any iterate is a
 # valid bound; with KMeans' centres on the Table I sets the result is within 2% of the largest
 # distance a search over the sphere finds), and the grid, in units of R^2, that the bound is
 # rounded up to (a short number, never below the relaxation's value).
 LOSS_BOUND_STEPS = 200
 LOSS_BOUND_GRID = 2.0**-10
-
-
-def summary_mu(job_mu: float, fraction: float | None = None) -> float:
-    """The part of a job's mu spent on its summaries (`fraction` of it; default
-    SUMMARY_MU_FRACTION). The centres share remaining_after(job_mu, summary_mu)."""
-    share = SUMMARY_MU_FRACTION if fraction is None else float(fraction)
-    if not (math.isfinite(share) and 0.0 < share < 1.0):
-        raise ClusteringInputError(
-            "summary_fraction", f"summary_fraction must be in (0, 1), got {share!r}"
-        )
-    return share * job_mu
-
-
-def summary_sigmas(mu_summary: float) -> tuple[float, float]:
-    """(sizes sigma, loss sigma) of the two summary releases, composing to at most mu_summary:
-    the loss gets mu_loss = sqrt(SUMMARY_LOSS_SHARE) mu_summary, the sizes what is left."""
-    mu_loss = math.sqrt(SUMMARY_LOSS_SHARE) * mu_summary
-    mu_sizes = remaining_after(mu_summary, mu_loss)
-    return noise_multiplier(mu_sizes, 1), noise_multiplier(mu_loss, 1)
-
-
-def centres_mu(job_mu: float, mu_summary: float) -> float:
-    """What the centres may spend when `mu_summary` of `job_mu` goes to the summaries."""
-    return remaining_after(job_mu, mu_summary)
 
 
 def loss_bound(centred_centres: np.ndarray, radius: float) -> float:
@@ -210,7 +171,7 @@ def nearest_centre_blocks(
 ) -> Iterator[np.ndarray]:
     """Each row's nearest released centre (int32, lowest index on ties), a block at a time.
 
-    X is an array or a table (privclust.clustering.rows). The domain is a ball (`radius`,
+    X is an array or a table (privclust.clustering.data.rows). The domain is a ball (`radius`,
     `center`) or per-column bounds (`lower`, `upper`; the centres in the columns' own units,
     compared in the scaled space where the job clustered). Post-processing of the released
     centres: it costs no budget, but the labels describe individual rows, so only the data's
@@ -267,12 +228,6 @@ def exact_summary(
     bound = loss_bound(centred, radius)
     counts, (loss_units,) = table.streamed(reading).total(SummaryCounts(centred, bound))
     return ExactSummary(counts=counts, loss_units=int(loss_units), bound=bound)
-
-
-def loss_sensitivity() -> float:
-    """l2 sensitivity of the loss sum in grid units, under add/remove and replace-one alike:
-    every row's term is an integer in [0, 2^LOSS_GRID_BITS]."""
-    return float(2**LOSS_GRID_BITS)
 
 
 def release_summary(

@@ -30,19 +30,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from privclust.clustering.choices import Algorithm, Relation
+from privclust.clustering.data.scaling import Box
 from privclust.clustering.errors import ClusteringInputError
-from privclust.clustering.grid import GRID_BITS, grid_sensitivity
-from privclust.clustering.lloyd import (
+from privclust.clustering.mechanisms.grid import GRID_BITS, grid_sensitivity
+from privclust.clustering.mechanisms.lloyd import (
     count_multiplier,
     default_count_share,
     joint_sensitivity,
     step_radius,
 )
-from privclust.clustering.options import DEFAULT_STEP_FRACTION
-from privclust.clustering.plan import RunPlan
-from privclust.clustering.projection import sum_weight_before_lloyd
-from privclust.clustering.scaling import Box
-from privclust.clustering.summaries import summary_sigmas
+from privclust.clustering.mechanisms.projection import sum_weight_before_lloyd
+from privclust.clustering.run.options import DEFAULT_STEP_FRACTION
+from privclust.clustering.run.plan import RunPlan
+from privclust.clustering.run.summary_pricing import summary_sigmas
 
 # The measured ratio of the observed centre error to R sigma / n for the methods without a
 # final noisy mean (bench/RESULTS.md, "Expected accuracy": mixed-unit tables, epsilon 0.5-4).

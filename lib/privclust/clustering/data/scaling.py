@@ -14,16 +14,14 @@ units (the inverse map: post-processing). The private loss is measured in the sc
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from privclust.clustering.data.limits import check_box_bounds
 from privclust.clustering.errors import ClusteringInputError
-from privclust.clustering.limits import check_box_bounds
-from privclust.clustering.result import ClusteringResult
 
 # The names of the two spaces a result's loss can be measured in.
 ORIGINAL_SPACE = "original"
@@ -33,7 +31,7 @@ SCALED_SPACE = "scaled"
 @dataclass(frozen=True, eq=False)
 class Box:
     """Declared per-column bounds (float64 vectors of d values, lower <= upper, within the
-    domain limits of privclust.clustering.limits)."""
+    domain limits of privclust.clustering.data.limits)."""
 
     lower: np.ndarray
     upper: np.ndarray
@@ -94,38 +92,6 @@ def _vector(value: object, field: str) -> np.ndarray:
     if v.ndim != 1 or v.size == 0:
         raise ClusteringInputError(field, f"{field} must be a non-empty vector of numbers")
     return v
-
-
-@dataclass(frozen=True)
-class ScaledClusteringResult(ClusteringResult):
-    """A run on a box domain: `centers` in the columns' own units; `scaled_centers` the same
-    centres in the scaled space, where the run clustered and where `loss` and `loss_se` are
-    measured (`loss_space` "scaled"); `box` the declared bounds."""
-
-    scaled_centers: np.ndarray | None = None
-    box: Box | None = None
-
-    @property
-    def loss_space(self) -> str:
-        return SCALED_SPACE
-
-
-def into_box(result: ClusteringResult, box: Box | None) -> ClusteringResult:
-    """A scaled-space run's centres projected into the unit box (post-processing of the
-    released centres with the public bounds: a centre outside the box cannot be the mean of
-    rows inside it, and the scaled ball reaches beyond the box); a ball's run unchanged."""
-    if box is None:
-        return result
-    centres = np.clip(result.centers, 0.0, 1.0)
-    centres.flags.writeable = False
-    return dataclasses.replace(result, centers=centres)
-
-
-def in_original_units(result: ClusteringResult, box: Box) -> ScaledClusteringResult:
-    """A scaled-space result with its centres mapped back to the columns' own units."""
-    fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(ClusteringResult)}
-    fields["centers"] = box.to_original(result.centers)
-    return ScaledClusteringResult(**fields, scaled_centers=result.centers, box=box)
 
 
 def box_keywords(

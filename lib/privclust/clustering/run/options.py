@@ -3,7 +3,7 @@ caller gets and the resolution of its privacy budget.
 
 The public entry points (cluster, plan_run, sweep, pe_means, hdpe_means, fastlloyd, lsh_coreset,
 pe_lloyd) keep their keyword signatures and build an `Options` once; the library passes it on
-whole. Validation is the plan's (privclust.clustering.plan) and the methods', at the moments
+whole. Validation is the plan's (privclust.clustering.run.plan) and the methods', at the moments
 that keep a run private: every argument before any noise is drawn.
 """
 
@@ -20,7 +20,7 @@ from privclust.clustering.errors import ClusteringInputError, check_positive
 from privclust.privacy.gdp import mu_from_epsilon_delta
 
 if TYPE_CHECKING:
-    from privclust.clustering.scaling import Box
+    from privclust.clustering.data.scaling import Box
 
 # progress(t, total): called after each step of a run; anything it raises stops the run.
 Progress = Callable[[int, int], object]
@@ -84,12 +84,12 @@ class Options:
     lloyd_steps: int | None = None
     lloyd_share: float | None = None
     step_rule: str = DEFAULT_STEP_RULE
-    # The centres' private sizes and loss (privclust.clustering.summaries), paid out of mu.
+    # The centres' private sizes and loss (privclust.clustering.outputs.summaries), paid out of mu.
     summaries: bool = False
     summary_fraction: float | None = None
     rng: np.random.Generator | None = None
     progress: Progress | None = None
-    # A box domain (privclust.clustering.scaling.Box): the rows are clipped into it and mapped
+    # A box domain (privclust.clustering.data.scaling.Box): the rows are clipped into it and mapped
     # into the scaled space, where `radius` and `center` are the ball around the unit box.
     box: Box | None = None
     # A run that releases its own row count refuses a k above it (the CLI's and the estimator's

@@ -1,6 +1,7 @@
 """The PE-means vote: the candidate each row votes for, and the vote histogram.
 
-The vote does not need the globally nearest candidate (privclust.clustering.nearest finds that):
+The vote does not need the globally nearest candidate (privclust.clustering.evolution.nearest
+finds that):
 privacy needs each row's vote to be a function of that row and the public candidates (adding or
 removing a row then changes exactly one bin by one). It searches a structure built from the
 candidates (`vote_cells.vote_index`) and returns, for every row x, the ideal vote v*(x): the
@@ -24,15 +25,15 @@ from dataclasses import dataclass
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from privclust.clustering.kernels import (
+from privclust.clustering.data.rows import Part
+from privclust.clustering.evolution.kernels import (
     ordered_best,
     scaled_rows,
     search_cells,
     smallest_scores,
 )
-from privclust.clustering.nearest import GroupLayout, worker_count
-from privclust.clustering.rows import Part
-from privclust.clustering.vote_cells import VOTE_DTYPE, Cell, VoteIndex, vote_index
+from privclust.clustering.evolution.nearest import GroupLayout, worker_count
+from privclust.clustering.evolution.vote_cells import VOTE_DTYPE, Cell, VoteIndex, vote_index
 
 _EPS = float(np.finfo(np.float64).eps)
 _U32 = 2.0**-24  # float32 unit roundoff

@@ -15,15 +15,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privclust.clustering.data.rows import Part, token
 from privclust.clustering.errors import ClusteringInputError, check_integer
-from privclust.clustering.evolution import evolve
-from privclust.clustering.grid import cluster_grid_sums, release_means
-from privclust.clustering.kernels import ordered_products
-from privclust.clustering.method import RunStart
-from privclust.clustering.nearest import nearest_candidates
-from privclust.clustering.options import DEFAULT_PROJECTION_DIM, Options
-from privclust.clustering.plan import PlanBasis
-from privclust.clustering.rows import Part, token
+from privclust.clustering.evolution.evolution import evolve
+from privclust.clustering.evolution.kernels import ordered_products
+from privclust.clustering.evolution.nearest import nearest_candidates
+from privclust.clustering.mechanisms.grid import cluster_grid_sums, release_means
+from privclust.clustering.run.method import RunStart
+from privclust.clustering.run.options import DEFAULT_PROJECTION_DIM, Options
+from privclust.clustering.run.plan import PlanBasis
 
 # Values per block of the projection (bounds a block's view and its output).
 _BLOCK_ELEMENTS = 1 << 20

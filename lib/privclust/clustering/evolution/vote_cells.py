@@ -1,5 +1,5 @@
 """The structure the PE-means vote searches: cells of public candidates, built from the
-candidates alone (privclust.clustering.vote scores each row against it).
+candidates alone (privclust.clustering.evolution.vote scores each row against it).
 
 Privacy needs only that each row's vote is a function of that row and the public candidates
 (sensitivity 1 whatever the function), so the vote may search approximately. The structure is
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial import cKDTree
 
-from privclust.clustering.nearest import TREE_MAX_DIM, GroupLayout, group_cores
+from privclust.clustering.evolution.nearest import TREE_MAX_DIM, GroupLayout, group_cores
 
 # Scores |c|^2/2 - x.c in float32: half the memory traffic of float64 and twice the BLAS rate.
 # Rows whose float32 answer is within rounding of another are re-decided exactly (see

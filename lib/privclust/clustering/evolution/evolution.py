@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from privclust.clustering.histogram import adapt_variations, postprocess_votes
-from privclust.clustering.nearest import GroupLayout
-from privclust.clustering.options import Progress
-from privclust.clustering.packing import initial_population
-from privclust.clustering.plan import RunPlan
-from privclust.clustering.result import Outcome
-from privclust.clustering.rows import Rows
-from privclust.clustering.selection import select_centres
-from privclust.clustering.variation import levy_variations
-from privclust.clustering.vote import VoteCounts, one_blas_thread
+from privclust.clustering.data.rows import Rows
+from privclust.clustering.evolution.histogram import adapt_variations, postprocess_votes
+from privclust.clustering.evolution.nearest import GroupLayout
+from privclust.clustering.evolution.packing import initial_population
+from privclust.clustering.evolution.selection import select_centres
+from privclust.clustering.evolution.variation import levy_variations
+from privclust.clustering.evolution.vote import VoteCounts, one_blas_thread
+from privclust.clustering.run.options import Progress
+from privclust.clustering.run.plan import RunPlan
+from privclust.clustering.run.result import Outcome
 from privclust.privacy import noise
 
 

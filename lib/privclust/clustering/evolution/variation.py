@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from privclust.clustering.domain import project_into_ball
+from privclust.clustering.data.domain import project_into_ball
 
 LEVY_BETA = 1.75
 VARIATION_GAMMA = 0.01

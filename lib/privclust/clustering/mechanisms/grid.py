@@ -15,8 +15,8 @@ import math
 import numpy as np
 from scipy import sparse
 
-from privclust.clustering.domain import project_into_ball
-from privclust.clustering.plan import RunPlan
+from privclust.clustering.data.domain import project_into_ball
+from privclust.clustering.run.plan import RunPlan
 from privclust.privacy import noise
 
 # A 2^-20 relative grid moves a centre by less than 1e-6 R, far below the noise; the sums stay

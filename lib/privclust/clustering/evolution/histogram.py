@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-MIN_VARIATIONS = 4
+from privclust.clustering.run.plan import MIN_VARIATIONS
 
 
 def postprocess_votes(noisy: np.ndarray, n_public: int) -> np.ndarray:

@@ -17,21 +17,26 @@ from typing import Any
 import numpy as np
 
 from privclust.clustering.choices import Algorithm, Relation
+from privclust.clustering.data.rows import Rows
 from privclust.clustering.errors import ClusteringInputError, check_integer
-from privclust.clustering.histogram import MIN_VARIATIONS
-from privclust.clustering.options import Options
-from privclust.clustering.plan import PlanBasis, Releases, RunPlan, default_variations
-from privclust.clustering.result import Outcome
-from privclust.clustering.rows import Rows
-from privclust.clustering.summaries import loss_sensitivity, summary_sigmas
+from privclust.clustering.run.options import Options
+from privclust.clustering.run.plan import (
+    MIN_VARIATIONS,
+    PlanBasis,
+    Releases,
+    RunPlan,
+    default_variations,
+)
+from privclust.clustering.run.result import Outcome
+from privclust.clustering.run.summary_pricing import loss_sensitivity, summary_sigmas
 from privclust.privacy.gdp import noise_multiplier
 from privclust.privacy.noise import MAX_NOISE_STD, noise_std
 
 
 @dataclass(frozen=True)
 class RunStart:
-    """What every method's run starts from (privclust.clustering.runner.start_run): the
-    centred, clipped rows (read only through passes: privclust.clustering.rows), the domain's
+    """What every method's run starts from (privclust.clustering.run.runner.start_run): the
+    centred, clipped rows (read only through passes: privclust.clustering.data.rows), the domain's
     centre and radius, the plan (with the public row count) and the job's generator, the only
     source of noise."""
 

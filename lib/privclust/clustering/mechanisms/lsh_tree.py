@@ -23,11 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privclust.clustering.grid import cluster_grid_sums
-from privclust.clustering.kernels import ordered_products
-from privclust.clustering.options import Progress
-from privclust.clustering.plan import RunPlan
-from privclust.clustering.rows import Part, Rows, token
+from privclust.clustering.data.rows import Part, Rows, token
+from privclust.clustering.evolution.kernels import ordered_products
+from privclust.clustering.mechanisms.grid import cluster_grid_sums
+from privclust.clustering.run.options import Progress
+from privclust.clustering.run.plan import RunPlan
 from privclust.privacy import noise
 
 # At most this many nodes branch at a level (those with the largest noisy counts; the others

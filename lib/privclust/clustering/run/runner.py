@@ -10,17 +10,17 @@ from collections.abc import Callable
 import numpy as np
 
 from privclust.clustering.choices import Relation
+from privclust.clustering.data.limits import check_ball, domain_centre
+from privclust.clustering.data.rows import Reading, Table, as_table
 from privclust.clustering.errors import (
     ClusteringInputError,
     check_integer,
     check_positive,
 )
-from privclust.clustering.limits import check_ball, domain_centre
-from privclust.clustering.method import Method, RunStart, plan_method
-from privclust.clustering.options import Options
-from privclust.clustering.plan import RunPlan, plan_basis
-from privclust.clustering.result import ClusteringResult
-from privclust.clustering.rows import Reading, Table, as_table
+from privclust.clustering.run.method import Method, RunStart, plan_method
+from privclust.clustering.run.options import Options
+from privclust.clustering.run.plan import RunPlan, plan_basis
+from privclust.clustering.run.result import ClusteringResult
 from privclust.privacy import noise
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from privclust.clustering.nearest import nearest_candidates
+from privclust.clustering.evolution.nearest import nearest_candidates
 
 
 def kmeans_loss(X: np.ndarray, centers: np.ndarray) -> float:

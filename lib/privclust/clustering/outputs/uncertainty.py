@@ -29,10 +29,10 @@ import numpy as np
 from scipy.special import ndtri
 
 from privclust.clustering.choices import Relation
-from privclust.clustering.summaries import summary_sigmas
+from privclust.clustering.run.summary_pricing import summary_sigmas
 
 if TYPE_CHECKING:
-    from privclust.clustering.result import ClusteringResult
+    from privclust.clustering.run.result import ClusteringResult
 
 # How many standard errors make a difference (about a 5% two-sided test for one figure).
 TWO_SE = 2.0

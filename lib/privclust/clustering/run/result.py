@@ -1,14 +1,16 @@
 """The value a clustering run returns: the private centres, rounded for release, and the privacy
-it spent."""
+it spent; on a box domain, the same centres in the columns' own units as well."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from privclust.clustering.choices import Relation
+from privclust.clustering.data.scaling import ORIGINAL_SPACE, SCALED_SPACE, Box
 
 # Released centres are rounded, in centred coordinates, to multiples of R / 2^RELEASE_BITS
 # (a relative precision of 2.3e-10 of the radius): no released digit is finer than that.
@@ -52,11 +54,11 @@ class ClusteringResult:
     budget was given as (epsilon, delta). `algorithm` and `relation` are the plain values of
     an `Algorithm` and a `Relation` (privclust.clustering.choices).
 
-    With summaries (privclust.clustering.summaries), `sizes` (noisy per-centre row counts, floored
-    at 0) and `loss` (the noisy clipped k-means loss over N~, with the standard deviation of
+    With summaries (privclust.clustering.outputs.summaries), `sizes` (noisy per-centre row counts,
+    floored at 0) and `loss` (the noisy clipped k-means loss over N~, with the standard deviation of
     its noise `loss_se`) are released with `summary_mu` of the job's mu (two releases, see
-    privclust.clustering.summaries.summary_sigmas); `releases` and `sigma` are then those of the
-    centres, and sqrt(releases / sigma^2 + summary_mu^2 (+ count_mu^2)) <= mu.
+    privclust.clustering.outputs.summaries.summary_sigmas); `releases` and `sigma` are then those of
+    the centres, and sqrt(releases / sigma^2 + summary_mu^2 (+ count_mu^2)) <= mu.
     """
 
     centers: np.ndarray
@@ -82,8 +84,8 @@ class ClusteringResult:
     @property
     def loss_space(self) -> str:
         """Where `loss` is measured: "original", the domain's own units (a run on a ball; a run
-        on per-column bounds says "scaled": privclust.clustering.scaling)."""
-        return "original"
+        on per-column bounds says "scaled": privclust.clustering.data.scaling)."""
+        return ORIGINAL_SPACE
 
     def privacy_spent(self) -> dict[str, Any]:
         """What the run spent and planned with, as `privclust cluster` and `PrivateKMeans`
@@ -103,3 +105,35 @@ class ClusteringResult:
         if self.sizes is not None:
             spent["summary_mu"] = self.summary_mu
         return spent
+
+
+@dataclass(frozen=True)
+class ScaledClusteringResult(ClusteringResult):
+    """A run on a box domain: `centers` in the columns' own units; `scaled_centers` the same
+    centres in the scaled space, where the run clustered and where `loss` and `loss_se` are
+    measured (`loss_space` "scaled"); `box` the declared bounds."""
+
+    scaled_centers: np.ndarray | None = None
+    box: Box | None = None
+
+    @property
+    def loss_space(self) -> str:
+        return SCALED_SPACE
+
+
+def into_box(result: ClusteringResult, box: Box | None) -> ClusteringResult:
+    """A scaled-space run's centres projected into the unit box (post-processing of the
+    released centres with the public bounds: a centre outside the box cannot be the mean of
+    rows inside it, and the scaled ball reaches beyond the box); a ball's run unchanged."""
+    if box is None:
+        return result
+    centres = np.clip(result.centers, 0.0, 1.0)
+    centres.flags.writeable = False
+    return dataclasses.replace(result, centers=centres)
+
+
+def in_original_units(result: ClusteringResult, box: Box) -> ScaledClusteringResult:
+    """A scaled-space result with its centres mapped back to the columns' own units."""
+    fields = {f.name: getattr(result, f.name) for f in dataclasses.fields(ClusteringResult)}
+    fields["centers"] = box.to_original(result.centers)
+    return ScaledClusteringResult(**fields, scaled_centers=result.centers, box=box)

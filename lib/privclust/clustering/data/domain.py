@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from privclust.clustering.data.limits import domain_centre
 from privclust.clustering.errors import ClusteringInputError, check_positive, data_shape
-from privclust.clustering.limits import domain_centre
 
 if TYPE_CHECKING:
-    from privclust.clustering.scaling import Box
+    from privclust.clustering.data.scaling import Box
 
 _SHRINK = 1.0 - 4.0 * float(np.finfo(np.float64).eps)
 # A float32 working copy is used only for radii in this range (a public choice): beyond it a
@@ -75,7 +75,7 @@ def prepare_rows(
     never leave a norm above R (the sensitivity of HDPE's noisy sums). The only data-dependent
     error is a non-finite value, which an ingested dataset never has.
 
-    With a `box` (privclust.clustering.scaling), each block is first clipped into the box and
+    With a `box` (privclust.clustering.data.scaling), each block is first clipped into the box and
     mapped into the scaled space, where `radius` and `center` are the ball around the unit box.
     """
     n_rows, n_cols = data_shape(X)

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from privclust.clustering.choices import Relation
-from privclust.clustering.domain import project_into_ball
-from privclust.clustering.grid import GRID_BITS, grid_sensitivity, relative_grid_sums
-from privclust.clustering.nearest import nearest_candidates
-from privclust.clustering.options import Options
-from privclust.clustering.plan import RunPlan
-from privclust.clustering.rows import Part, Rows
+from privclust.clustering.data.domain import project_into_ball
+from privclust.clustering.data.rows import Part, Rows
+from privclust.clustering.evolution.nearest import nearest_candidates
+from privclust.clustering.mechanisms.grid import GRID_BITS, grid_sensitivity, relative_grid_sums
+from privclust.clustering.run.options import Options
+from privclust.clustering.run.plan import RunPlan
 from privclust.privacy import noise
 
 # The count multiplier M stays within [1, 2^31]; see `grid.relative_grid_sums` for why no sum of

@@ -4,7 +4,7 @@ candidate, and the distances between a set of points.
 `nearest_candidates` returns, for every row, the lowest index j minimising the directly computed
 squared distance sum_l (x_l - c_jl)^2; faster arithmetic (BLAS scores, KD-trees, pruning) finds
 that answer with rigorous rounding windows. (The PE-means vote searches differently:
-privclust.clustering.vote.)
+privclust.clustering.evolution.vote.)
 """
 
 from __future__ import annotations

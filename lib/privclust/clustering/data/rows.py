@@ -5,7 +5,8 @@ partition of the prepared rows (read from storage, clipped into the domain and c
 `Reading` says) that returns exact integers (vote counts, grid sums, counts per tree node), and
 the pass is their sum over the partitions (`Rows.total`). Every row's contribution is a function
 of that row and public values alone (the vote, the labels and the projections are built so:
-privclust.clustering.vote), and integer sums do not depend on the order they are added in, so a
+privclust.clustering.evolution.vote),
+and integer sums do not depend on the order they are added in, so a
 run over any partitioning of the rows, in this process or on a cluster
 (privclust.distributed), gets the same statistics, bit for bit, as one pass over the whole
 working copy.
@@ -30,11 +31,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from privclust.clustering.domain import prepare_rows
+from privclust.clustering.data.domain import prepare_rows
 from privclust.clustering.errors import data_shape
 
 if TYPE_CHECKING:
-    from privclust.clustering.scaling import Box
+    from privclust.clustering.data.scaling import Box
 
 # Rows per block when an array is streamed (a summary's or the labels' one pass): bounds their
 # working memory.
@@ -50,7 +51,7 @@ PerRow = Callable[["Part"], np.ndarray]
 @dataclass(frozen=True, eq=False)
 class Reading:
     """How a run reads stored rows: clipped into the ball of `radius` around `center` (the
-    origin when None) and centred on it, as `dtype` (privclust.clustering.domain.prepare_rows),
+    origin when None) and centred on it, as `dtype` (privclust.clustering.data.domain.prepare_rows),
     through the `box` first when the domain is per-column bounds."""
 
     radius: float
