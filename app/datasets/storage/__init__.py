@@ -40,6 +40,7 @@ from app.datasets.storage.remote import ParquetRowsWriter
 from app.datasets.storage.rows import (
     DEFAULT_PARTITION_ROWS,
     RowPartition,
+    check_readable,
     delete_rows,
     open_rows,
     read_all,
@@ -58,6 +59,7 @@ __all__ = [
     "RowClip",
     "RowPartition",
     "RowsWriter",
+    "check_readable",
     "delete_rows",
     "is_remote",
     "new_rows_writer",
