@@ -15,8 +15,12 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from app.datasets import service as datasets_service
+from app.datasets import storage
+from app.datasets.storage import remote
 from app.kit.config import Settings, get_settings
-from tests.support.api import auth, uploaded
+from app.kit.db.session import session_factory
+from tests.support.api import auth, upload, uploaded
 from tests.support.data import csv_bytes
 from tests.support.s3 import FakeS3, fake_s3
 
@@ -78,3 +82,41 @@ def test_a_job_whose_rows_cannot_be_read_at_its_start_is_refunded(
     ]
     budget = s3_client.get(f"/v1/datasets/{ds['id']}/budget", headers=auth(keys["owner"])).json()
     assert budget["mu_reserved"] == 0.0 and budget["mu_spent"] == pytest.approx(ds["count_mu"])
+
+
+def test_an_upload_cut_by_the_outage_leaves_no_object_once_cleaned_up(
+    s3_client: TestClient, s3: FakeS3, keys: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = get_settings()
+    flush = remote.ParquetRowsWriter._flush
+    cut = [True]
+
+    def cut_after_the_first_part(writer: remote.ParquetRowsWriter) -> None:
+        flush(writer)
+        if cut:
+            cut.clear()
+            s3.stop()  # the store goes down with one part of the upload's rows in the bucket
+
+    monkeypatch.setattr(remote.ParquetRowsWriter, "_flush", cut_after_the_first_part)
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    up = upload(s3_client, keys["owner"], _rows(100, 2), radius="10")
+    assert up["status"] == 503 and up["body"]["code"] == "storage-unavailable", up
+
+    s3.restart()
+    left = s3.object_keys("datasets/")
+    assert len(left) == 1 and left[0].endswith("part-00000.parquet"), left  # what was cut
+    listed = s3_client.get("/v1/datasets", headers=auth(keys["owner"])).json()["items"]
+    assert listed == []  # no dataset names it, and nothing was charged
+
+    sessions = session_factory(settings.resolved_database_url)
+
+    def referenced() -> set[str]:
+        with sessions() as session:
+            return datasets_service.stored_file_names(session)
+
+    # The API's sweep (at start-up and every 10 minutes), long before the rows are an hour old.
+    removed = storage.remove_abandoned_rows(
+        settings.resolved_storage_url, settings.datasets_dir, referenced
+    )
+    assert [str(r.path) for r in removed] == [s3.url("datasets", left[0].split("/")[1])]
+    assert s3.object_keys("datasets/") == []
