@@ -25,6 +25,7 @@ from app.datasets import storage
 from app.jobs import service as jobs_service
 from app.kit.cluster import ClusterUnreachable, close_engine, row_engine
 from app.kit.config import Settings, get_settings
+from app.kit.errors import StorageUnavailable
 from app.models import Job, JobStatus
 from privclust.clustering import ClusteringResult, cluster
 from privclust.clustering.data.rows import Engine, InProcess, PartitionedTable, Table
@@ -112,18 +113,22 @@ def _open_rows(
     try:
         engine = row_engine(settings)
     except ClusterUnreachable as exc:
-        log.warning("job %s: %s", run.job_id, exc)
-        run.refund(
-            "the Dask cluster that runs jobs could not be reached; nothing was charged (the "
-            "worker's log has the details)"
-        )
+        _refund_unreachable(run, "the Dask cluster that runs jobs", exc)
         return None
+    stored = queued.storage_path
     try:
-        stored = queued.storage_path
-        if isinstance(engine, InProcess) and not (stored and storage.is_remote(stored)):
-            return storage.open_rows(stored), engine  # one memory map, as ever
-        partitions = storage.row_partitions(stored, settings.partition_rows)
+        # Every object the run will read is looked at now: a store that is down fails the job
+        # here, refunded, and not in its first pass, after the charge.
+        with storage.reaching(stored or "", "opening a job's rows", answered_missing=True):
+            if isinstance(engine, InProcess) and not (stored and storage.is_remote(stored)):
+                return storage.open_rows(stored), engine  # one memory map, as ever
+            partitions = storage.row_partitions(stored, settings.partition_rows)
+            storage.check_readable(partitions)
         return PartitionedTable(partitions, partitions[0].n_cols, engine), engine
+    except StorageUnavailable as exc:
+        close_engine(engine)
+        _refund_unreachable(run, "the datasets' object storage", exc)
+        return None
     except (OSError, ValueError, IndexError) as exc:
         # The error (it names the server's storage path) goes to the operator's log, not into
         # the job that analysts read.
@@ -131,6 +136,15 @@ def _open_rows(
         close_engine(engine)
         run.refund("the dataset's rows could not be read (see the worker's log)")
         return None
+
+
+def _refund_unreachable(run: jobs_service.JobRun, what: str, exc: Exception) -> None:
+    """A service the job needs could not be reached before its charge: failed and refunded
+    (nothing noisy can exist), the details in the operator's log only."""
+    log.warning("job %s: %s", run.job_id, exc)
+    run.refund(
+        f"{what} could not be reached; nothing was charged (the worker's log has the details)"
+    )
 
 
 def _cluster(

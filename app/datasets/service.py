@@ -141,6 +141,7 @@ def create_dataset(
         storage.rows_name(dataset_id),
         partition_rows=settings.partition_rows,
         clip=clip,
+        scratch=settings.datasets_dir,
     )
     matrix = ingest_file(
         upload.src,

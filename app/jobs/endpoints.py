@@ -81,7 +81,7 @@ def jobs_create(
     )
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
-    return JobOut.of(job, context)
+    return JobOut.of(job, context, key.role)
 
 
 @router.post(
@@ -114,7 +114,7 @@ def jobs_estimate(
 def jobs_get(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOut:
     """A job's status, progress, privacy cost and, once succeeded, its private centres."""
     job, context = jobs_service.get_job(session, job_id, key.tenant)
-    return JobOut.of(job, context)
+    return JobOut.of(job, context, key.role)
 
 
 @router.get("/jobs", response_model=Page[JobOut], responses=responses(401, 403, 422))
@@ -128,7 +128,9 @@ def jobs_list(
 ) -> Page[JobOut]:
     query = ListQuery(key.tenant, limit, cursor, dataset_id, status)
     items, nxt = jobs_service.list_jobs(session, query)
-    return Page[JobOut](items=[JobOut.of(job, context) for job, context in items], next_cursor=nxt)
+    return Page[JobOut](
+        items=[JobOut.of(job, context, key.role) for job, context in items], next_cursor=nxt
+    )
 
 
 @router.post(
@@ -138,7 +140,7 @@ def jobs_cancel(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOu
     """A queued job is cancelled and refunded; a running job is stopped and stays charged."""
     job, context = jobs_service.get_job(session, job_id, key.tenant)
     job = jobs_service.cancel_job(session, job, key.id)
-    return JobOut.of(job, context)
+    return JobOut.of(job, context, key.role)
 
 
 LabelsFormat = Literal["csv", "npy"]

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.jobs.results import ResultContext, result_warnings, sizes_se
-from app.kit.schemas import JsonInt, ParamInt, RequestBody, from_attributes
+from app.kit.schemas import JsonInt, ParamInt, RequestBody, coarse_time, from_attributes
 from app.ledger.schemas import Budget
-from app.models import Job, JobStatus
+from app.models import Job, JobStatus, Role
 from privclust.clustering import Algorithm
 from privclust.clustering.auto import describe_auto
 from privclust.clustering.outputs.accuracy import Accuracy as AccuracyFigures
@@ -231,7 +231,8 @@ class JobOut(BaseModel):
     finished_at: datetime | None = None
 
     @classmethod
-    def of(cls, job: Job, context: ResultContext) -> JobOut:
+    def of(cls, job: Job, context: ResultContext, role: str) -> JobOut:
+        """The job as `role` may see it: its start and end to the minute for analysts."""
         result = None
         if job.status == JobStatus.SUCCEEDED and job.centers is not None:
             result = from_attributes(
@@ -245,7 +246,16 @@ class JobOut(BaseModel):
         progress = Progress(
             iteration=job.progress_iteration, iterations=job.progress_total or job.iterations
         )
-        return from_attributes(cls, job, progress=progress, privacy=Privacy.of(job), result=result)
+        exact = role == Role.OWNER
+        return from_attributes(
+            cls,
+            job,
+            progress=progress,
+            privacy=Privacy.of(job),
+            result=result,
+            started_at=coarse_time(job.started_at, exact=exact),
+            finished_at=coarse_time(job.finished_at, exact=exact),
+        )
 
 
 class Estimate(BaseModel):

@@ -87,7 +87,7 @@ def ledger_get(
     )
     return LedgerOut(
         dataset_id=dataset.id,
-        entries=[LedgerEntryOut.of(e) for e in entries],
+        entries=[LedgerEntryOut.of(e, key.role) for e in entries],
         budget=Budget.of(budget),
         next_cursor=nxt,
     )

@@ -43,6 +43,12 @@ def budget_row(
         .execution_options(populate_existing=True)
     )
     if for_update and not _is_sqlite(session):
+        # The entry the caller appends next references the dataset, and inserting it takes
+        # the dataset row's KEY SHARE lock: taken first, as admission takes the dataset's lock
+        # before this row, so that no two writers take the two in opposite orders.
+        session.execute(
+            select(Dataset.id).where(Dataset.id == dataset_id).with_for_update(key_share=True)
+        )
         stmt = stmt.with_for_update()
     return session.scalar(stmt)
 

@@ -8,9 +8,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.kit.schemas import RequestBody, from_attributes
+from app.kit.schemas import RequestBody, coarse_time, from_attributes
 from app.ledger.service import BudgetView
-from app.models import LedgerEntry
+from app.models import LedgerEntry, Role
 
 
 class Budget(BaseModel):
@@ -77,8 +77,15 @@ class LedgerEntryOut(BaseModel):
     created_at: datetime
 
     @classmethod
-    def of(cls, e: LedgerEntry) -> LedgerEntryOut:
-        return from_attributes(cls, e, actor=e.actor_key_id, iterations=e.releases)
+    def of(cls, e: LedgerEntry, role: str) -> LedgerEntryOut:
+        """The entry as `role` may see it: its time to the minute for analysts."""
+        return from_attributes(
+            cls,
+            e,
+            actor=e.actor_key_id,
+            iterations=e.releases,
+            created_at=coarse_time(e.created_at, exact=role == Role.OWNER),
+        )
 
 
 class LedgerOut(BaseModel):

@@ -1,6 +1,7 @@
 """The ledger's hash chain through the real database and `privclust ledger verify`.
 
-What an operator checks: an untampered ledger passes; a commit entry whose mu was halved or
+What an operator checks: an untampered ledger passes, also after admissions, starts, failures
+and cancellations raced on one dataset; a commit entry whose mu was halved or
 whose sigma was doubled, a job row whose mu was halved, and an entry moved to another dataset
 together with both running budgets (so that the replays still agree) each make verify exit 1
 naming the entry; and migration 0008_ledger_chain seals existing entries exactly as the service
@@ -10,8 +11,10 @@ does.
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,9 +23,10 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from app.jobs import service as jobs_service
+from app.jobs.planning import plan_mismatch
 from app.kit.config import Settings
 from app.kit.db.migrate import alembic_config
-from app.kit.db.session import session_factory, session_scope
+from app.kit.db.session import get_engine, session_factory, session_scope
 from app.ledger import service as ledger
 from app.ledger import verify
 from app.ledger.state import RunningBudget
@@ -112,8 +116,9 @@ def test_verify_names_a_tampered_entry(settings: Settings, tamper: Tamper) -> No
     with session_scope(url) as s:
         commit = _commit_of(s, job_id)
         tamper(s, commit, other)
-        s.flush()
-        assert all(c.stored == c.replayed for c in map(_check_in(s), (dataset_id, other)))
+    for checked in (dataset_id, other):  # the replay alone no longer sees anything
+        found = verify.check(session_factory(url), checked)
+        assert found is not None and found.stored == found.replayed
 
     done = run_cli(["ledger", "verify"], env)
     assert done.returncode == 1, done.stdout + done.stderr
@@ -121,15 +126,41 @@ def test_verify_names_a_tampered_entry(settings: Settings, tamper: Tamper) -> No
     assert "1 MISMATCHED" in done.stdout or "2 MISMATCHED" in done.stdout
 
 
-def _check_in(session: Session) -> Callable[[uuid.UUID], verify.Check]:
-    """The replay's half of the check, in this session (the tampering is not committed yet)."""
+def test_the_chain_stays_whole_when_every_kind_of_entry_races(settings: Settings) -> None:
+    url = settings.resolved_database_url
+    dataset_id = make_dataset(url, mu_cap=5.0, count_mu=0.1, n_rows_dp=900)
+    queued = []
+    with session_scope(url) as s:
+        for _ in range(6):
+            admitted = admit(s, dataset_id, jobs_service.JobRequest(k=2, mu=0.3))
+            assert admitted is not None
+            queued.append(admitted[0])
+    get_engine(url).pool.dispose()
+    barrier = threading.Barrier(12)
+    sessions = session_factory(url)
 
-    def check(dataset_id: uuid.UUID) -> verify.Check:
-        found = verify.check_dataset(session, dataset_id)
-        assert found is not None
-        return found
+    def one(i: int) -> None:
+        barrier.wait()
+        if i >= 6:  # a new admission (reserve)
+            with sessions() as s:
+                assert admit(s, dataset_id, jobs_service.JobRequest(k=2, mu=0.3)) is not None
+        elif i % 2:  # a cancellation (refund, cancelled)
+            with sessions() as s:
+                job = s.get(Job, queued[i])
+                assert job is not None
+                jobs_service.cancel_job(s, job, None)
+        else:  # a start then a failure (commit, failed)
+            job_run = jobs_service.JobRun(url, queued[i])
+            loaded = job_run.load()
+            assert not isinstance(loaded, str)
+            assert isinstance(job_run.start(loaded, n_cols=2), Job)
+            job_run.fail("failed in a test")
 
-    return check
+    with ThreadPoolExecutor(12) as pool:
+        list(pool.map(one, range(12)))
+    found = verify.check(sessions, dataset_id, plan_mismatch)
+    assert found is not None and found.agrees and found.entries == 2 + 6 + 6 + 3 * 2 + 3 * 2
+    assert not found.breaks, found.describe()
 
 
 def test_migration_0008_seals_existing_entries_as_the_service_does(tmp_path: Path) -> None:
