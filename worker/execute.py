@@ -23,7 +23,8 @@ from rq import get_current_job
 
 from app.datasets import storage
 from app.jobs import service as jobs_service
-from app.kit.cluster import ClusterUnreachable, close_engine, row_engine
+from app.kit.cluster import ClusterUnreachable, close_engine, fit_cache, row_engine
+from app.kit.cluster_watch import ClusterStalled, RunInterrupted
 from app.kit.config import Settings, get_settings
 from app.models import Job, JobStatus
 from privclust.clustering import ClusteringResult, cluster
@@ -49,10 +50,10 @@ def _die_with_parent() -> None:
 class _Heartbeat(threading.Thread):
     """Records that this job's worker lives, and notices cancellation or sweeping."""
 
-    def __init__(self, run: jobs_service.JobRun, every: float) -> None:
+    def __init__(self, run: jobs_service.JobRun, every: float, stop: threading.Event) -> None:
         super().__init__(daemon=True, name=f"heartbeat-{run.job_id}")
         self.job_run, self.every = run, every
-        self.stop_requested = threading.Event()
+        self.stop_requested = stop  # also polled by the engine's waits on the cluster
         self.finished = threading.Event()
 
     def run(self) -> None:
@@ -88,7 +89,8 @@ def run_job_here(job_id: str) -> str:
     queued = run.load()
     if isinstance(queued, str):  # no longer queued (or missing): nothing to do
         return queued
-    opened = _open_rows(run, queued, settings)
+    stop = threading.Event()
+    opened = _open_rows(run, queued, settings, stop)
     if opened is None:
         return JobStatus.FAILED
     rows, engine = opened
@@ -98,23 +100,26 @@ def run_job_here(job_id: str) -> str:
         job = run.start(queued, n_cols=int(rows.shape[1]))
         if isinstance(job, str):
             return job
-        return _cluster(run, job, queued, rows, settings.heartbeat_seconds)
+        return _cluster(run, job, queued, rows, _Heartbeat(run, settings.heartbeat_seconds, stop))
     finally:
         close_engine(engine)
 
 
 def _open_rows(
-    run: jobs_service.JobRun, queued: jobs_service.QueuedJob, settings: Settings
+    run: jobs_service.JobRun,
+    queued: jobs_service.QueuedJob,
+    settings: Settings,
+    stop: threading.Event,
 ) -> tuple[npt.NDArray[np.float64] | Table, Engine] | None:
     """The job's rows (a local memory map, or the stored partitions for the engine to read)
     and the engine that passes over them; None, the job refunded, if either cannot be had.
     Both happen before the charge, so nothing noisy can have been produced yet."""
     try:
-        engine = row_engine(settings)
+        engine = row_engine(settings, str(run.job_id), stop.is_set, run.runs_to_keep)
     except ClusterUnreachable as exc:
         log.warning("job %s: %s", run.job_id, exc)
         run.refund(
-            "the Dask cluster that runs jobs could not be reached; nothing was charged (the "
+            f"the Dask cluster that runs jobs {exc.reason}; nothing was charged (the "
             "worker's log has the details)"
         )
         return None
@@ -123,6 +128,7 @@ def _open_rows(
         if isinstance(engine, InProcess) and not (stored and storage.is_remote(stored)):
             return storage.open_rows(stored), engine  # one memory map, as ever
         partitions = storage.row_partitions(stored, settings.partition_rows)
+        fit_cache(engine, partitions, partitions[0].n_cols)
         return PartitionedTable(partitions, partitions[0].n_cols, engine), engine
     except (OSError, ValueError, IndexError) as exc:
         # The error (it names the server's storage path) goes to the operator's log, not into
@@ -138,10 +144,9 @@ def _cluster(
     job: Job,
     queued: jobs_service.QueuedJob,
     rows: npt.NDArray[np.float64] | Table,
-    heartbeat_seconds: float,
+    heartbeat: _Heartbeat,
 ) -> str:
     """Run the charged job and record its end: succeeded (or discarded), cancelled or failed."""
-    heartbeat = _Heartbeat(run, heartbeat_seconds)
     heartbeat.start()
     try:
         result: ClusteringResult = cluster(
@@ -154,9 +159,13 @@ def _cluster(
             **jobs_service.run_options(job),
         )
         jobs_service.check_ran_as_charged(job, queued.count, result)
-    except JobStopped:
+    except (JobStopped, RunInterrupted):
         run.stopped()
         return JobStatus.CANCELLED
+    except ClusterStalled as exc:  # says which state of the cluster, never a row's
+        log.warning("job %s: %s", run.job_id, exc)
+        run.fail(f"{exc}; the privacy budget it spent stays charged")
+        return JobStatus.FAILED
     except Exception:
         log.exception("job %s failed", run.job_id)
         # Analysts read this: never echo a message that could depend on the rows (e.g. which
