@@ -26,6 +26,8 @@ _clients: dict[str, Any] = {}
 
 # A task holds about this many copies of its partition at once (read, prepared, temporaries).
 TASK_COPIES = 4
+# How long /readyz and a metrics scrape wait for the Dask scheduler's answer.
+CLUSTER_PROBE_SECONDS = 2.0
 # How often a job that waits for a running worker at its start asks the scheduler again.
 _RUNNING_WORKER_POLL = 0.25
 
@@ -45,11 +47,12 @@ class ClusterCannotRun(ClusterUnreachable):
         self.reason = reason
 
 
-def dask_client(settings: Settings) -> Any:
+def dask_client(settings: Settings, timeout: float | None = None) -> Any:
     """This process's client of the configured scheduler, connected now if it is not (within
-    `dask_connect_seconds`, else ClusterUnreachable)."""
+    `timeout`, default `dask_connect_seconds`, else ClusterUnreachable)."""
     address = settings.dask_scheduler
     assert address is not None
+    timeout = settings.dask_connect_seconds if timeout is None else timeout
     with _lock:
         client = _clients.get(address)
         if client is not None and client.status == "running":
@@ -61,17 +64,26 @@ def dask_client(settings: Settings) -> Any:
         try:
             client = Client(
                 address,
-                timeout=settings.dask_connect_seconds,
+                timeout=timeout,
                 set_as_default=False,
                 name="privclust",
             )
         except (OSError, TimeoutError) as exc:
             raise ClusterUnreachable(
-                f"the Dask scheduler at {address} did not answer within "
-                f"{settings.dask_connect_seconds:g} s: {exc}"
+                f"the Dask scheduler at {address} did not answer within {timeout:g} s: {exc}"
             ) from exc
         _clients[address] = client
         return client
+
+
+def cluster_view(settings: Settings, timeout: float) -> WorkerView:
+    """The configured scheduler's view of its workers, asked now (ClusterUnreachable if it
+    does not answer within `timeout`): what /readyz and the metrics report."""
+    client = dask_client(settings, timeout)
+    try:
+        return scheduler_view(client, timeout)
+    except Exception as exc:  # any failure to answer is the scheduler's
+        raise ClusterUnreachable(f"the Dask scheduler did not answer: {exc!r}") from exc
 
 
 # Of the owners of the runs cached on the cluster, those whose rows must be kept.
