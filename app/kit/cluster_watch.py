@@ -11,7 +11,7 @@ executing on a paused one, counts as progress however long it takes.
 
 from __future__ import annotations
 
-import contextlib
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -96,15 +96,18 @@ class ClusterWatch:
     clock: Callable[[], float] = field(default=time.monotonic)
 
     def __call__(self, futures: Sequence[Any]) -> None:
-        from distributed import wait
-
         pending = list(futures)
+        # Set by the client's thread whenever a task ends (the engine's client need not be
+        # this process's default one, which distributed.wait would use).
+        ended = threading.Event()
+        for future in pending:
+            future.add_done_callback(lambda _: ended.set())
         since = self.clock()  # when the pass last made progress, or could have
         while True:
             if self.should_stop():
                 raise RunInterrupted()
-            with contextlib.suppress(TimeoutError):  # no task ended in this poll
-                wait(pending, timeout=self.poll_seconds, return_when="FIRST_COMPLETED")
+            ended.wait(self.poll_seconds)
+            ended.clear()  # the futures themselves say which ended
             left = [f for f in pending if not f.done()]
             if not left:
                 return
