@@ -23,7 +23,8 @@ from rq import get_current_job
 
 from app.datasets import storage
 from app.jobs import service as jobs_service
-from app.kit.cluster import ClusterUnreachable, close_engine, row_engine
+from app.kit.cluster import ClusterUnreachable, close_engine, fit_cache, row_engine
+from app.kit.cluster_watch import ClusterStalled, RunInterrupted
 from app.kit.config import Settings, get_settings
 from app.kit.errors import StorageUnavailable
 from app.models import Job, JobStatus
@@ -50,10 +51,10 @@ def _die_with_parent() -> None:
 class _Heartbeat(threading.Thread):
     """Records that this job's worker lives, and notices cancellation or sweeping."""
 
-    def __init__(self, run: jobs_service.JobRun, every: float) -> None:
+    def __init__(self, run: jobs_service.JobRun, every: float, stop: threading.Event) -> None:
         super().__init__(daemon=True, name=f"heartbeat-{run.job_id}")
         self.job_run, self.every = run, every
-        self.stop_requested = threading.Event()
+        self.stop_requested = stop  # also polled by the engine's waits on the cluster
         self.finished = threading.Event()
 
     def run(self) -> None:
@@ -89,7 +90,8 @@ def run_job_here(job_id: str) -> str:
     queued = run.load()
     if isinstance(queued, str):  # no longer queued (or missing): nothing to do
         return queued
-    opened = _open_rows(run, queued, settings)
+    stop = threading.Event()
+    opened = _open_rows(run, queued, settings, stop)
     if opened is None:
         return JobStatus.FAILED
     rows, engine = opened
@@ -99,21 +101,24 @@ def run_job_here(job_id: str) -> str:
         job = run.start(queued, n_cols=int(rows.shape[1]))
         if isinstance(job, str):
             return job
-        return _cluster(run, job, queued, rows, settings.heartbeat_seconds)
+        return _cluster(run, job, queued, rows, _Heartbeat(run, settings.heartbeat_seconds, stop))
     finally:
         close_engine(engine)
 
 
 def _open_rows(
-    run: jobs_service.JobRun, queued: jobs_service.QueuedJob, settings: Settings
+    run: jobs_service.JobRun,
+    queued: jobs_service.QueuedJob,
+    settings: Settings,
+    stop: threading.Event,
 ) -> tuple[npt.NDArray[np.float64] | Table, Engine] | None:
     """The job's rows (a local memory map, or the stored partitions for the engine to read)
     and the engine that passes over them; None, the job refunded, if either cannot be had.
     Both happen before the charge, so nothing noisy can have been produced yet."""
     try:
-        engine = row_engine(settings)
+        engine = row_engine(settings, str(run.job_id), stop.is_set, run.runs_to_keep)
     except ClusterUnreachable as exc:
-        _refund_unreachable(run, "the Dask cluster that runs jobs", exc)
+        _refund_unreachable(run, f"the Dask cluster that runs jobs {exc.reason}", exc)
         return None
     stored = queued.storage_path
     try:
@@ -124,10 +129,11 @@ def _open_rows(
                 return storage.open_rows(stored), engine  # one memory map, as ever
             partitions = storage.row_partitions(stored, settings.partition_rows)
             storage.check_readable(partitions)
+        fit_cache(engine, partitions, partitions[0].n_cols)
         return PartitionedTable(partitions, partitions[0].n_cols, engine), engine
     except StorageUnavailable as exc:
         close_engine(engine)
-        _refund_unreachable(run, "the datasets' object storage", exc)
+        _refund_unreachable(run, "the datasets' object storage could not be reached", exc)
         return None
     except (OSError, ValueError, IndexError) as exc:
         # The error (it names the server's storage path) goes to the operator's log, not into
@@ -142,9 +148,7 @@ def _refund_unreachable(run: jobs_service.JobRun, what: str, exc: Exception) -> 
     """A service the job needs could not be reached before its charge: failed and refunded
     (nothing noisy can exist), the details in the operator's log only."""
     log.warning("job %s: %s", run.job_id, exc)
-    run.refund(
-        f"{what} could not be reached; nothing was charged (the worker's log has the details)"
-    )
+    run.refund(f"{what}; nothing was charged (the worker's log has the details)")
 
 
 def _cluster(
@@ -152,10 +156,9 @@ def _cluster(
     job: Job,
     queued: jobs_service.QueuedJob,
     rows: npt.NDArray[np.float64] | Table,
-    heartbeat_seconds: float,
+    heartbeat: _Heartbeat,
 ) -> str:
     """Run the charged job and record its end: succeeded (or discarded), cancelled or failed."""
-    heartbeat = _Heartbeat(run, heartbeat_seconds)
     heartbeat.start()
     try:
         result: ClusteringResult = cluster(
@@ -168,9 +171,13 @@ def _cluster(
             **jobs_service.run_options(job),
         )
         jobs_service.check_ran_as_charged(job, queued.count, result)
-    except JobStopped:
+    except (JobStopped, RunInterrupted):
         run.stopped()
         return JobStatus.CANCELLED
+    except ClusterStalled as exc:  # says which state of the cluster, never a row's
+        log.warning("job %s: %s", run.job_id, exc)
+        run.fail(f"{exc}; the privacy budget it spent stays charged")
+        return JobStatus.FAILED
     except Exception:
         log.exception("job %s failed", run.job_id)
         # Analysts read this: never echo a message that could depend on the rows (e.g. which

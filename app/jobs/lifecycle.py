@@ -10,6 +10,7 @@ budget stays spent whatever happens next.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -124,6 +125,15 @@ def still_queued(session: Session, job_id: uuid.UUID) -> bool:
     return repo.job_status(session, job_id) == JobStatus.QUEUED
 
 
+def _job_status(session: Session, name: str) -> str | None:
+    """The status of the job whose id is `name` (None: no job here has that id)."""
+    try:
+        job_id = uuid.UUID(name)
+    except ValueError:
+        return None
+    return repo.job_status(session, job_id)
+
+
 @dataclass(frozen=True)
 class QueuedJob:
     """What a worker needs to know of a queued job's dataset, read in one short transaction."""
@@ -228,6 +238,12 @@ class JobRun:
         self._end(JobStatus.FAILED, note=running_reason, error=running_reason)
         with unit_of_work(self.sessions) as s:
             return repo.job_status(s, self.job_id) or "missing"
+
+    def runs_to_keep(self, owners: Collection[str]) -> set[str]:
+        """Of the owners of runs cached on a cluster, those whose rows may still be needed:
+        every running job's id, and every name that is not a job of this database."""
+        with unit_of_work(self.sessions) as s:
+            return {o for o in owners if _job_status(s, o) in (None, JobStatus.RUNNING)}
 
     def stopped(self) -> None:
         """The job stopped on request while running: cancelled, and it stays charged."""

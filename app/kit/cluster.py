@@ -8,25 +8,51 @@ how to run it with TLS (the client takes Dask's own `DASK_DISTRIBUTED__COMM__TLS
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
+import time
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+from app.kit.cluster_watch import ClusterWatch, WorkerView, scheduler_view
 from app.kit.config import Settings
-from privclust.clustering.data.rows import Engine, InProcess
+from privclust.clustering.data.rows import Engine, InProcess, Partition
+
+log = logging.getLogger("privclust.cluster")
 
 _lock = threading.Lock()
 _clients: dict[str, Any] = {}
 
 
+# A task holds about this many copies of its partition at once (read, prepared, temporaries).
+TASK_COPIES = 4
+# How long /readyz and a metrics scrape wait for the Dask scheduler's answer.
+CLUSTER_PROBE_SECONDS = 2.0
+# How often a job that waits for a running worker at its start asks the scheduler again.
+_RUNNING_WORKER_POLL = 0.25
+
+
 class ClusterUnreachable(RuntimeError):
     """The Dask scheduler did not answer in time."""
 
+    # What the job's error says (analysts read it; the log has the details).
+    reason = "could not be reached"
 
-def dask_client(settings: Settings) -> Any:
+
+class ClusterCannotRun(ClusterUnreachable):
+    """The scheduler answers, but no worker can run a task (none, or every one paused)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def dask_client(settings: Settings, timeout: float | None = None) -> Any:
     """This process's client of the configured scheduler, connected now if it is not (within
-    `dask_connect_seconds`, else ClusterUnreachable)."""
+    `timeout`, default `dask_connect_seconds`, else ClusterUnreachable)."""
     address = settings.dask_scheduler
     assert address is not None
+    timeout = settings.dask_connect_seconds if timeout is None else timeout
     with _lock:
         client = _clients.get(address)
         if client is not None and client.status == "running":
@@ -38,27 +64,113 @@ def dask_client(settings: Settings) -> Any:
         try:
             client = Client(
                 address,
-                timeout=settings.dask_connect_seconds,
+                timeout=timeout,
                 set_as_default=False,
                 name="privclust",
             )
         except (OSError, TimeoutError) as exc:
             raise ClusterUnreachable(
-                f"the Dask scheduler at {address} did not answer within "
-                f"{settings.dask_connect_seconds:g} s: {exc}"
+                f"the Dask scheduler at {address} did not answer within {timeout:g} s: {exc}"
             ) from exc
         _clients[address] = client
         return client
 
 
-def row_engine(settings: Settings) -> Engine:
-    """The engine for a job's passes: the Dask cluster's when one is configured (connected now,
-    ClusterUnreachable if it cannot be), else this process's."""
+def cluster_view(settings: Settings, timeout: float) -> WorkerView:
+    """The configured scheduler's view of its workers, asked now (ClusterUnreachable if it
+    does not answer within `timeout`): what /readyz and the metrics report."""
+    client = dask_client(settings, timeout)
+    try:
+        return scheduler_view(client, timeout)
+    except Exception as exc:  # any failure to answer is the scheduler's
+        raise ClusterUnreachable(f"the Dask scheduler did not answer: {exc!r}") from exc
+
+
+# Of the owners of the runs cached on the cluster, those whose rows must be kept.
+KeepRuns = Callable[[Collection[str]], set[str]]
+
+
+def row_engine(
+    settings: Settings,
+    owner: str = "",
+    should_stop: Callable[[], bool] | None = None,
+    keep: KeepRuns | None = None,
+) -> Engine:
+    """The engine for a job's passes: the Dask cluster's when one is configured, else this
+    process's. The cluster's is connected now and must have a running worker within
+    `dask_connect_seconds` (else ClusterUnreachable: the job has not started, nothing is
+    charged); the cached rows of ended runs are dropped first (`drop_dead_runs` with `keep`).
+    Its runs are named after `owner` (the job), and its passes end early when `should_stop()`
+    says so or the cluster stalls (app.kit.cluster_watch)."""
     if settings.dask_scheduler is None:
         return InProcess()
     from privclust.distributed import DaskEngine
 
-    return DaskEngine(dask_client(settings), cache_bytes=settings.dask_cache_mb << 20)
+    client = dask_client(settings)
+    if keep is not None:
+        try:
+            drop_dead_runs(client, keep)
+        except Exception:  # a worker that cannot answer now: its leases drop them later
+            log.exception("could not drop the cached rows of ended runs")
+    wait_for_running_worker(client, settings.dask_connect_seconds)
+    watch = ClusterWatch(client, settings.dask_stall_seconds)
+    if should_stop is not None:
+        watch.should_stop = should_stop
+    return DaskEngine(client, cache_bytes=settings.dask_cache_mb << 20, owner=owner, wait=watch)
+
+
+def wait_for_running_worker(client: Any, seconds: float) -> WorkerView:
+    """The scheduler's view once a worker runs; ClusterCannotRun if none did within `seconds`
+    (ClusterUnreachable if the scheduler did not answer)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            view = scheduler_view(client, timeout=seconds)
+        except Exception as exc:  # any failure to answer is the scheduler's
+            raise ClusterUnreachable(f"the Dask scheduler did not answer: {exc!r}") from exc
+        if view.running:
+            return view
+        if time.monotonic() >= deadline:
+            reason = view.why_blocked() or "has no running worker"
+            raise ClusterCannotRun(reason)
+        time.sleep(_RUNNING_WORKER_POLL)
+
+
+def fit_cache(engine: Engine, partitions: Sequence[Partition], n_cols: int) -> None:
+    """Keep no more of a run's prepared rows in a worker's memory than fits beside its tasks:
+    at most a quarter of the smallest worker's memory limit, and at most half of it less what
+    its threads' tasks hold at once (TASK_COPIES of the largest partition each)."""
+    from privclust.distributed import DaskEngine
+
+    if not isinstance(engine, DaskEngine):
+        return
+    try:
+        view = scheduler_view(engine.client)
+    except Exception:  # the stall watch will say what is wrong with the scheduler
+        return
+    if view.memory_limit is None:  # no limit set on the workers: the setting stands
+        return
+    largest = max(int(p.n_rows) for p in partitions) * n_cols * 8
+    working = view.threads * TASK_COPIES * largest
+    fits = max(0, min(view.memory_limit // 4, view.memory_limit // 2 - working))
+    if fits < engine.cache_bytes:
+        log.info("cache of %d MiB per worker (its memory limit allows no more)", fits >> 20)
+        engine.cache_bytes = fits
+
+
+def drop_dead_runs(client: Any, keep: KeepRuns) -> list[str]:
+    """Drop, on every worker, the cached rows of runs whose owner `keep` does not keep (a job
+    that has ended: its process was killed, or its cluster went away before it could drop
+    them). The runs dropped."""
+    from privclust.distributed import cached_runs, drop_runs
+
+    held = {run for runs in cached_runs(client).values() for run in runs}
+    kept = keep({run.rpartition(".")[0] for run in held})
+    dead = sorted(run for run in held if run.rpartition(".")[0] not in kept)
+    if dead:
+        log.info("dropping the cached rows of %d ended runs on the cluster", len(dead))
+        drop_runs(client, dead)
+    return dead
 
 
 def close_engine(engine: Engine) -> None:

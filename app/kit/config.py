@@ -161,7 +161,14 @@ class Settings(BaseSettings):
         default=512,
         ge=0,
         description="Prepared partitions each Dask worker process keeps for a running job's "
-        "later passes, in MiB (0: read every partition from storage at every pass).",
+        "later passes, in MiB (0: read every partition from storage at every pass). At most "
+        "a quarter of the smallest worker's memory limit, less what its tasks need.",
+    )
+    dask_stall_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="A running job fails when the Dask cluster could not run its tasks (no "
+        "worker, every worker paused for memory, no scheduler) for this long.",
     )
 
     @field_validator("import_sources", mode="before")

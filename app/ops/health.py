@@ -1,4 +1,5 @@
-"""Health checks: /healthz (process up) and /readyz (database and Redis reachable)."""
+"""Health checks: /healthz (process up) and /readyz (database and Redis reachable, and the Dask
+cluster, when jobs run on one, able to run a task)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pydantic import BaseModel
 from sqlalchemy import text
 
 from app.kit import queue
+from app.kit.cluster import CLUSTER_PROBE_SECONDS, cluster_view
+from app.kit.config import Settings
 from app.kit.problems import problem_response, responses
 
 router = APIRouter(tags=["health"])
@@ -30,7 +33,8 @@ def health_live() -> Health:
     responses=responses(503, validation=False),
 )
 def health_ready(request: Request) -> Health | JSONResponse:
-    """Readiness: the database and Redis are reachable (503 names the one that is not)."""
+    """Readiness: the database and Redis are reachable, and the Dask cluster (when one is
+    configured) has a running worker (503 names the one that is not)."""
     settings = request.app.state.settings
     failing = []
     try:
@@ -42,6 +46,8 @@ def health_ready(request: Request) -> Health | JSONResponse:
         queue.redis_connection(queue.resolve_redis_url(settings)).ping()
     except Exception as exc:
         failing.append(f"redis: {type(exc).__name__}: {exc}"[:200])
+    if settings.dask_scheduler is not None:
+        failing.extend(_cluster_failing(settings))
     if failing:
         return problem_response(
             503,
@@ -51,3 +57,13 @@ def health_ready(request: Request) -> Health | JSONResponse:
             failing=[f.split(":")[0] for f in failing],
         )
     return Health(status="ready")
+
+
+def _cluster_failing(settings: Settings) -> list[str]:
+    """Why the Dask cluster cannot take work now ([] when a worker runs)."""
+    try:
+        view = cluster_view(settings, CLUSTER_PROBE_SECONDS)
+    except Exception as exc:
+        return [f"dask: the scheduler does not answer ({type(exc).__name__})"]
+    why = view.why_blocked() or "has no running worker"
+    return [] if view.running else [f"dask: the cluster {why}"]

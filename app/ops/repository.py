@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
-from app.models import Dataset, Job, LedgerEntry, LedgerKind
+from app.models import Dataset, Job, JobStatus, LedgerEntry, LedgerKind
 from app.models import DatasetBudget as RunningBudget
 
 
@@ -61,6 +62,18 @@ def job_run_durations(
         .group_by(Job.algorithm)
     ).all()
     return [(row[0], int(row[1]), float(row[2]), [int(n or 0) for n in row[3:]]) for row in rows]
+
+
+def oldest_jobs(session: Session) -> tuple[datetime | None, datetime | None]:
+    """(when the longest-running job started, when the longest-waiting queued job was
+    admitted); None where no job is in that status."""
+    running, queued = session.execute(
+        select(
+            func.min(case((Job.status == JobStatus.RUNNING, Job.started_at))),
+            func.min(case((Job.status == JobStatus.QUEUED, Job.created_at))),
+        ).where(Job.status.in_((JobStatus.RUNNING, JobStatus.QUEUED)))
+    ).one()
+    return running, queued
 
 
 def dataset_counts(session: Session) -> tuple[int, int]:

@@ -16,6 +16,7 @@ import logging
 import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -30,7 +31,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.jobs.service import LOST_WORKER
 from app.jobs.sweeper import mismatched_ledgers
 from app.kit import queue
+from app.kit.cluster import CLUSTER_PROBE_SECONDS, cluster_view
 from app.kit.config import Settings
+from app.kit.db.base import utcnow
 from app.models import JobStatus
 from app.ops import repository as repo
 from privclust.clustering import Algorithm
@@ -65,6 +68,29 @@ class StateCollector(Collector):
         )
         yield from _read_or_down(
             self._from_redis, "privclust_queue_up", "1 if Redis answered, else 0", "queue"
+        )
+        if self.settings.dask_scheduler is not None:
+            yield from _read_or_down(
+                self._from_cluster,
+                "privclust_dask_up",
+                "1 if the Dask scheduler that runs jobs answered, else 0",
+                "Dask scheduler",
+            )
+
+    def _from_cluster(self) -> Iterator[Metric]:
+        view = cluster_view(self.settings, CLUSTER_PROBE_SECONDS)
+        workers = GaugeMetricFamily(
+            "privclust_dask_workers",
+            "Dask workers by status (running takes tasks; paused: its memory is full)",
+            labels=["status"],
+        )
+        for status in sorted({"running", "paused"} | set(view.statuses)):
+            workers.add_metric([status], view.statuses.get(status, 0))
+        yield workers
+        yield GaugeMetricFamily(
+            "privclust_dask_can_run",
+            "1 if a Dask worker can take a job's tasks now (one is running), else 0",
+            value=int(view.running > 0),
         )
 
     def _from_redis(self) -> Iterator[Metric]:
@@ -101,8 +127,10 @@ class StateCollector(Collector):
             durations = repo.job_run_durations(session, JOB_DURATION_BOUNDS)
             active, deleted = repo.dataset_counts(session)
             budgets = repo.dataset_budgets(session)
+            oldest = repo.oldest_jobs(session)
             session.rollback()
         yield _jobs(counts)
+        yield _oldest(*oldest)
         yield CounterMetricFamily(
             "privclust_jobs_failed",
             "Jobs that ended failed (the ledger's append-only `failed` entries)",
@@ -133,6 +161,21 @@ def _jobs(rows: Sequence[tuple[str, str, int]]) -> Metric:
         for algorithm in algorithms:
             jobs.add_metric([status, algorithm], by_pair.get((status, algorithm), 0))
     return jobs
+
+
+def _oldest(running: datetime | None, queued: datetime | None) -> Metric:
+    ages = GaugeMetricFamily(
+        "privclust_job_oldest_age_seconds",
+        "Age of the oldest job in a status: running (since it started), queued (since it was "
+        "admitted); 0 when there is none",
+        labels=["status"],
+    )
+    now = utcnow()
+    for status, since in ((JobStatus.RUNNING, running), (JobStatus.QUEUED, queued)):
+        if since is not None and since.tzinfo is None:  # a backend that drops the zone: UTC
+            since = since.replace(tzinfo=UTC)
+        ages.add_metric([str(status)], 0.0 if since is None else (now - since).total_seconds())
+    return ages
 
 
 def _durations(durations: Sequence[tuple[str, int, float, list[int]]]) -> Metric:

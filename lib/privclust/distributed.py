@@ -19,7 +19,10 @@ a network only the service reaches, with TLS (docs/self-hosting.md).
 Each worker keeps the partitions it prepared for a run, so that a run's later passes skip
 storage and the preparation: in memory within `cache_bytes` per worker process, the rest on the
 worker's local disk (prepared rows, clipped and centred: the worker's directory must be as
-private as the storage). Both are dropped when the run ends.
+private as the storage). Both are dropped when the run ends; a run whose caller died is
+dropped by the caller's next run (`cached_runs`, `drop_runs`) or, at the latest, once no task
+has read it for `lease_seconds`. How the caller waits on a pass is the engine's `wait` (a
+service's gives up on a cluster that cannot run the tasks, or on a cancelled job).
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ import os
 import pickle
 import tempfile
 import threading
+import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +57,13 @@ from privclust.clustering.data.rows import (
 DEFAULT_CACHE_BYTES = 512 << 20
 # Partitions whose per-row outputs (the owner's labels) are in flight at once.
 _LABELS_IN_FLIGHT = 4
+# A worker drops a run's cached partitions once no task has read them for this long.
+DEFAULT_LEASE_SECONDS = 600.0
+# How often a worker process looks for runs whose lease ran out.
+_REAP_EVERY_SECONDS = 30.0
+
+# Waits until every future of a pass is done (or raises to end the run).
+Wait = Callable[[Sequence[Any]], None]
 
 
 class GeneratorInStatistic(TypeError):
@@ -86,6 +97,7 @@ class _RunRows:
     reading: Reading
     cache_bytes: int
     spill: bool = True
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
 
 
 class _PartCache:
@@ -96,16 +108,23 @@ class _PartCache:
     never evicted for newer ones; the others are written once to the worker's local directory
     as prepared .npy files and read back at later passes (read, not memory-mapped, so a
     process's resident memory stays at one partition). Both are dropped when the run ends
-    (`drop`); a worker that dies takes its memory with it and Dask removes its directory."""
+    (`drop`), or when no task has read the run for its lease (`reap`, every
+    _REAP_EVERY_SECONDS in a thread of the worker process); a worker that dies takes its memory
+    with it and Dask removes its directory."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.lock = threading.Lock()
         self.parts: dict[tuple[str, int], Part] = {}
         self.spilled: dict[tuple[str, int], Path] = {}
+        self.clock = clock
+        # Per run: (when a task last read it, its lease in seconds).
+        self.leases: dict[str, tuple[float, float]] = {}
+        self.reaper: threading.Thread | None = None
 
     def get(self, run: _RunRows, index: int, partition: Partition) -> Part:
         key = (run.run, index)
         with self.lock:
+            self.leases[run.run] = (self.clock(), run.lease_seconds)
             part = self.parts.get(key)
             path = self.spilled.get(key)
         if part is not None:
@@ -133,6 +152,7 @@ class _PartCache:
 
     def drop(self, run: str) -> int:
         with self.lock:
+            self.leases.pop(run, None)
             keys = [key for key in self.parts if key[0] == run]
             for key in keys:
                 del self.parts[key]
@@ -140,6 +160,33 @@ class _PartCache:
             for key in files:
                 self.spilled.pop(key).unlink(missing_ok=True)
         return len(keys) + len(files)
+
+    def runs(self) -> set[str]:
+        """The runs this process holds partitions of (in memory or spilled)."""
+        with self.lock:
+            return {key[0] for key in self.parts} | {key[0] for key in self.spilled}
+
+    def reap(self) -> list[str]:
+        """Drop every run whose lease ran out; the runs dropped."""
+        now = self.clock()
+        with self.lock:
+            expired = [run for run, (at, lease) in self.leases.items() if now - at > lease]
+        for run in expired:
+            self.drop(run)
+        return expired
+
+    def start_reaper(self) -> None:
+        """Reap in a daemon thread of this process from now on (once per process)."""
+        with self.lock:
+            if self.reaper is not None:
+                return
+            self.reaper = threading.Thread(target=self._reap_forever, daemon=True)
+        self.reaper.start()
+
+    def _reap_forever(self) -> None:
+        while True:
+            time.sleep(_REAP_EVERY_SECONDS)
+            self.reap()
 
 
 def _local_directory() -> Path:
@@ -189,6 +236,8 @@ def _partition_total(
 ) -> tuple[np.ndarray, ...]:
     """On a worker: one partition's exact statistic."""
     _tune_malloc()
+    if run.cache_bytes > 0 or run.spill:
+        _CACHE.start_reaper()
     return statistic(_CACHE.get(run, index, partition))
 
 
@@ -208,8 +257,28 @@ def _same(value: Any) -> Any:
     return value
 
 
-def _drop_run(run: str) -> int:
-    return _CACHE.drop(run)
+def _done(futures: Sequence[Any]) -> None:
+    """The plain wait: `gather` itself waits for every task."""
+
+
+def _cached_runs() -> list[str]:
+    return sorted(_CACHE.runs())
+
+
+def _drop_runs(runs: Sequence[str]) -> int:
+    return sum(_CACHE.drop(run) for run in runs)
+
+
+def cached_runs(client: Any) -> dict[str, list[str]]:
+    """Per worker address: the runs whose prepared partitions it holds (a run's name is its
+    engine's `owner`, a dot, and a random part)."""
+    return dict(client.run(_cached_runs))
+
+
+def drop_runs(client: Any, runs: Sequence[str]) -> None:
+    """Drop these runs' prepared partitions on every worker."""
+    if runs:
+        client.run(_drop_runs, list(runs))
 
 
 class DaskRows(Rows):
@@ -221,13 +290,18 @@ class DaskRows(Rows):
         partitions: Sequence[Partition],
         reading: Reading,
         n_cols: int,
+        engine: DaskEngine,
         cache_bytes: int,
+        spill: bool,
     ) -> None:
         self.client = client
         self.partitions = list(partitions)
         self.shape = (sum(int(p.n_rows) for p in self.partitions), int(n_cols))
-        # No cache at all (0): every pass reads every partition from storage again.
-        self.run = _RunRows(uuid.uuid4().hex, reading, cache_bytes, spill=cache_bytes > 0)
+        self.wait = engine.wait
+        # No cache at all (0, no spill): every pass reads every partition from storage again.
+        # The run is named after its owner, so that the owner's next run can tell a dead one.
+        name = f"{engine.owner}.{uuid.uuid4().hex}"
+        self.run = _RunRows(name, reading, cache_bytes, spill, engine.lease_seconds)
 
     def _placement(self) -> list[str | None]:
         """A worker for each partition (any other may take it): the same one at every pass,
@@ -259,6 +333,7 @@ class DaskRows(Rows):
         ]
         total = None
         try:
+            self.wait(futures)
             for result in self.client.gather(futures):
                 total = add_totals(total, result)
         finally:
@@ -268,25 +343,40 @@ class DaskRows(Rows):
 
     def close(self) -> None:
         """Drop the run's cached partitions on every worker."""
-        if self.run.cache_bytes > 0:
-            self.client.run(_drop_run, self.run.run)
+        if self.run.cache_bytes > 0 or self.run.spill:
+            drop_runs(self.client, [self.run.run])
 
 
 class DaskEngine:
     """The engine of a Dask cluster (a `distributed.Client`); see the module docstring."""
 
-    def __init__(self, client: Any, *, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+    def __init__(
+        self,
+        client: Any,
+        *,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        spill: bool | None = None,
+        owner: str = "",
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        wait: Wait | None = None,
+    ) -> None:
         self.client = client
         self.cache_bytes = int(cache_bytes)
+        # Partitions beyond the cache go to the worker's disk (default: when there is a cache).
+        self.spill = self.cache_bytes > 0 if spill is None else spill
+        self.owner = owner
+        self.lease_seconds = float(lease_seconds)
+        self.wait: Wait = wait or _done
         self.opened: list[DaskRows] = []
 
     def working(self, partitions: Sequence[Partition], reading: Reading, n_cols: int) -> Rows:
-        rows = DaskRows(self.client, partitions, reading, n_cols, self.cache_bytes)
+        cache = self.cache_bytes
+        rows = DaskRows(self.client, partitions, reading, n_cols, self, cache, self.spill)
         self.opened.append(rows)
         return rows
 
     def streamed(self, partitions: Sequence[Partition], reading: Reading, n_cols: int) -> Rows:
-        rows = DaskRows(self.client, partitions, reading, n_cols, 0)
+        rows = DaskRows(self.client, partitions, reading, n_cols, self, 0, False)
         self.opened.append(rows)
         return rows
 
@@ -307,6 +397,7 @@ class DaskEngine:
                 )
             if not pending:
                 return
+            self.wait(pending[:1])
             yield pending.pop(0).result()
 
     def close(self) -> None:

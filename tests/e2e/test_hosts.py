@@ -2,7 +2,9 @@
 `privclust serve` (API, RQ worker, its queue and database) and the Dask scheduler on one, a Dask
 worker on each of two others, and S3 (moto's server, a fake S3) on a fourth. Rows are uploaded
 to the API, stored in S3, and every job's passes are computed by the Dask workers on their own
-hosts, each reading its partitions from S3 over the network.
+hosts, each reading its partitions from S3 over the network. And the jobs that cannot run there
+end soon: the workers paused (as Dask pauses a worker whose memory is full) in the middle of a
+job or before it starts, and a scheduler restarted without its workers.
 
 It runs with the embedded database and queue (inside the API's host), as root, and only with
 PRIVCLUST_TEST_HOSTS=1: `.ci/run` runs it as a step of its own, so the suite that `make test`
@@ -15,14 +17,15 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 
-from tests.support.api import bearer_client, new_keys, uploaded, wait_for_job
+from tests.support.api import bearer_client, new_keys, running_long_job, uploaded, wait_for_job
 from tests.support.data import blobs_and_centres, csv_bytes
 from tests.support.hosts import Network, can_make_hosts, network_of_hosts
 from tests.support.processes import wait_until
@@ -51,8 +54,41 @@ def _start(network: Network, host: str, argv: list[str], env: dict, log: Path) -
         )
 
 
+@dataclass
+class Spread:
+    """The running hosts: the network, the API's URL, each process's log and Popen by name,
+    and `start(host, name, argv)` to start one again."""
+
+    network: Network
+    base: str
+    logs: dict[str, Path]
+    processes: dict[str, subprocess.Popen]
+    start: Callable[[str, str, list[str]], None]
+
+    @property
+    def scheduler(self) -> str:
+        return f"tcp://{self.network.hosts['api'].address}:8786"
+
+    def all_logs(self) -> str:
+        return "\n".join(f"--- {n}\n{p.read_text()[-3000:]}" for n, p in self.logs.items())
+
+
+def _scheduler_argv(network: Network) -> list[str]:
+    dask = str(Path(sys.executable).parent / "dask")
+    address = network.hosts["api"].address
+    return [dask, "scheduler", "--host", address, "--port", "8786", "--dashboard-address", ":0"]
+
+
+def _worker_argv(network: Network, host: str) -> list[str]:
+    dask = str(Path(sys.executable).parent / "dask")
+    scheduler = f"tcp://{network.hosts['api'].address}:8786"
+    address = network.hosts[host].address
+    options = ["--host", address, "--nthreads", "1", "--dashboard-address", ":0"]
+    return [dask, "worker", scheduler, *options]
+
+
 @pytest.fixture
-def spread(tmp_path: Path) -> Iterator[tuple[Network, str, dict[str, Path]]]:
+def spread(tmp_path: Path) -> Iterator[Spread]:
     if os.environ.get("PRIVCLUST_TEST_HOSTS") != "1":
         pytest.skip("needs root and its own network: PRIVCLUST_TEST_HOSTS=1 runs it (.ci/run does)")
     why = can_make_hosts()
@@ -60,16 +96,21 @@ def spread(tmp_path: Path) -> Iterator[tuple[Network, str, dict[str, Path]]]:
         pytest.fail(f"PRIVCLUST_TEST_HOSTS=1, but this machine cannot make test hosts: {why}")
     bin_dir = Path(sys.executable).parent
     processes: list[subprocess.Popen] = []
+    named: dict[str, subprocess.Popen] = {}
     logs: dict[str, Path] = {}
     with network_of_hosts(["api", "w1", "w2", "s3"]) as network:
         h = network.hosts
         s3_url = f"http://{h['s3'].address}:5000"
         scheduler = f"tcp://{h['api'].address}:8786"
         shared = {**AWS, "AWS_ENDPOINT_URL": s3_url, "PYTHONUNBUFFERED": "1"}
+        # The tests pause workers as Dask's memory monitor does: without this, the monitor of
+        # a worker far from its limit would resume it.
+        shared["DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE"] = "False"
 
-        def start(host: str, what: str, argv: list[str], env: dict) -> None:
+        def start(host: str, what: str, argv: list[str], env: dict | None = None) -> None:
             logs[what] = tmp_path / f"{what}.log"
-            processes.append(_start(network, host, argv, {**shared, **env}, logs[what]))
+            processes.append(_start(network, host, argv, {**shared, **(env or {})}, logs[what]))
+            named[what] = processes[-1]
 
         try:
             start(
@@ -90,39 +131,9 @@ def spread(tmp_path: Path) -> Iterator[tuple[Network, str, dict[str, Path]]]:
                 aws_access_key_id=AWS["AWS_ACCESS_KEY_ID"],
                 aws_secret_access_key=AWS["AWS_SECRET_ACCESS_KEY"],
             ).create_bucket(Bucket=BUCKET)
-            dask = str(bin_dir / "dask")
-            start(
-                "api",
-                "scheduler",
-                [
-                    dask,
-                    "scheduler",
-                    "--host",
-                    h["api"].address,
-                    "--port",
-                    "8786",
-                    "--dashboard-address",
-                    ":0",
-                ],
-                {},
-            )
+            start("api", "scheduler", _scheduler_argv(network))
             for w in ("w1", "w2"):
-                start(
-                    w,
-                    w,
-                    [
-                        dask,
-                        "worker",
-                        scheduler,
-                        "--host",
-                        h[w].address,
-                        "--nthreads",
-                        "1",
-                        "--dashboard-address",
-                        ":0",
-                    ],
-                    {},
-                )
+                start(w, w, _worker_argv(network, w))
             env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVCLUST_")}
             env.update(
                 PRIVCLUST_DATA_DIR=str(tmp_path / "var"),
@@ -133,7 +144,8 @@ def spread(tmp_path: Path) -> Iterator[tuple[Network, str, dict[str, Path]]]:
                 PRIVCLUST_STORAGE_URL=f"s3://{BUCKET}/datasets",
                 PRIVCLUST_PARTITION_ROWS="500",
                 PRIVCLUST_DASK_SCHEDULER=scheduler,
-                PRIVCLUST_DASK_CONNECT_SECONDS="30",
+                PRIVCLUST_DASK_CONNECT_SECONDS="10",
+                PRIVCLUST_DASK_STALL_SECONDS="5",
             )
             logs["serve"] = tmp_path / "serve.log"
             with open(logs["serve"], "wb") as out:
@@ -156,7 +168,7 @@ def spread(tmp_path: Path) -> Iterator[tuple[Network, str, dict[str, Path]]]:
                 timeout=120,
             )
             _wait_for_workers(scheduler, 2)
-            yield network, base, logs
+            yield Spread(network, base, logs, named, start)
         finally:
             for proc in reversed(processes):
                 if proc.poll() is None:
@@ -197,15 +209,10 @@ def _workers_and_tasks(scheduler: str) -> tuple[list[str], int]:
         return hosts, int(client.run_on_scheduler(count))
 
 
-def test_a_job_runs_on_dask_workers_on_other_hosts_reading_s3_on_another(
-    spread: tuple[Network, str, dict[str, Path]],
-) -> None:
-    network, base, logs = spread
+def test_a_job_runs_on_dask_workers_on_other_hosts_reading_s3_on_another(spread: Spread) -> None:
+    network, base, logs, all_logs = spread.network, spread.base, spread.logs, spread.all_logs
     h = network.hosts
-    scheduler = f"tcp://{h['api'].address}:8786"
-
-    def all_logs() -> str:
-        return "\n".join(f"--- {name}\n{path.read_text()[-3000:]}" for name, path in logs.items())
+    scheduler = spread.scheduler
 
     with bearer_client(base, ADMIN) as admin:
         owner_key, analyst_key = new_keys(admin)
@@ -228,3 +235,90 @@ def test_a_job_runs_on_dask_workers_on_other_hosts_reading_s3_on_another(
         assert after - before >= 4 * 2
     # The rows are in S3 on its own host, and no copy on the API's.
     assert not list((Path(logs["serve"]).parent / "var").rglob("*.npy"))
+
+
+def _set_workers(scheduler: str, status: str) -> None:
+    """Every worker's status (paused: it takes no new task, as when its memory is full). The
+    function is a lambda, sent by value: the workers' hosts cannot import the tests."""
+    from dask.distributed import Client
+
+    with Client(scheduler, timeout=30) as client:
+        client.run(
+            lambda dask_worker: setattr(dask_worker, "status", type(dask_worker.status)[status])
+        )
+        wait_until(
+            lambda: all(
+                w["status"] == status
+                for w in client.scheduler_info(n_workers=-1)["workers"].values()
+            ),
+            proc=None,
+            log=lambda: "",
+            what=f"the workers did not become {status}",
+        )
+
+
+def _ledger(client: httpx.Client, dataset_id: str, job_id: str) -> list[str]:
+    entries = client.get(f"/v1/datasets/{dataset_id}/ledger").json()["entries"]
+    return [e["kind"] for e in entries if e.get("job_id") == job_id]
+
+
+def _job(analyst: httpx.Client, dataset_id: str, spread: Spread) -> dict:
+    r = analyst.post(f"/v1/datasets/{dataset_id}/jobs", json={"k": 3, "epsilon": 0.5})
+    assert r.status_code == 202, r.text
+    return wait_for_job(analyst, r.json()["id"], {"succeeded", "failed"}, 180, spread.all_logs)
+
+
+def test_jobs_that_cannot_run_on_the_hosts_end_soon_and_the_next_one_succeeds(
+    spread: Spread,
+) -> None:
+    """Each job that cannot run fails within a minute (the stall time here is 5 s, the wait for
+    a running worker 10 s), naming the cause; the next job on the same cluster succeeds."""
+    with bearer_client(spread.base, ADMIN) as admin:
+        owner_key, analyst_key = new_keys(admin)
+    rows, _ = blobs_and_centres(2000, 3, 3, seed=9, spread=0.3, half_width=5)
+    with (
+        bearer_client(spread.base, owner_key) as owner,
+        bearer_client(spread.base, analyst_key) as analyst,
+    ):
+        ds = uploaded(owner, None, csv_bytes(rows, digits=6), name="hang", epsilon=20, radius=12)
+        # Paused in the middle of a job: failed once its tasks could not run for 5 s, charged.
+        running = running_long_job(analyst, ds["id"], spread.all_logs)
+        _set_workers(spread.scheduler, "paused")
+        job = wait_for_job(analyst, running["id"], {"failed", "succeeded"}, 60, spread.all_logs)
+        assert job["status"] == "failed" and "paused because its memory is full" in job["error"]
+        assert _ledger(owner, ds["id"], job["id"])[-2:] == ["commit", "failed"]
+        # Still paused: /readyz says so, and a job refuses to start, refunded.
+        ready = httpx.get(spread.base + "/readyz", timeout=30)
+        assert ready.status_code == 503 and ready.json()["failing"] == ["dask"], ready.text
+        job = _job(analyst, ds["id"], spread)
+        assert "paused" in job["error"] and "nothing was charged" in job["error"], job
+        assert _ledger(owner, ds["id"], job["id"])[-2:] == ["refund", "failed"]
+        _set_workers(spread.scheduler, "running")
+        assert _job(analyst, ds["id"], spread)["status"] == "succeeded"
+        # A scheduler restarted without its workers: refused with nothing charged.
+        for name in ("w1", "w2", "scheduler"):
+            os.killpg(spread.processes[name].pid, signal.SIGTERM)
+            spread.processes[name].wait(timeout=60)
+        spread.start("api", "scheduler", _scheduler_argv(spread.network))
+        wait_until(
+            lambda: _answers_tcp(spread.network.hosts["api"].address, 8786),
+            proc=spread.processes["scheduler"],
+            what="the scheduler did not start again",
+            log=spread.all_logs,
+        )
+        job = _job(analyst, ds["id"], spread)
+        assert "no worker connected" in job["error"] and "nothing was charged" in job["error"]
+        for w in ("w1", "w2"):
+            spread.start(w, w, _worker_argv(spread.network, w))
+        _wait_for_workers(spread.scheduler, 2)
+        assert _job(analyst, ds["id"], spread)["status"] == "succeeded"
+
+
+def _answers_tcp(host: str, port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False

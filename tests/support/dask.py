@@ -35,8 +35,10 @@ def blocks(X: np.ndarray, rows: int, delay: float = 0.0) -> list[Block]:
 
 
 @contextmanager
-def local_cluster(n_workers: int = 2) -> Iterator[tuple[object, object]]:
-    """(the LocalCluster, a Client of it): worker processes with one thread each, no dashboard."""
+def local_cluster(n_workers: int = 2, **options: object) -> Iterator[tuple[object, object]]:
+    """(the LocalCluster, a Client of it): worker processes with one thread each, no dashboard;
+    `options` go to LocalCluster (e.g. memory_limit=0: no memory monitor, so that a worker
+    paused by `pause_workers` stays paused)."""
     from dask.distributed import Client, LocalCluster
 
     with (
@@ -46,6 +48,7 @@ def local_cluster(n_workers: int = 2) -> Iterator[tuple[object, object]]:
             processes=True,
             dashboard_address=":0",
             host="127.0.0.1",
+            **options,  # type: ignore[arg-type]
         ) as cluster,
         Client(cluster) as client,
     ):
@@ -103,3 +106,31 @@ def process_cluster(
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+
+
+def _set_status(dask_worker: object, status: str) -> None:
+    from distributed.core import Status
+
+    dask_worker.status = Status[status]  # type: ignore[attr-defined]
+
+
+def pause_workers(client: object) -> None:
+    """Pause every worker as Dask's memory monitor does when a worker's memory is full (it
+    takes no new task, and tells the scheduler)."""
+    client.run(_set_status, status="paused")  # type: ignore[attr-defined]
+    _until_status(client, "paused")
+
+
+def resume_workers(client: object) -> None:
+    client.run(_set_status, status="running")  # type: ignore[attr-defined]
+    _until_status(client, "running")
+
+
+def _until_status(client: object, status: str) -> None:
+    """Wait until the scheduler has every worker in `status` (it hears of it asynchronously)."""
+    for _ in range(600):
+        workers = client.scheduler_info(n_workers=-1)["workers"].values()  # type: ignore[attr-defined]
+        if all(w["status"] == status for w in workers):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the workers never became {status}")

@@ -1,0 +1,71 @@
+"""What the scheduler's view of its workers says about a cluster that cannot run a task, and a
+worker's lease on a run's cached rows (a clock the test controls)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.kit.cluster_watch import worker_view
+from privclust.clustering.data.rows import Reading
+from privclust.distributed import _PartCache, _RunRows
+from tests.support.dask import Block
+
+
+def _identity(*statuses: str, executing: int = 0) -> dict:
+    return {
+        "workers": {
+            f"tcp://w{i}": {
+                "status": status,
+                "memory_limit": 2 << 30,
+                "nthreads": 2,
+                "metrics": {"task_counts": {"executing": executing}},
+            }
+            for i, status in enumerate(statuses)
+        }
+    }
+
+
+def test_a_cluster_without_workers_or_with_every_worker_paused_cannot_run_a_task() -> None:
+    assert worker_view({"workers": {}}).why_blocked() == "has no worker connected to its scheduler"
+    paused = worker_view(_identity("paused", "paused"))
+    assert paused.running == 0 and paused.why_blocked() is not None
+    assert "every worker (2) paused because its memory is full" in paused.why_blocked()
+    closing = worker_view(_identity("paused", "closing_gracefully")).why_blocked()
+    assert closing == "has no running worker (1 closing_gracefully, 1 paused)"
+
+
+def test_a_running_worker_or_a_task_still_executing_is_not_a_stall() -> None:
+    assert worker_view(_identity("paused", "running")).why_blocked() is None
+    # A paused worker finishes the tasks it has started: the pass may still make progress.
+    assert worker_view(_identity("paused", executing=1)).why_blocked() is None
+    view = worker_view(_identity("running", "running"))
+    assert (view.memory_limit, view.threads) == (2 << 30, 2)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_worker_drops_a_run_that_no_task_has_read_for_its_lease() -> None:
+    clock = _Clock()
+    cache = _PartCache(clock)
+    reading = Reading(radius=10.0, center=None)
+    rows = np.arange(40, dtype=np.float64).reshape(20, 2)
+    # Room for one partition of each run in memory: the other is spilled to disk.
+    dead = _RunRows("job-a.1", reading, cache_bytes=160, spill=True, lease_seconds=60)
+    live = _RunRows("job-b.1", reading, cache_bytes=160, spill=True, lease_seconds=60)
+    for i in range(2):
+        cache.get(dead, i, Block(rows[10 * i : 10 * i + 10]))
+    spilled = list(cache.spilled.values())
+    assert len(spilled) == 1 and spilled[0].exists()
+    clock.now = 50.0
+    cache.get(live, 0, Block(rows[:10]))
+    clock.now = 100.0  # the dead run was last read 100 s ago, the live one 50 s ago
+    assert cache.reap() == ["job-a.1"]
+    assert cache.runs() == {"job-b.1"} and not spilled[0].exists()
+    clock.now = 111.0
+    assert cache.reap() == ["job-b.1"] and cache.runs() == set()
