@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 from app.datasets import service as datasets_service
 from app.jobs import lifecycle, queue
 from app.jobs import repository as repo
+from app.kit.clock import SYSTEM_CLOCK, Clock
 from app.kit.config import Settings
 from app.kit.errors import Conflict, InvalidParameter, ServiceUnavailable, TooManyQueuedJobs
 from app.ledger import service as ledger
@@ -72,11 +73,15 @@ class Admission(ABC, Generic[R, P, A]):
         actor: uuid.UUID | None,
         idempotency_key: str | None,
         limits: QueueLimits | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.dataset, self.req, self.actor = dataset, req, actor
         self.idempotency_key = idempotency_key
         self.fingerprint = req.fingerprint(dataset.id)
         self.limits = limits or QueueLimits()
+        self.clock = clock
+        # The time the admission is decided at (paces), read under the budget lock.
+        self.now = clock.now()
 
     @abstractmethod
     def job_count(self, plan: P) -> int:
@@ -141,6 +146,7 @@ class Admission(ABC, Generic[R, P, A]):
         existing = self.replay(session)
         if existing is None:
             ledger.lock_for_admission(session, self.dataset.id)  # held until commit
+            self.now = self.clock.now()
             existing = self.replay(session)
         if existing is not None:
             return existing, False

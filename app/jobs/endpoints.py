@@ -21,7 +21,14 @@ from app.jobs.schemas import (
     StatusName,
 )
 from app.keys.auth import TenantKey
-from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, UnitOfWorkRoute
+from app.kit.deps import (
+    ClockDep,
+    PageCursor,
+    PageLimit,
+    SessionDep,
+    SettingsDep,
+    UnitOfWorkRoute,
+)
 from app.kit.errors import NotFound
 from app.kit.problems import responses
 from app.kit.query import ListQuery
@@ -72,12 +79,13 @@ def jobs_create(
     body: JobCreate,
     session: SessionDep,
     settings: SettingsDep,
+    clock: ClockDep,
     key: TenantKey,
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> JobOut:
     job, context, created = jobs_service.create_job(
-        session, settings, dataset_id, key.tenant, _request_of(body), key.id, idempotency_key
+        session, settings, dataset_id, key.tenant, _request_of(body), key.id, idempotency_key, clock
     )
     if not created:
         response.headers["Idempotent-Replayed"] = "true"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Generic, TypeVar
 
 from sqlalchemy.orm import Session
@@ -41,6 +42,7 @@ from app.jobs.planning import (
     run_options,
 )
 from app.jobs.results import ResultContext
+from app.kit.clock import SYSTEM_CLOCK, Clock
 from app.kit.config import Settings
 from app.kit.errors import NotFound, ServiceUnavailable
 from app.kit.query import ListQuery
@@ -143,6 +145,7 @@ class JobAdmission(Admission[JobRequest, JobPlan, Job]):
             actor=self.actor,
             idempotency_key=self.idempotency_key,
             fingerprint=self.fingerprint,
+            now=self.now,
         )
 
     def existing(self, session: Session, key: str) -> Job | None:
@@ -170,12 +173,13 @@ def create_job(
     req: JobRequest,
     actor: uuid.UUID | None,
     idempotency_key: str | None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> tuple[Job, ResultContext, bool]:
     """Admit and enqueue a job: (the job, its dataset's public facts for its result, created).
     created is False when the Idempotency-Key replayed an earlier request (nothing charged
     again)."""
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
-    admission = JobAdmission(dataset, req, actor, idempotency_key, QueueLimits.of(settings))
+    admission = JobAdmission(dataset, req, actor, idempotency_key, QueueLimits.of(settings), clock)
     job, created = admission.run(session, settings)
     return job, ResultContext.of(dataset), created
 
@@ -188,6 +192,7 @@ def submit(
     actor: uuid.UUID | None,
     idempotency_key: str | None,
     plan: JobPlan | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> tuple[Job, bool]:
     """Admit a job (reserve its budget) in the current transaction. Returns (job, created).
 
@@ -195,7 +200,7 @@ def submit(
     start this transaction with `ledger.begin_budget_transaction`, commit, and only then
     enqueue (`create_job` does all of it); idempotency as `Admission.submit` says.
     """
-    admission = JobAdmission(dataset, req, actor, idempotency_key)
+    admission = JobAdmission(dataset, req, actor, idempotency_key, clock=clock)
     return admission.submit(session, plan or admission.plan())
 
 
@@ -208,9 +213,11 @@ def reserve_job(
     idempotency_key: str | None = None,
     fingerprint: str | None = None,
     sweep_id: uuid.UUID | None = None,
+    now: datetime | None = None,
 ) -> Job:
     """Add the queued job of an admitted plan and reserve its budget (BudgetExceeded: nothing
-    charged), in the open budget transaction (`Admission.submit`)."""
+    charged), in the open budget transaction (`Admission.submit`), as of `now` (the
+    service's clock: paces)."""
     job = Job(
         id=uuid.uuid4(),
         dataset_id=dataset.id,
@@ -230,7 +237,7 @@ def reserve_job(
         summary_mu=plan.summary_mu,
         sweep_id=sweep_id,
     )
-    return ledger.reserve(session, dataset.id, job, actor)
+    return ledger.reserve(session, dataset.id, job, actor, now)
 
 
 def get_job(session: Session, job_id: uuid.UUID, tenant: str) -> tuple[Job, ResultContext]:

@@ -9,17 +9,48 @@ sweeper (`check_pass`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.kit.db.session import unit_of_work
 from app.ledger import repository as repo
-from app.ledger.state import RunningBudget, replay
+from app.ledger.state import KeyReplay, RunningBudget, replay
+from privclust.privacy import budget as bmath
 from privclust.privacy.gdp import PrivacyParameterError
 
 SNAPSHOT = {"isolation_level": "REPEATABLE READ"}
+
+
+@dataclass(frozen=True)
+class KeyCheck:
+    """One capped key's check: its running budget as stored and as the replay of its jobs'
+    entries gives it, under the stored cap; and whether its spend is within that cap."""
+
+    key_id: uuid.UUID
+    stored: RunningBudget
+    replayed: RunningBudget | None
+
+    @property
+    def within_cap(self) -> bool:
+        return bmath.exact_square(self.stored.mu_cap) >= self.stored.used_sq
+
+    @property
+    def agrees(self) -> bool:
+        return self.stored == self.replayed and self.within_cap
+
+    def describe(self) -> str:
+        if self.replayed is None:
+            return f"key {self.key_id}: the ledger holds a mu no budget can"
+        parts = [
+            f"{name} stored {getattr(self.stored, name)} replayed {getattr(self.replayed, name)}"
+            for name in ("spent_sq", "reserved_sq", "jobs")
+            if getattr(self.stored, name) != getattr(self.replayed, name)
+        ]
+        if not self.within_cap:
+            parts.append(f"spend above its cap (mu_cap={self.stored.mu_cap})")
+        return f"key {self.key_id}: " + "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -33,6 +64,7 @@ class Check:
     stored: RunningBudget | None
     replayed: RunningBudget | None
     dataset_mu_cap: float
+    keys: tuple[KeyCheck, ...] = ()
 
     @property
     def agrees(self) -> bool:
@@ -40,12 +72,20 @@ class Check:
             self.stored is not None
             and self.stored == self.replayed
             and self.stored.mu_cap == self.dataset_mu_cap
+            and all(key.agrees for key in self.keys)
         )
 
     def describe(self) -> str:
         """One line: what differs."""
         if self.agrees:
-            return f"dataset {self.dataset_id}: running budget agrees with {self.entries} entries"
+            capped = f" and {len(self.keys)} key caps" if self.keys else ""
+            return (
+                f"dataset {self.dataset_id}: running budget{capped} agree with "
+                f"{self.entries} entries"
+            )
+        if self.stored == self.replayed and self.stored is not None:
+            wrong = "; ".join(k.describe() for k in self.keys if not k.agrees)
+            return f"dataset {self.dataset_id}: KEY MISMATCH over {self.entries} entries: {wrong}"
         if self.stored is None:
             return f"dataset {self.dataset_id}: no running budget ({self.entries} entries)"
         if self.replayed is None:
@@ -77,21 +117,38 @@ def check_dataset(session: Session, dataset_id: uuid.UUID) -> Check | None:
     if dataset is None:
         return None
     row = repo.budget_row(session, dataset_id)
+    key_rows = repo.key_budget_rows(session, dataset_id)
+    keys = KeyReplay(r.key_id for r in key_rows)
     count = 0
 
     def counted() -> Iterator[repo.EntryFactsRow]:
         nonlocal count
         for entry in repo.entry_facts(session, dataset_id):
             count += 1
+            keys.feed(entry)
             yield entry
 
     state = replay(counted())
-    try:
-        replayed: RunningBudget | None = RunningBudget.of_state(state)
-    except (PrivacyParameterError, ArithmeticError):
-        replayed = None
+    replayed = _running_or_none(lambda: RunningBudget.of_state(state))
     stored = None if row is None else RunningBudget.of_row(row)
-    return Check(dataset_id, count, stored, replayed, float(dataset.mu_cap))
+    key_checks = tuple(
+        KeyCheck(
+            r.key_id,
+            RunningBudget.of_row(r),
+            _running_or_none(lambda r=r: keys.running(r.key_id, r.mu_cap)),  # type: ignore[misc]
+        )
+        for r in key_rows
+    )
+    return Check(dataset_id, count, stored, replayed, float(dataset.mu_cap), key_checks)
+
+
+def _running_or_none(fold: Callable[[], RunningBudget]) -> RunningBudget | None:
+    """The replay's running budget; None when it holds a value no running budget can (a
+    negative or non-finite mu)."""
+    try:
+        return fold()
+    except (PrivacyParameterError, ArithmeticError):
+        return None
 
 
 def check(sessions: sessionmaker[Session], dataset_id: uuid.UUID) -> Check | None:

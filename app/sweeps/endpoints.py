@@ -9,7 +9,14 @@ from fastapi import APIRouter, Response
 from app.jobs.endpoints import IdempotencyKey, method_params
 from app.jobs.schemas import Accuracy, FigureWarning, Privacy
 from app.keys.auth import TenantKey
-from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, UnitOfWorkRoute
+from app.kit.deps import (
+    ClockDep,
+    PageCursor,
+    PageLimit,
+    SessionDep,
+    SettingsDep,
+    UnitOfWorkRoute,
+)
 from app.kit.problems import responses
 from app.kit.query import ListQuery
 from app.kit.schemas import Page
@@ -54,14 +61,23 @@ def sweeps_create(
     body: SweepCreate,
     session: SessionDep,
     settings: SettingsDep,
+    clock: ClockDep,
     key: TenantKey,
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> SweepOut:
     """The whole sweep's epsilon (or mu) is split equally between its jobs (each mu/sqrt(m));
-    all of them are admitted, or none (409 `budget-exceeded`, nothing charged)."""
+    all of them are admitted, or none (409 `budget-exceeded`, `key-budget-exceeded` or
+    `pace-exceeded`, nothing charged)."""
     state, created = sweeps_service.create_sweep(
-        session, settings, dataset_id, key.tenant, _request_of(body), key.id, idempotency_key
+        session,
+        settings,
+        dataset_id,
+        key.tenant,
+        _request_of(body),
+        key.id,
+        idempotency_key,
+        clock,
     )
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
