@@ -63,6 +63,15 @@ class QueueLimits:
         return cls(settings.max_queued_jobs_per_tenant, settings.max_queued_jobs_per_key)
 
 
+@dataclass(frozen=True)
+class Asker:
+    """Who asks for an estimate, and when: the key whose cap and pace apply (None: only the
+    dataset's) and the service's clock."""
+
+    key_id: uuid.UUID | None = None
+    clock: Clock = SYSTEM_CLOCK
+
+
 class Admission(ABC, Generic[R, P, A]):
     """One request to admit work on `dataset`; a subclass says what is planned and reserved."""
 

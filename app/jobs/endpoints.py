@@ -99,14 +99,18 @@ def jobs_create(
     summary="What a job would cost and the budget after it; charges nothing",
 )
 def jobs_estimate(
-    dataset_id: uuid.UUID, body: JobEstimateRequest, session: SessionDep, key: TenantKey
+    dataset_id: uuid.UUID,
+    body: JobEstimateRequest,
+    session: SessionDep,
+    key: TenantKey,
+    clock: ClockDep,
 ) -> Estimate:
     """The job's cost, the accuracy to expect of it (from public facts only) and the budget
     after it. With `target_centre_std_fraction` instead of `epsilon`/`mu`: the smallest
     epsilon (and its mu) whose expected accuracy meets it."""
-    est = jobs_service.estimate(
-        session, dataset_id, key.tenant, _request_of(body), body.target_centre_std_fraction
-    )
+    asker = jobs_service.Asker(key.id, clock)
+    target = body.target_centre_std_fraction
+    est = jobs_service.estimate(session, dataset_id, key.tenant, _request_of(body), target, asker)
     assert est.plan.accuracy is not None
     return Estimate(
         algorithm=est.plan.algorithm,
@@ -115,6 +119,9 @@ def jobs_estimate(
         admissible=est.admissible,
         budget=Budget.of(est.budget_before),
         budget_after=Budget.of(est.budget_after),
+        refused_by=est.refused_by,
+        key_budget=Budget.maybe(est.key_budget_before),
+        key_budget_after=Budget.maybe(est.key_budget_after),
     )
 
 

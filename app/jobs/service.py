@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from app.datasets import service as datasets_service
 from app.datasets.domain import loss_space
 from app.jobs import repository as repo
-from app.jobs.admission import Admission, QueueLimits
+from app.jobs.admission import Admission, Asker, QueueLimits
 from app.jobs.lifecycle import (
     LOST_WORKER,
     RUNNER_DIED,
@@ -46,10 +46,11 @@ from app.kit.clock import SYSTEM_CLOCK, Clock
 from app.kit.config import Settings
 from app.kit.errors import NotFound, ServiceUnavailable
 from app.kit.query import ListQuery
+from app.ledger import key_caps
+from app.ledger import limits as ledger_limits
 from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus
 from privclust.clustering.scaling import ORIGINAL_SPACE
-from privclust.privacy import budget as bmath
 from privclust.privacy.cost import release_cost
 
 P = TypeVar("P")  # a job's or a sweep's plan
@@ -59,6 +60,7 @@ __all__ = [
     "RUNNER_DIED",
     "TIMED_OUT",
     "Admission",
+    "Asker",
     "Estimate",
     "JobPlan",
     "JobRequest",
@@ -88,29 +90,49 @@ __all__ = [
 @dataclass(frozen=True)
 class Estimate(Generic[P]):
     """What admitting `plan` (a job's or a sweep's) would do: the budget before and after, and
-    whether it would be admitted now."""
+    whether it would be admitted now (else `refused_by`: the limit that would refuse it); with
+    the asking key's budget before and after when the key has a cap on the dataset."""
 
     plan: P
     budget_before: ledger.BudgetView
     budget_after: ledger.BudgetView
     admissible: bool
     loss_space: str = ORIGINAL_SPACE
+    refused_by: str | None = None
+    key_budget_before: ledger.BudgetView | None = None
+    key_budget_after: ledger.BudgetView | None = None
 
 
 def estimate_of(
-    session: Session, dataset: Dataset, plan: P, total_mu: float, job_mus: Sequence[float]
+    session: Session,
+    dataset: Dataset,
+    plan: P,
+    total_mu: float,
+    job_mus: Sequence[float],
+    asker: Asker = Asker(),
 ) -> Estimate[P]:
-    """The estimate of admitting `plan`, jobs of `job_mus` composing to `total_mu`: the
-    admission test is `ledger.reserve`'s, on `total_mu`, from the running budget (constant
-    time). Charges nothing."""
-    now = ledger.running(session, dataset.id)
-    ok = bmath.is_admissible_sq(now.used_sq, total_mu, now.mu_cap)
-    after = now
-    if ok:
+    """The estimate of admitting `plan`, jobs of `job_mus` composing to `total_mu`, by the
+    asker's key at the asker's time: the admission test is `ledger.reserve`'s (every limit:
+    app.ledger.limits), on `total_mu`, from the running budgets (constant time). Charges
+    nothing."""
+    held = ledger_limits.read(session, dataset, asker.key_id, asker.clock.now(), lock=False)
+    refused = ledger_limits.refusal(held, total_mu, "")
+    now, key_now = held.running, held.key_running
+    after, key_after = now, key_now
+    if refused is None:
         for mu in job_mus:
             after = after.reserved(mu)
-    before_view, after_view = ledger.view(dataset, now), ledger.view(dataset, after)
-    return Estimate(plan, before_view, after_view, ok, loss_space(dataset))
+            key_after = None if key_after is None else key_after.reserved(mu)
+    key_views = [None if k is None else key_caps.key_view(held, k) for k in (key_now, key_after)]
+    return Estimate(
+        plan,
+        ledger.view(dataset, now),
+        ledger.view(dataset, after),
+        refused is None,
+        loss_space(dataset),
+        None if refused is None else str(refused.extra.get("cap")),
+        *key_views,
+    )
 
 
 def estimate(
@@ -119,13 +141,14 @@ def estimate(
     tenant: str,
     req: JobRequest,
     target: float | None = None,
+    asker: Asker = Asker(),
 ) -> Estimate[JobPlan]:
     """What the job would cost, what accuracy to expect of it and the budget after it; with a
     `target` centre_std_fraction instead of epsilon/mu, the smallest epsilon that meets it
     (`plan_for_target`). Charges nothing."""
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
     plan = plan_job(dataset, req) if target is None else plan_for_target(dataset, req, target)
-    return estimate_of(session, dataset, plan, plan.mu, [plan.mu])
+    return estimate_of(session, dataset, plan, plan.mu, [plan.mu], asker)
 
 
 class JobAdmission(Admission[JobRequest, JobPlan, Job]):

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from app.kit import repository as kit_repo
 from app.kit.errors import InvalidParameter, NotFound
 from app.ledger import repository as repo
+from app.ledger.limits import Limits
 from app.ledger.pace import Pace, PacePeriod, write_pace
 from app.ledger.service import (
     begin_budget_transaction,
@@ -92,6 +93,15 @@ def _view(dataset: Dataset, row: KeyBudget, now: datetime) -> KeyBudgetView:
         epsilon = _epsilon_of(float(row.mu_cap), delta)
     budget = representable_view(epsilon, delta, RunningBudget.of_row(row), field="mu")
     return KeyBudgetView(row.key_id, budget, pace_view(row, now))
+
+
+def key_view(held: Limits, running: RunningBudget) -> BudgetView:
+    """A capped key's budget (its cap read at its delta) with the spend `running`."""
+    assert held.key_row is not None
+    epsilon = held.key_row.epsilon
+    if epsilon is None:
+        epsilon = _epsilon_of(float(held.key_row.mu_cap), held.key_delta)
+    return representable_view(epsilon, held.key_delta, running, field="mu")
 
 
 def _epsilon_of(mu: float, delta: float) -> float:

@@ -14,6 +14,8 @@ from app.ledger.pace import PacePeriod
 from app.ledger.service import BudgetView
 from app.models import LedgerEntry
 
+RefusedBy = Literal["dataset", "key", "dataset-pace", "key-pace"]
+
 
 class Budget(BaseModel):
     model_config = ConfigDict(
@@ -44,6 +46,10 @@ class Budget(BaseModel):
     @classmethod
     def of(cls, view: BudgetView) -> Budget:
         return cls(**view.__dict__)
+
+    @classmethod
+    def maybe(cls, view: BudgetView | None) -> Budget | None:
+        return None if view is None else cls.of(view)
 
 
 class BudgetDetail(Budget):

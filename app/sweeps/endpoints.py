@@ -6,6 +6,7 @@ import uuid
 
 from fastapi import APIRouter, Response
 
+from app.jobs import service as jobs_service
 from app.jobs.endpoints import IdempotencyKey, method_params
 from app.jobs.schemas import Accuracy, FigureWarning, Privacy
 from app.keys.auth import TenantKey
@@ -91,9 +92,10 @@ def sweeps_create(
     summary="What a sweep would cost, each job's plan and the budget after it; charges nothing",
 )
 def sweeps_estimate(
-    dataset_id: uuid.UUID, body: SweepCreate, session: SessionDep, key: TenantKey
+    dataset_id: uuid.UUID, body: SweepCreate, session: SessionDep, key: TenantKey, clock: ClockDep
 ) -> SweepEstimate:
-    est = sweeps_service.estimate(session, dataset_id, key.tenant, _request_of(body))
+    asker = jobs_service.Asker(key.id, clock)
+    est = sweeps_service.estimate(session, dataset_id, key.tenant, _request_of(body), asker)
     plan = est.plan
     return SweepEstimate(
         privacy=SweepPrivacy.of(plan),
@@ -110,6 +112,9 @@ def sweeps_estimate(
         admissible=est.admissible,
         budget=Budget.of(est.budget_before),
         budget_after=Budget.of(est.budget_after),
+        refused_by=est.refused_by,
+        key_budget=Budget.maybe(est.key_budget_before),
+        key_budget_after=Budget.maybe(est.key_budget_after),
     )
 
 

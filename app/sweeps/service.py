@@ -101,7 +101,11 @@ def plan_sweep(dataset: Dataset, req: SweepRequest) -> SweepPlan:
 
 
 def estimate(
-    session: Session, dataset_id: uuid.UUID, tenant: str, req: SweepRequest
+    session: Session,
+    dataset_id: uuid.UUID,
+    tenant: str,
+    req: SweepRequest,
+    asker: jobs_service.Asker = jobs_service.Asker(),
 ) -> jobs_service.Estimate[SweepPlan]:
     """What admitting the sweep would charge and the budget after it; charges nothing.
     Admissible by the same test as `SweepAdmission.reserve`: the whole sweep's mu against what
@@ -109,7 +113,8 @@ def estimate(
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
     datasets_service.require_ready(dataset)
     plan = plan_sweep(dataset, req)
-    return jobs_service.estimate_of(session, dataset, plan, plan.mu, [j.mu for j in plan.jobs])
+    job_mus = [j.mu for j in plan.jobs]
+    return jobs_service.estimate_of(session, dataset, plan, plan.mu, job_mus, asker)
 
 
 class SweepAdmission(jobs_service.Admission[SweepRequest, SweepPlan, Sweep]):

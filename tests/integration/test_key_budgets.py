@@ -70,6 +70,21 @@ def test_a_key_cap_bounds_that_key_and_names_itself_when_it_refuses(
     assert problem["key_id"] == team["ann"]["id"] and problem["mu_cap"] == 0.5
     assert problem["mu_remaining"] == pytest.approx(math.sqrt(0.25 - 2 * JOB_MU**2), rel=1e-9)
     assert problem["epsilon_remaining"] > 0
+    # An estimate by ann prices the job against her cap too, and charges nothing.
+    estimate = api.post(
+        f"/v1/datasets/{dataset}/jobs/estimate", headers=ann, json={"k": 2, "mu": 0.1}
+    ).json()
+    assert estimate["admissible"] and estimate["refused_by"] is None
+    left = math.sqrt(0.25 - 2 * JOB_MU**2 - 0.01)
+    assert estimate["key_budget_after"]["mu_remaining"] == pytest.approx(left, rel=1e-9)
+    estimate = api.post(
+        f"/v1/datasets/{dataset}/sweeps/estimate", headers=ann, json={"ks": [2, 3], "mu": 0.5}
+    ).json()
+    assert not estimate["admissible"] and estimate["refused_by"] == "key"
+    assert estimate["key_budget_after"] == estimate["key_budget"]
+    sweep = api.post(f"/v1/datasets/{dataset}/sweeps", headers=ann, json={"ks": [2, 3], "mu": 0.5})
+    assert (sweep.status_code, sweep.json()["code"]) == (409, "key-budget-exceeded")
+    assert "this sweep needs mu=0.5" in sweep.json()["detail"]
     # bob has no cap: he shares what the dataset has left.
     assert _job(api, team["bob"]["key"], dataset, 1.0).status_code == 202
     view = api.get(f"/v1/datasets/{dataset}/budget", headers=bob).json()
