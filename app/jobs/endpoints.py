@@ -12,6 +12,7 @@ from app.jobs import labels as labels_service
 from app.jobs import service as jobs_service
 from app.jobs.schemas import (
     Accuracy,
+    CentreRow,
     Estimate,
     JobCreate,
     JobEstimateRequest,
@@ -33,6 +34,7 @@ from app.kit.errors import NotFound
 from app.kit.problems import responses
 from app.kit.query import ListQuery
 from app.kit.schemas import Page
+from app.kit.tables import TableFormat, table_response, table_responses
 from app.ledger.schemas import Budget
 from app.models import Role
 
@@ -130,6 +132,28 @@ def jobs_get(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOut:
     """A job's status, progress, privacy cost and, once succeeded, its private centres."""
     job, context = jobs_service.get_job(session, job_id, key.tenant)
     return JobOut.of(job, context)
+
+
+@router.get(
+    "/jobs/{job_id}/centres",
+    response_model=list[CentreRow],
+    responses={
+        **table_responses("One row per released centre."),
+        **responses(401, 403, 404, 409, 422),
+    },
+    summary="A succeeded job's centres as a flat table (JSON rows or CSV), for dashboards",
+)
+def jobs_centres(
+    job_id: uuid.UUID,
+    request: Request,
+    session: SessionDep,
+    key: TenantKey,
+    fmt: TableFormat = None,
+) -> Response:
+    """The same numbers as `result.centers` (and `sizes`, `sizes_se`), one row per centre;
+    reading them spends nothing. 409 `job-not-succeeded` until the job has succeeded."""
+    columns, rows = jobs_service.centre_table(session, job_id, key.tenant)
+    return table_response(request, fmt, rows, columns)
 
 
 @router.get("/jobs", response_model=Page[JobOut], responses=responses(401, 403, 422))

@@ -266,3 +266,22 @@ class Estimate(BaseModel):
     key_budget_after: Budget | None = Field(
         default=None, description="Your key's cap if this were admitted now (what it leaves)."
     )
+
+
+class CentreRow(BaseModel):
+    """One released centre as a flat row: `centre` (its index), then one number per dataset
+    column, named as the column (in its units; a column named `centre`, `size` or `size_se` is
+    suffixed `_value`), then with summaries `size` and `size_se`."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "additionalProperties": {"type": "number"},
+            "example": {"centre": 0, "x": 1.5, "y": -0.25, "size": 1210, "size_se": 7.1},
+        },
+    )
+    centre: int
+    size: int | None = Field(default=None, description="With summaries: the noisy size.")
+    size_se: float | None = Field(
+        default=None, description="With summaries: the standard deviation of the size's noise."
+    )

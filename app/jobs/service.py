@@ -12,13 +12,14 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy.orm import Session
 
 from app.datasets import service as datasets_service
 from app.datasets.domain import loss_space
 from app.jobs import repository as repo
+from app.jobs import results
 from app.jobs.admission import Admission, Asker, QueueLimits
 from app.jobs.lifecycle import (
     LOST_WORKER,
@@ -44,7 +45,7 @@ from app.jobs.planning import (
 from app.jobs.results import ResultContext
 from app.kit.clock import SYSTEM_CLOCK, Clock
 from app.kit.config import Settings
-from app.kit.errors import NotFound, ServiceUnavailable
+from app.kit.errors import Conflict, NotFound, ServiceUnavailable
 from app.kit.query import ListQuery
 from app.ledger import key_caps
 from app.ledger import limits as ledger_limits
@@ -270,6 +271,21 @@ def get_job(session: Session, job_id: uuid.UUID, tenant: str) -> tuple[Job, Resu
     if found is None:
         raise NotFound("no such job", code="job-not-found")
     return found
+
+
+def centre_table(
+    session: Session, job_id: uuid.UUID, tenant: str
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """The tenant's succeeded job's centres as a flat table (`results.centre_table`): 409
+    `job-not-succeeded` before it has succeeded."""
+    job, context = get_job(session, job_id, tenant)
+    if job.status != JobStatus.SUCCEEDED or job.centers is None:
+        raise Conflict(
+            f"the job has no centres yet (it is {job.status})",
+            code="job-not-succeeded",
+            status_name=job.status,
+        )
+    return results.centre_table(job, context)
 
 
 def list_jobs(
