@@ -95,11 +95,27 @@ LedgerOrder = Annotated[
 LedgerKey = Annotated[
     uuid.UUID | None, Query(description="Only the entries this API key caused (`actor`).")
 ]
+# RFC 3339, as the API writes its times (an offset or Z; none: UTC). A string, not a datetime:
+# pydantic would also take a number of seconds, which the schema does not say.
+RFC3339 = (
+    r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:"
+    r"[0-5][0-9](\.[0-9]{1,9})?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?$"
+)
 LedgerSince = Annotated[
-    datetime | None, Query(description="Only entries written at or after this time.")
+    str | None,
+    Query(
+        pattern=RFC3339,
+        description="Only entries written at or after this time (RFC 3339).",
+        json_schema_extra={"format": "date-time"},
+    ),
 ]
 LedgerUntil = Annotated[
-    datetime | None, Query(description="Only entries written before this time.")
+    str | None,
+    Query(
+        pattern=RFC3339,
+        description="Only entries written before this time (RFC 3339).",
+        json_schema_extra={"format": "date-time"},
+    ),
 ]
 
 
@@ -170,11 +186,25 @@ def ledger_table(
     return table_response(request, fmt, rows, list(LedgerEntryOut.model_fields), headers)
 
 
-def ledger_filter(
-    key_id: uuid.UUID | None, since: datetime | None, until: datetime | None
-) -> EntryFilter:
-    """The entries a ledger page or table holds (times without a zone are read as UTC)."""
-    bounds = [
-        None if t is None else t if t.tzinfo else t.replace(tzinfo=UTC) for t in (since, until)
-    ]
-    return EntryFilter(key_id, bounds[0], bounds[1])
+def ledger_filter(key_id: uuid.UUID | None, since: str | None, until: str | None) -> EntryFilter:
+    """The entries a ledger page or table holds (times without an offset are read as UTC)."""
+    return EntryFilter(key_id, _utc(since, "since"), _utc(until, "until"))
+
+
+def _utc(text: str | None, field: str) -> datetime | None:
+    """An RFC 3339 time in UTC; one whose UTC form is beyond the calendar's ends (year 1 at
+    +14:00) becomes that end, which orders the same against every entry. A date that does not
+    exist (February 30) is a 422 naming `field`."""
+    if text is None:
+        return None
+    try:
+        when = datetime.fromisoformat(text.upper())
+    except ValueError as exc:
+        raise InvalidParameter(f"{field} is not a time: {exc}", field=field) from exc
+    if when.tzinfo is None:
+        return when.replace(tzinfo=UTC)
+    try:
+        return when.astimezone(UTC)
+    except OverflowError:
+        end = datetime.min if when.year < 5000 else datetime.max
+        return end.replace(tzinfo=UTC)
