@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.jobs.results import ResultContext, result_warnings, sizes_se
 from app.kit.schemas import JsonInt, ParamInt, RequestBody, coarse_time, from_attributes
-from app.ledger.schemas import Budget
+from app.ledger.schemas import Budget, RefusedBy
 from app.models import Job, JobStatus, Role
 from privclust.clustering import Algorithm
 from privclust.clustering.auto import describe_auto
@@ -265,3 +265,33 @@ class Estimate(BaseModel):
     admissible: bool = Field(description="Whether the job would be admitted now.")
     budget: Budget = Field(description="The budget now.")
     budget_after: Budget = Field(description="The budget if the job were admitted now.")
+    refused_by: RefusedBy | None = Field(
+        default=None,
+        description="When not admissible: the limit that would refuse it (`dataset`: the "
+        "dataset's cap; `key`: your key's cap; `dataset-pace` or `key-pace`: a pace).",
+    )
+    key_budget: Budget | None = Field(
+        default=None, description="Your key's cap on the dataset now, if it has one."
+    )
+    key_budget_after: Budget | None = Field(
+        default=None, description="Your key's cap if this were admitted now (what it leaves)."
+    )
+
+
+class CentreRow(BaseModel):
+    """One released centre as a flat row: `centre` (its index), then one number per dataset
+    column, named as the column (in its units; a column named `centre`, `size` or `size_se` is
+    suffixed `_value`), then with summaries `size` and `size_se`."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "additionalProperties": {"type": "number"},
+            "example": {"centre": 0, "x": 1.5, "y": -0.25, "size": 1210, "size_se": 7.1},
+        },
+    )
+    centre: int
+    size: int | None = Field(default=None, description="With summaries: the noisy size.")
+    size_se: float | None = Field(
+        default=None, description="With summaries: the standard deviation of the size's noise."
+    )

@@ -1,14 +1,17 @@
-"""The ledger's queries, the dataset's budget lock, and the running budget's row."""
+"""The ledger's queries, the dataset's budget lock, and the running budgets' rows (the
+dataset's, and each capped key's)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
-from app.models import Dataset, DatasetBudget, Job, LedgerEntry
+from app.models import ApiKey, Dataset, DatasetBudget, Job, KeyBudget, LedgerEntry
 
 
 def _is_sqlite(session: Session) -> bool:
@@ -73,12 +76,34 @@ def ledger_entries(session: Session, dataset_id: uuid.UUID) -> Sequence[LedgerEn
     ).all()
 
 
+@dataclass(frozen=True)
+class EntryFilter:
+    """Which of a dataset's entries a page holds: those of one actor key, and those written
+    in [since, until) (None: no bound)."""
+
+    key_id: uuid.UUID | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
 def ledger_page(
-    session: Session, dataset_id: uuid.UUID, after_id: int | None, limit: int, newest_first: bool
+    session: Session,
+    dataset_id: uuid.UUID,
+    after_id: int | None,
+    limit: int,
+    newest_first: bool,
+    only: EntryFilter = EntryFilter(),
 ) -> Sequence[LedgerEntry]:
     """Up to `limit` entries of the dataset past `after_id` (above it, oldest first; below it,
-    newest first). The index on dataset_id keeps each page's cost to its own entries."""
+    newest first), of those `only` selects. The index on dataset_id keeps each page's cost to
+    its own entries."""
     stmt = select(LedgerEntry).where(LedgerEntry.dataset_id == dataset_id)
+    if only.key_id is not None:
+        stmt = stmt.where(LedgerEntry.actor_key_id == only.key_id)
+    if only.since is not None:
+        stmt = stmt.where(LedgerEntry.created_at >= only.since)
+    if only.until is not None:
+        stmt = stmt.where(LedgerEntry.created_at < only.until)
     if after_id is not None:
         stmt = stmt.where(LedgerEntry.id < after_id if newest_first else LedgerEntry.id > after_id)
     order = LedgerEntry.id.desc() if newest_first else LedgerEntry.id
@@ -95,6 +120,21 @@ def streamed_entries(session: Session, dataset_id: uuid.UUID) -> Iterator[Ledger
         .execution_options(yield_per=5000)
     )
     return iter(session.scalars(stmt))
+
+
+EntryFactsRow = Row[tuple[str, uuid.UUID | None, float | None, uuid.UUID | None]]
+
+
+def entry_facts(session: Session, dataset_id: uuid.UUID) -> Iterator[EntryFactsRow]:
+    """(kind, job_id, mu, actor_key_id) of every entry of the dataset, oldest first, streamed:
+    what a replay reads, without building an object per entry."""
+    stmt = (
+        select(LedgerEntry.kind, LedgerEntry.job_id, LedgerEntry.mu, LedgerEntry.actor_key_id)
+        .where(LedgerEntry.dataset_id == dataset_id)
+        .order_by(LedgerEntry.id)
+        .execution_options(yield_per=5000)
+    )
+    return iter(session.execute(stmt))
 
 
 def jobs_of_dataset(session: Session, dataset_id: uuid.UUID) -> dict[uuid.UUID, Job]:
@@ -128,3 +168,38 @@ def dataset_by_id(session: Session, dataset_id: uuid.UUID) -> Dataset | None:
 
 def dataset_for_tenant(session: Session, dataset_id: uuid.UUID, tenant: str) -> Dataset | None:
     return session.scalar(select(Dataset).where(Dataset.id == dataset_id, Dataset.tenant == tenant))
+
+
+def key_budget_row(
+    session: Session, dataset_id: uuid.UUID, key_id: uuid.UUID, *, for_update: bool = False
+) -> KeyBudget | None:
+    """The key's running budget on the dataset (None: the key has no cap there). `for_update`
+    locks it until commit (Postgres); writers take it before the dataset's running budget."""
+    stmt = (
+        select(KeyBudget)
+        .where(KeyBudget.dataset_id == dataset_id, KeyBudget.key_id == key_id)
+        .execution_options(populate_existing=True)
+    )
+    if for_update and not _is_sqlite(session):
+        stmt = stmt.with_for_update()
+    return session.scalar(stmt)
+
+
+def key_budget_rows(session: Session, dataset_id: uuid.UUID) -> Sequence[KeyBudget]:
+    """Every capped key's running budget on the dataset, by key id."""
+    stmt = select(KeyBudget).where(KeyBudget.dataset_id == dataset_id).order_by(KeyBudget.key_id)
+    return session.scalars(stmt).all()
+
+
+def capped_keys(session: Session) -> Sequence[KeyBudget]:
+    """Every key cap of every dataset (for the metrics)."""
+    return session.scalars(select(KeyBudget)).all()
+
+
+def tenant_key(session: Session, key_id: uuid.UUID, tenant: str) -> ApiKey | None:
+    """The tenant's API key `key_id`, revoked or not."""
+    return session.scalar(select(ApiKey).where(ApiKey.id == key_id, ApiKey.tenant == tenant))
+
+
+def delete_key_budget(session: Session, row: KeyBudget) -> None:
+    session.delete(row)

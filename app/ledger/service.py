@@ -14,15 +14,18 @@ import math
 import re
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.kit import repository as kit_repo
+from app.kit.clock import SYSTEM_CLOCK
 from app.kit.db.session import IMMEDIATE
-from app.kit.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
-from app.ledger import chain
+from app.kit.errors import Conflict, InvalidParameter, NotFound
+from app.ledger import chain, limits
 from app.ledger import repository as repo
+from app.ledger.repository import EntryFilter
 from app.ledger.state import BudgetView, LedgerState, RunningBudget, budget_view, new_row, replay
 from app.models import Dataset, DatasetBudget, Job, LedgerEntry, LedgerKind
 from privclust.privacy import budget as bmath
@@ -211,39 +214,37 @@ def _locks_held(session: Session) -> dict[uuid.UUID, Dataset]:
 
 
 def refuse_unless_admissible(
-    dataset: Dataset, running_budget: RunningBudget, mu: float, needs: str
+    dataset: Dataset, running: RunningBudget, mu: float, needs: str
 ) -> None:
-    """BudgetExceeded (nothing charged) unless `mu` fits in what is left; `needs` says what
-    needs it ("this job needs mu=0.5")."""
-    if bmath.is_admissible_sq(running_budget.used_sq, mu, running_budget.mu_cap):
-        return
-    remaining = bmath.remaining_mu_sq(running_budget.used_sq, running_budget.mu_cap)
-    cap = running_budget.mu_cap
-    raise BudgetExceeded(
-        f"{needs} but only mu={remaining:.6g} of the dataset's budget (mu_cap={cap:.6g}) "
-        "remains; nothing was charged",
-        mu_requested=mu,
-        mu_remaining=remaining,
-        epsilon_remaining=bmath.epsilon_remaining(remaining, dataset.delta),
-        mu_cap=cap,
-    )
+    """BudgetExceeded (nothing charged) unless `mu` fits in what is left of the dataset's cap."""
+    if refused := limits.cap_refusal(dataset, running, mu, needs):
+        raise refused
 
 
-def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID | None) -> Job:
-    """Admit `job` against the dataset's budget, or raise BudgetExceeded with nothing charged.
+def reserve(
+    session: Session,
+    dataset_id: uuid.UUID,
+    job: Job,
+    actor: uuid.UUID | None,
+    now: datetime | None = None,
+) -> Job:
+    """Admit `job` against every limit (app.ledger.limits, as of `now`: the service's clock), or
+    raise BudgetExceeded (or the subclass naming the limit) with nothing charged.
 
     The caller must have opened this transaction with `begin_budget_transaction`: this
-    function takes the lock (FOR UPDATE / BEGIN IMMEDIATE), reads the running budget, and
-    inserts the job, its reserve entry and the running budget's move. The caller commits, and
-    only then enqueues.
+    function takes the lock (FOR UPDATE / BEGIN IMMEDIATE), reads the running budgets, and
+    inserts the job, its reserve entry and the budgets' moves. The caller commits, then enqueues.
     """
     dataset = lock_for_admission(session, dataset_id)
-    row = _locked_budget(session, dataset_id)
-    current = RunningBudget.of_row(row)
-    refuse_unless_admissible(dataset, current, job.mu, f"this job needs mu={job.mu:.6g}")
+    held = limits.read(session, dataset, actor, now or SYSTEM_CLOCK.now(), lock=True)
+    if refused := limits.refusal(held, job.mu, f"this job needs mu={job.mu:.6g}"):
+        raise refused
     kit_repo.add(session, job)
+    # Every limit moves first (the dataset's running budget, the key's and the paces); the entry
+    # is then chained over the budget as moved.
+    limits.charge(held, job.mu)
     entry = job_entry(job, LedgerKind.RESERVE, _charge_note(job), actor, **release_cost(job))
-    _append(session, row, entry, current.reserved(job.mu))
+    _append(session, held.row, entry)
     return job
 
 
@@ -272,6 +273,8 @@ def _live_reservation(entries: Sequence[LedgerEntry]) -> float | None:
 def commit(session: Session, job: Job) -> None:
     """The worker is about to draw the first noise: from here on the spend is final."""
     reserved = _live_reservation(repo.all_ledger_entries_for_job(session, job.id))
+    if reserved is not None:  # the key's running budget is locked before the dataset's
+        limits.move_key(session, job.dataset_id, job.created_by, "committed", reserved)
     row = _locked_budget(session, job.dataset_id)
     current = RunningBudget.of_row(row)
     entry = job_entry(job, LedgerKind.COMMIT, mu=job.mu, sigma=job.sigma, releases=job.releases)
@@ -287,6 +290,7 @@ def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None
     reserved = _live_reservation(entries)
     if LedgerKind.REFUND in kinds or reserved is None:
         return
+    limits.move_key(session, job.dataset_id, job.created_by, "refunded", reserved)
     row = _locked_budget(session, job.dataset_id)
     entry = job_entry(job, LedgerKind.REFUND, note, actor, mu=job.mu)
     _append(session, row, entry, RunningBudget.of_row(row).refunded(reserved))
@@ -356,19 +360,23 @@ def update_cap(
 
 
 def ledger_page(
-    session: Session, dataset: Dataset, limit: int, cursor: str | None, newest_first: bool = False
+    session: Session,
+    dataset: Dataset,
+    limit: int,
+    cursor: str | None,
+    newest_first: bool = False,
+    only: EntryFilter = EntryFilter(),
 ) -> tuple[Sequence[LedgerEntry], str | None, BudgetView]:
-    """A page of the dataset's entries (oldest first, or newest first) after `cursor`, the next
-    page's cursor (None on the last page) and the budget, from the running budget. The cursor
-    is the id of the page's last entry: the ledger only grows at its end, so paging forward
-    never skips or repeats an entry."""
+    """A page of the dataset's entries (oldest first, or newest first) after `cursor`, of those
+    `only` selects, the next page's cursor (None on the last page) and the budget. The cursor
+    is the id of the page's last entry: the ledger only grows at its end."""
     after: int | None = None
     if cursor is not None:
         if not re.fullmatch(r"[0-9]{1,18}", cursor):
             raise InvalidParameter("cursor is not one this API returned", field="cursor")
         after = int(cursor)
     limit = max(1, min(limit, LEDGER_PAGE_MAX))
-    entries = repo.ledger_page(session, dataset.id, after, limit + 1, newest_first)
+    entries = repo.ledger_page(session, dataset.id, after, limit + 1, newest_first, only)
     nxt = str(entries[limit - 1].id) if len(entries) > limit else None
     return entries[:limit], nxt, budget(session, dataset)
 

@@ -20,8 +20,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.kit.db.session import unit_of_work
 from app.ledger import repository as repo
 from app.ledger.chain import ChainWalk, name
-from app.ledger.state import GENESIS, RunningBudget, replay
+from app.ledger.state import GENESIS, KeyReplay, RunningBudget, replay
 from app.models import Dataset, Job, LedgerEntry, LedgerKind
+from privclust.privacy import budget as bmath
 from privclust.privacy.gdp import PrivacyParameterError
 
 SNAPSHOT = {"isolation_level": "REPEATABLE READ"}
@@ -30,6 +31,36 @@ SHOWN_BREAKS = 5  # entries named per dataset; the rest are counted
 # Whether a job's plan, made again from public inputs, is what its row charged: None if so,
 # else what differs (app.jobs.planning.plan_mismatch).
 PlanCheck = Callable[[Job, Dataset], str | None]
+
+
+@dataclass(frozen=True)
+class KeyCheck:
+    """One capped key's check: its running budget as stored and as the replay of its jobs'
+    entries gives it, under the stored cap; and whether its spend is within that cap."""
+
+    key_id: uuid.UUID
+    stored: RunningBudget
+    replayed: RunningBudget | None
+
+    @property
+    def within_cap(self) -> bool:
+        return bmath.exact_square(self.stored.mu_cap) >= self.stored.used_sq
+
+    @property
+    def agrees(self) -> bool:
+        return self.stored == self.replayed and self.within_cap
+
+    def describe(self) -> str:
+        if self.replayed is None:
+            return f"key {self.key_id}: the ledger holds a mu no budget can"
+        parts = [
+            f"{field} stored {getattr(self.stored, field)} replayed {getattr(self.replayed, field)}"
+            for field in ("spent_sq", "reserved_sq", "jobs")
+            if getattr(self.stored, field) != getattr(self.replayed, field)
+        ]
+        if not self.within_cap:
+            parts.append(f"spend above its cap (mu_cap={self.stored.mu_cap})")
+        return f"key {self.key_id}: " + "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -46,6 +77,7 @@ class Check:
     # Each entry that breaks the chain or charged other than its job, named.
     breaks: tuple[str, ...] = ()
     head: str = GENESIS
+    keys: tuple[KeyCheck, ...] = ()
 
     @property
     def agrees(self) -> bool:
@@ -54,14 +86,16 @@ class Check:
             and self.stored == self.replayed
             and self.stored.mu_cap == self.dataset_mu_cap
             and not self.breaks
+            and all(key.agrees for key in self.keys)
         )
 
     def describe(self) -> str:
         """One line: what differs."""
         if self.agrees:
+            capped = f" and {len(self.keys)} key caps" if self.keys else ""
             return (
-                f"dataset {self.dataset_id}: running budget agrees with {self.entries} entries; "
-                f"chain head {self.head}"
+                f"dataset {self.dataset_id}: running budget{capped} agree with "
+                f"{self.entries} entries; chain head {self.head}"
             )
         if self.breaks:
             shown = "; ".join(self.breaks[:SHOWN_BREAKS])
@@ -69,6 +103,9 @@ class Check:
             return f"dataset {self.dataset_id}: BROKEN: {shown}" + (
                 f"; and {more} more" if more > 0 else ""
             )
+        if self.stored == self.replayed and self.stored is not None:
+            wrong = "; ".join(k.describe() for k in self.keys if not k.agrees)
+            return f"dataset {self.dataset_id}: KEY MISMATCH over {self.entries} entries: {wrong}"
         if self.stored is None:
             return f"dataset {self.dataset_id}: no running budget ({self.entries} entries)"
         if self.replayed is None:
@@ -122,6 +159,8 @@ def check_dataset(
     row = repo.budget_row(session, dataset_id)
     jobs = repo.jobs_of_dataset(session, dataset_id)
     walk = ChainWalk()
+    key_rows = repo.key_budget_rows(session, dataset_id)
+    keys = KeyReplay(r.key_id for r in key_rows)
     count = 0
 
     def followed() -> Iterator[LedgerEntry]:
@@ -132,17 +171,33 @@ def check_dataset(
             if entry.kind == LedgerKind.COMMIT and entry.job_id is not None:
                 job = jobs.get(entry.job_id)
                 walk.breaks += charge_breaks(entry, job, dataset, plan_check)
+            keys.feed(entry)
             yield entry
 
     state = replay(followed())
     walk.end(None if row is None else row.last_hash)
-    try:
-        replayed: RunningBudget | None = RunningBudget.of_state(state)
-    except (PrivacyParameterError, ArithmeticError):
-        replayed = None
+    replayed = _running_or_none(lambda: RunningBudget.of_state(state))
     stored = None if row is None else RunningBudget.of_row(row)
+    key_checks = tuple(
+        KeyCheck(
+            r.key_id,
+            RunningBudget.of_row(r),
+            _running_or_none(lambda r=r: keys.running(r.key_id, r.mu_cap)),  # type: ignore[misc]
+        )
+        for r in key_rows
+    )
     mu_cap = float(dataset.mu_cap)
-    return Check(dataset_id, count, stored, replayed, mu_cap, tuple(walk.breaks), walk.head)
+    breaks = tuple(walk.breaks)
+    return Check(dataset_id, count, stored, replayed, mu_cap, breaks, walk.head, key_checks)
+
+
+def _running_or_none(fold: Callable[[], RunningBudget]) -> RunningBudget | None:
+    """The replay's running budget; None when it holds a value no running budget can (a
+    negative or non-finite mu)."""
+    try:
+        return fold()
+    except (PrivacyParameterError, ArithmeticError):
+        return None
 
 
 def check(
