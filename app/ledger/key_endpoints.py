@@ -72,10 +72,9 @@ def budget_key_delete(
 @router.get(
     "/{dataset_id}/budget/keys",
     response_model=list[KeyBudgetRow],
-    responses={
-        **table_responses("One row per capped key: its cap, spend, what is left, its pace."),
-        **responses(401, 403, 404, 422),
-    },
+    responses=table_responses(
+        "One row per capped key: its cap, spend, what is left, its pace.", 401, 403, 404, 422
+    ),
     summary="Every capped key's budget as a flat table (JSON rows or CSV), for dashboards",
 )
 def budget_keys_table(
