@@ -215,8 +215,8 @@ def _auto_with_own_count(
     validate everything with a stand-in count (no noise drawn yet), release N~ as
     runner.plan_for_rows would, then run the choice on what is left of the mu."""
     k = check_integer("k", k, 1)
-    plan_options(k, n_cols, k, options)
-    job_mu, job_epsilon, job_delta = resolve_privacy(options.epsilon, options.delta, options.mu)
+    stand_in = plan_options(k, n_cols, k, options)  # every argument checked, the budget resolved
+    job_mu, job_epsilon, job_delta = stand_in.mu, stand_in.epsilon, stand_in.delta
     count_mu = noise.COUNT_MU_FRACTION * job_mu
     n_tilde = released_count(n_rows, k, count_mu, noise.job_generator(options.rng), options.check_k)
     method = METHODS[resolve_algorithm(Algorithm.AUTO, n_cols, n_rows=n_tilde, k=k, mu=job_mu)]
