@@ -14,11 +14,11 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from privclust.clustering.evolution.vote import VoteCounts
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.kit.cluster_watch import ClusterStalled, ClusterWatch
 from privclust.clustering.data.rows import PartitionedTable, Reading
+from privclust.clustering.evolution.vote import VoteCounts
 from privclust.distributed import DaskEngine, cached_runs
 from tests.support.api import auth
 from tests.support.dask import blocks, local_cluster, pause_workers, resume_workers
