@@ -1,16 +1,20 @@
-"""Helpers for the clustering library's tests: the log of a run's Gaussian releases, what those
-releases compose to, FastLloyd's joint sensitivity, and a run stopped from its progress callback."""
+"""Helpers for the clustering library's tests: the log of a run's Gaussian releases (as drawn,
+and as they pass the rows' door), what those releases compose to, FastLloyd's joint
+sensitivity, and a run stopped from its progress callback."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pytest
 
 from privclust.clustering import ClusteringInputError
+from privclust.clustering.data.release import Gaussian
+from privclust.clustering.data.rows import InProcess, Partition, Reading, Rows, Statistic
 from privclust.clustering.mechanisms.grid import grid_sensitivity
 from privclust.clustering.mechanisms.lloyd import count_multiplier, default_count_share
 from privclust.privacy import noise
@@ -59,6 +63,51 @@ def joint_sensitivity(d: int, relation: str = "add-remove") -> float:
     if relation == "replace-one":
         return max(2.0 * s, math.sqrt(2.0) * math.hypot(s, m))
     return math.hypot(s, m)
+
+
+@dataclass(frozen=True)
+class Released:
+    """One release through the rows' door: what the pass computed (its statistic's class) and
+    each array's noise and shape."""
+
+    statistic: str
+    noises: tuple[Gaussian, ...]
+    shapes: tuple[tuple[int, ...], ...]
+
+
+class RecordedRows(Rows):
+    """An engine's rows that log every release they make (and change nothing of it)."""
+
+    def __init__(self, inner: Rows, log: list[Released]) -> None:
+        self.inner, self.log, self.shape = inner, log, inner.shape
+
+    def total(self, statistic: Statistic) -> tuple[np.ndarray, ...]:
+        return self.inner.total(statistic)
+
+    def forget(self, key: Hashable) -> None:
+        self.inner.forget(key)
+
+    def release(
+        self, statistic: Statistic, noises: Sequence[Gaussian], rng: np.random.Generator
+    ) -> tuple[np.ndarray, ...]:
+        out = self.inner.release(statistic, noises, rng)
+        name = type(getattr(statistic, "statistic", statistic)).__name__  # through a projection
+        self.log.append(Released(name, tuple(noises), tuple(np.shape(a) for a in out)))
+        return out
+
+
+class RecordingEngine(InProcess):
+    """The in-process engine, with every release of the rows it serves logged in `releases`:
+    what a different engine (a federation's) would be asked to release."""
+
+    def __init__(self) -> None:
+        self.releases: list[Released] = []
+
+    def working(self, partitions: Sequence[Partition], reading: Reading, n_cols: int) -> Rows:
+        return RecordedRows(super().working(partitions, reading, n_cols), self.releases)
+
+    def streamed(self, partitions: Sequence[Partition], reading: Reading, n_cols: int) -> Rows:
+        return RecordedRows(super().streamed(partitions, reading, n_cols), self.releases)
 
 
 class Cancelled(Exception):

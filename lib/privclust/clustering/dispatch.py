@@ -21,7 +21,7 @@ from privclust.clustering.errors import (
     check_positive,
     data_shape,
 )
-from privclust.clustering.outputs.summaries import exact_summary, release_summary
+from privclust.clustering.outputs.summaries import released_summary
 from privclust.clustering.registry import METHODS
 from privclust.clustering.run.method import Method, plan_method
 from privclust.clustering.run.options import (
@@ -284,9 +284,12 @@ def _summarised(
     """`result` with its private sizes and loss released from `mu_summary` (on the job's
     generator: the caller's, or a fresh ChaCha20 from OS entropy), and the job's privacy."""
     radius = check_positive("radius", options.radius)  # checked by the run already
-    exact = exact_summary(X, result.centers, radius=radius, center=options.center, box=options.box)
-    summary = release_summary(
-        exact,
+    summary = released_summary(
+        X,
+        result.centers,
+        radius=radius,
+        center=options.center,
+        box=options.box,
         mu=mu_summary,
         relation=result.relation,
         n_public=result.n_public,

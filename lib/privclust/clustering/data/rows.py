@@ -11,9 +11,10 @@ run over any partitioning of the rows, in this process or on a cluster
 (privclust.distributed), gets the same statistics, bit for bit, as one pass over the whole
 working copy.
 
-No statistic draws noise. The caller adds noise to the total, once, in its own process; an
-engine that computes a partition again (Dask reruns a lost task) only computes the same exact
-statistic again.
+No statistic draws noise. A release is a pass and its noise together (`Rows.release`, the one
+door every noisy release of a run goes through): the rows' engine adds the noise to the total,
+once, in the caller's process (privclust.clustering.data.release); an engine that computes a
+partition again (Dask reruns a lost task) only computes the same exact statistic again.
 
 - `Table`: a dataset's rows before a run reads them: an array (`ArrayTable`) or stored
   partitions read by an `Engine` (`PartitionedTable`).
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from privclust.clustering.data.domain import prepare_rows
+from privclust.clustering.data.release import Gaussian, central_release
 from privclust.clustering.errors import data_shape
 
 if TYPE_CHECKING:
@@ -124,6 +126,14 @@ class Rows(ABC):
     def total(self, statistic: Statistic) -> tuple[np.ndarray, ...]:
         """`statistic` summed over every partition (int64)."""
 
+    def release(
+        self, statistic: Statistic, noises: Sequence[Gaussian], rng: np.random.Generator
+    ) -> tuple[np.ndarray, ...]:
+        """The door of every release: `statistic`'s total, each array with its noise (one
+        `Gaussian` per array, drawn from `rng` in order). Central by default; an engine that
+        adds noise otherwise overrides this."""
+        return central_release(self.total(statistic), noises, rng)
+
     def forget(self, key: Hashable) -> None:  # noqa: B027 - only a working copy keeps anything
         """Drop what passes derived under `key` (a projection no later pass reads)."""
 
@@ -176,7 +186,12 @@ class DerivedRows(Rows):
     def total(self, statistic: Statistic) -> tuple[np.ndarray, ...]:
         return self.base.total(OnDerived(self.key, self.make, statistic))
 
-    def release(self) -> None:
+    def release(
+        self, statistic: Statistic, noises: Sequence[Gaussian], rng: np.random.Generator
+    ) -> tuple[np.ndarray, ...]:
+        return self.base.release(OnDerived(self.key, self.make, statistic), noises, rng)
+
+    def drop(self) -> None:
         """Drop the derived partitions a working copy kept (no later pass reads them)."""
         self.base.forget(self.key)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import Rows
 from privclust.clustering.evolution.histogram import adapt_variations, postprocess_votes
 from privclust.clustering.evolution.nearest import GroupLayout
@@ -38,13 +39,13 @@ def evolve(
     selection: np.ndarray | None = None
     layout: GroupLayout | None = None  # the sphere packing has no group structure
     sensitivity = plan.count_sensitivity
+    vote_noise = (Gaussian(sensitivity, plan.sigma),)
     # The variations are published post-processing; they take a fast generator keyed from rng
     # (noise.variation_generator), the noise stays on rng.
     variation_rng = noise.variation_generator(rng)
     with one_blas_thread():  # see there: idle BLAS threads would slow the next vote
         for t in range(1, plan.iterations + 1):
-            (votes,) = points.total(VoteCounts(population, layout))
-            noisy = noise.integer_release(votes, sensitivity=sensitivity, sigma=plan.sigma, rng=rng)
+            (noisy,) = points.release(VoteCounts(population, layout), vote_noise, rng)
             processed = postprocess_votes(noisy, plan.n_rows)
             selection = select_centres(population, processed, k, selection, rng)
             current_l = adapt_variations(

@@ -16,8 +16,8 @@ import numpy as np
 from scipy import sparse
 
 from privclust.clustering.data.domain import project_into_ball
+from privclust.clustering.data.release import Gaussian, central_release
 from privclust.clustering.run.plan import RunPlan
-from privclust.privacy import noise
 
 # A 2^-20 relative grid moves a centre by less than 1e-6 R, far below the noise; the sums stay
 # below 2^53 up to ~8e9 rows.
@@ -115,15 +115,25 @@ def relative_grid_sums(
     return sums, counts
 
 
-def release_grid_sums(
-    sums: np.ndarray, plan: RunPlan, rng: np.random.Generator, weight: int = 1
-) -> np.ndarray:
-    """One integer Gaussian release of the grid sums of disjoint sets of rows: isotropic noise
-    of std Delta sigma / sqrt(weight) per coordinate, one independent draw each, with Delta =
+def sum_noise(plan: RunPlan, n_cols: int, weight: int = 1) -> Gaussian:
+    """The noise of one release of the grid sums of disjoint sets of rows: isotropic, of std
+    Delta sigma / sqrt(weight) per coordinate, one independent draw each, with Delta =
     grid_sensitivity(d) (2x under replace-one: R or 2R in grid units). Dividing the sensitivity
     by sqrt(weight) prices the release as `weight` releases of the plan's sigma."""
-    sensitivity = plan.sum_sensitivity_factor * grid_sensitivity(sums.shape[1]) / math.sqrt(weight)
-    return noise.integer_release(sums, sensitivity=sensitivity, sigma=plan.sigma, rng=rng)
+    return Gaussian(plan.sum_sensitivity_factor * grid_sensitivity(n_cols), plan.sigma, weight)
+
+
+def count_noise(plan: RunPlan) -> Gaussian:
+    """The noise of one release of counts of disjoint sets of rows: std count_sensitivity x
+    sigma (1, or sqrt(2) under replace-one)."""
+    return Gaussian(plan.count_sensitivity, plan.sigma)
+
+
+def mean_noises(plan: RunPlan, n_cols: int, sum_weight: int = 1) -> tuple[Gaussian, Gaussian]:
+    """The two releases of clusters' means, in order: the grid sums (`sum_noise`, priced as
+    `sum_weight` releases), then the counts (`count_noise`). Every cluster is released, empty
+    or not: skipping one would depend on private data."""
+    return sum_noise(plan, n_cols, sum_weight), count_noise(plan)
 
 
 def release_means(
@@ -134,16 +144,11 @@ def release_means(
     rng: np.random.Generator,
     sum_weight: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Two integer Gaussian releases and the means they give: the grid sums
-    (`release_grid_sums`, priced as `sum_weight` releases), then the counts (std
-    count_sensitivity x sigma: 1, or sqrt(2) under replace-one). Every cluster is released,
-    empty or not: skipping one would depend on private data. Returns (the means in the rows'
-    units, projected into the ball; the noisy counts), a quotient of released integers:
-    post-processing."""
-    noisy_sums = release_grid_sums(sums, plan, rng, sum_weight)
-    noisy_counts = noise.integer_release(
-        counts, sensitivity=plan.count_sensitivity, sigma=plan.sigma, rng=rng
-    )
+    """`mean_noises` added centrally to sums and counts already computed (an audit's or a
+    study's arrays; a run releases them through its rows), and the means they give (as
+    `grid_means`). Returns (the means, the noisy counts)."""
+    noises = mean_noises(plan, sums.shape[1], sum_weight)
+    noisy_sums, noisy_counts = central_release((sums, counts), noises, rng)
     return grid_means(noisy_sums, noisy_counts, radius), noisy_counts
 
 

@@ -20,12 +20,12 @@ import numpy as np
 
 from privclust.clustering.choices import Relation
 from privclust.clustering.data.domain import project_into_ball
+from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import Part, Rows
 from privclust.clustering.evolution.nearest import nearest_candidates
 from privclust.clustering.mechanisms.grid import GRID_BITS, grid_sensitivity, relative_grid_sums
 from privclust.clustering.run.options import Options
 from privclust.clustering.run.plan import RunPlan
-from privclust.privacy import noise
 
 # The count multiplier M stays within [1, 2^31]; see `grid.relative_grid_sums` for why no sum of
 # the joint vector can overflow int64.
@@ -75,32 +75,21 @@ def largest_lloyd_sensitivity(plan: RunPlan, options: Options) -> float:
     return max(plan.count_sensitivity, joint)
 
 
-def joint_release(
-    sums: np.ndarray,
-    counts: np.ndarray,
-    plan: RunPlan,
-    multiplier: int,
-    rng: np.random.Generator,
-    weight: int = 1,
-) -> tuple[np.ndarray, np.ndarray]:
-    """One integer Gaussian release of [sums, M * counts] with noise multiplier
-    plan.sigma / sqrt(weight); returns (noisy sums in grid units, noisy counts) as floats
-    (post-processing).
+def joint_noise(plan: RunPlan, n_cols: int, multiplier: int, weight: int = 1) -> Gaussian:
+    """The noise of one joint release of [sums, M * counts]: noise multiplier plan.sigma on the
+    joint sensitivity divided by sqrt(weight).
 
     The sums get noise of std sqrt(S^2 + M^2) sigma / sqrt(weight) per coordinate and the
     counts, after the division by M, that over M: the paper's split, as one
     (sqrt(weight)/sigma)-GDP release, priced as `weight` releases of the plan's sigma (FastLloyd
-    uses weight 1; pe-lloyd gives its Lloyd steps a larger share this way). Every cluster is
-    released, empty or not.
-    """
-    k, d = sums.shape
-    joint = np.concatenate([sums.ravel(), counts * np.int64(multiplier)])
-    noisy = noise.integer_release(
-        joint,
-        sensitivity=joint_sensitivity(plan, d, multiplier) / math.sqrt(weight),
-        sigma=plan.sigma,
-        rng=rng,
-    )
+    uses weight 1; pe-lloyd gives its Lloyd steps a larger share this way)."""
+    return Gaussian(joint_sensitivity(plan, n_cols, multiplier), plan.sigma, weight)
+
+
+def split_joint(noisy: np.ndarray, k: int, multiplier: int) -> tuple[np.ndarray, np.ndarray]:
+    """(noisy sums in grid units, noisy counts) from a released joint vector, as floats
+    (post-processing)."""
+    d = (len(noisy) - k) // k
     noisy_sums = noisy[: k * d].reshape(k, d).astype(np.float64)
     noisy_counts = noisy[k * d :].astype(np.float64) / multiplier
     return noisy_sums, noisy_counts
@@ -124,15 +113,18 @@ def moved_centres(
 
 @dataclass(frozen=True, eq=False)
 class LloydSums:
-    """A pass's statistic: every row labelled by its nearest centre, then each cluster's exact
-    sums of clipped offsets and its count (`relative_grid_sums`)."""
+    """A pass's statistic: every row labelled by its nearest centre, then the joint vector
+    [each cluster's exact sums of clipped offsets, M * its count] (`relative_grid_sums`; a
+    linear map of them, so the partitions' sum is the whole's)."""
 
     centres: np.ndarray
     step: float | np.ndarray
+    multiplier: int
 
     def __call__(self, part: Part) -> tuple[np.ndarray, ...]:
         labels = nearest_candidates(part.points, self.centres)
-        return relative_grid_sums(part.points, self.centres, labels, self.step)
+        sums, counts = relative_grid_sums(part.points, self.centres, labels, self.step)
+        return (np.concatenate([sums.ravel(), counts * np.int64(self.multiplier)]),)
 
 
 def lloyd_step(
@@ -147,11 +139,14 @@ def lloyd_step(
     weight: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One noisy Lloyd step from `centres` (centred coordinates): label every row with its
-    nearest centre, release the clipped offset sums and the counts (`joint_release`, priced as
-    `weight` releases) and move each centre by the noisy mean offset (`moved_centres`).
+    nearest centre, release the clipped offset sums and the counts as one joint vector
+    (`joint_noise`, priced as `weight` releases; every cluster is released, empty or not) and
+    move each centre by the noisy mean offset (`moved_centres`).
     Returns (new centres, noisy counts)."""
-    sums, counts = points.total(LloydSums(centres, step))
-    noisy_sums, noisy_counts = joint_release(sums, counts, plan, multiplier, rng, weight)
+    k, d = centres.shape
+    noises = (joint_noise(plan, d, multiplier, weight),)
+    (noisy,) = points.release(LloydSums(centres, step, multiplier), noises, rng)
+    noisy_sums, noisy_counts = split_joint(noisy, k, multiplier)
     return moved_centres(centres, noisy_sums, noisy_counts, step, radius), noisy_counts
 
 

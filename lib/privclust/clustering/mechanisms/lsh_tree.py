@@ -25,10 +25,9 @@ import numpy as np
 
 from privclust.clustering.data.rows import Part, Rows, token
 from privclust.clustering.evolution.kernels import ordered_products
-from privclust.clustering.mechanisms.grid import cluster_grid_sums
+from privclust.clustering.mechanisms.grid import cluster_grid_sums, count_noise, sum_noise
 from privclust.clustering.run.options import Progress
 from privclust.clustering.run.plan import RunPlan
-from privclust.privacy import noise
 
 # At most this many nodes branch at a level (those with the largest noisy counts; the others
 # become leaves), which bounds the count vectors and the coreset whatever the thresholds.
@@ -144,8 +143,8 @@ class ChildCounts:
 
 @dataclass(frozen=True, eq=False)
 class LeafSums:
-    """A pass's statistic: each leaf's exact grid sums and counts (rows in no leaf go to an
-    extra bucket, the last, that is never released)."""
+    """A pass's statistic: each leaf's exact grid sums (rows in no leaf go to an extra bucket,
+    the last, that is dropped here: it is never released)."""
 
     codes: HashCodes
     key: str
@@ -160,7 +159,8 @@ class LeafSums:
         _close(leaf, node, self.last_leaf_ids)
         part.forget(self.key)  # the last pass that reads the codes
         labels = np.where(leaf >= 0, leaf, self.n_leaves)
-        return cluster_grid_sums(part.points, labels, self.n_leaves + 1, self.radius)
+        sums, _ = cluster_grid_sums(part.points, labels, self.n_leaves + 1, self.radius)
+        return (sums[: self.n_leaves],)
 
 
 def _children_of_rows(
@@ -180,7 +180,7 @@ def _children_of_rows(
 
 @dataclass(frozen=True)
 class Tree:
-    """The grown tree: every leaf's exact grid sums (k x d, in leaf order) and noisy count."""
+    """The grown tree: every leaf's noisy grid sums (k x d, in leaf order) and noisy count."""
 
     sums: np.ndarray
     counts: np.ndarray
@@ -195,15 +195,17 @@ def grow_tree(
     min_count: int,
     branch_count: int,
     radius: float,
+    sum_weight: int,
     rng: np.random.Generator,
     progress: Progress | None,
 ) -> Tree:
-    """The leaves' exact grid sums and noisy counts.
+    """The leaves' noisy grid sums and noisy counts.
 
     One integer release per level (plan.iterations of them) of the counts of all children of the
     branching nodes; see the module docstring. Each level is one pass over the rows
     (`ChildCounts`), each row walking down the public levels above it; a last pass sums the
-    rows of every leaf (`LeafSums`).
+    rows of every leaf (`LeafSums`), released with noise priced as `sum_weight` releases
+    (`grid.sum_noise`).
     """
     levels = plan.iterations
     fanout = 1 << bits_per_level
@@ -213,14 +215,12 @@ def grow_tree(
     n_leaves = 0
     # Kept nodes of the current level: their noisy counts, and which of them branch.
     counts = np.array([plan.n_rows], dtype=np.int64)
+    level_noise = (count_noise(plan),)
     branching = branching_nodes(counts, branch_count)
     for t in range(1, levels + 1):
         parents = np.flatnonzero(branching)
         walk = Walk(levels, bits_per_level, tuple(history))
-        (exact,) = rows.total(ChildCounts(codes, key, walk, parents))
-        noisy = noise.integer_release(
-            exact, sensitivity=plan.count_sensitivity, sigma=plan.sigma, rng=rng
-        )
+        (noisy,) = rows.release(ChildCounts(codes, key, walk, parents), level_noise, rng)
         kept = noisy >= min_count
         has_kept_child = kept.reshape(len(parents), fanout).any(axis=1)
         # Leaves of this level: kept nodes that did not branch, or branched into nothing kept.
@@ -241,8 +241,10 @@ def grow_tree(
     last_ids, n_leaves = _leaf_ids(np.ones(len(counts), dtype=bool), n_leaves)
     leaf_counts.append(counts)
     walk = Walk(levels, bits_per_level, tuple(history))
-    sums, _ = rows.total(LeafSums(codes, key, walk, last_ids, n_leaves, radius))
-    return Tree(sums=sums[:n_leaves], counts=np.concatenate(leaf_counts))
+    leaf_sums = LeafSums(codes, key, walk, last_ids, n_leaves, radius)
+    sums_noise = (sum_noise(plan, rows.shape[1], sum_weight),)
+    (sums,) = rows.release(leaf_sums, sums_noise, rng)
+    return Tree(sums=sums, counts=np.concatenate(leaf_counts))
 
 
 def _leaf_ids(is_leaf: np.ndarray, n_leaves: int) -> tuple[np.ndarray, int]:

@@ -20,7 +20,7 @@ from privclust.clustering.errors import ClusteringInputError, check_integer
 from privclust.clustering.evolution.evolution import evolve
 from privclust.clustering.evolution.kernels import ordered_products
 from privclust.clustering.evolution.nearest import nearest_candidates
-from privclust.clustering.mechanisms.grid import cluster_grid_sums, release_means
+from privclust.clustering.mechanisms.grid import cluster_grid_sums, grid_means, mean_noises
 from privclust.clustering.run.method import RunStart
 from privclust.clustering.run.options import DEFAULT_PROJECTION_DIM, Options
 from privclust.clustering.run.plan import PlanBasis
@@ -121,7 +121,7 @@ def evolve_in_projection(start: RunStart, options: Options, sum_weight: int) -> 
     PE-means iterations in the projection (their vote histograms are the plan's first
     releases), label every row by its nearest projected centre, and release each cluster's
     noisy grid sum, priced as `sum_weight` releases, and its noisy count, one release
-    (`grid.release_means`). Progress is reported after each PE iteration."""
+    (`grid.mean_noises`). Progress is reported after each PE iteration."""
     points, plan, rng, radius = start.points, start.plan, start.rng, start.radius
     assert plan.projection_dim is not None
     matrix = rng.standard_normal(size=(plan.projection_dim, points.shape[1]))
@@ -132,8 +132,10 @@ def evolve_in_projection(start: RunStart, options: Options, sum_weight: int) -> 
     outcome = evolve(
         projected, plan, radius=radius, rng=rng, packing_rng=options.rng, progress=options.progress
     )
-    sums, counts = points.total(
-        ProjectedClusterSums(projection, token(matrix), outcome.centres, radius)
+    noisy_sums, noisy_counts = points.release(
+        ProjectedClusterSums(projection, token(matrix), outcome.centres, radius),
+        mean_noises(plan, points.shape[1], sum_weight),
+        rng,
     )
-    centres, noisy_counts = release_means(sums, counts, plan, radius, rng, sum_weight)
+    centres = grid_means(noisy_sums, noisy_counts, radius)
     return ProjectedMeans(centres, noisy_counts, outcome.final_variations)

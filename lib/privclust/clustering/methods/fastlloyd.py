@@ -12,7 +12,7 @@ The run (centred coordinates, every row of norm <= R):
   contributes v = clip(x - mu_j, r_t): its offset from that centre, shortened to the step radius
   r_t when longer. Per cluster the offsets are summed exactly on the grid r_t / 2^20 (int64)
   and the rows counted; the sums and the counts are released together as ONE integer Gaussian
-  release (privclust.clustering.mechanisms.lloyd.joint_release), and the centre moves to
+  release (privclust.clustering.mechanisms.lloyd.joint_noise), and the centre moves to
   mu_j + noisy sum / noisy count, the move shortened to r_t and the result projected into the
   ball (post-processing).
 - Step radii (the paper's "diagonal, then fraction" schedule with the ball's radius in place of

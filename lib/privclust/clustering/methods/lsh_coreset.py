@@ -43,11 +43,7 @@ from privclust.clustering.choices import Algorithm
 from privclust.clustering.data.domain import project_into_ball
 from privclust.clustering.errors import ClusteringInputError, check_integer
 from privclust.clustering.evolution.packing import initial_population
-from privclust.clustering.mechanisms.grid import (
-    grid_means,
-    largest_sum_sensitivity,
-    release_grid_sums,
-)
+from privclust.clustering.mechanisms.grid import grid_means, largest_sum_sensitivity
 from privclust.clustering.mechanisms.lsh_tree import grow_tree
 from privclust.clustering.run.method import Method, RunStart
 from privclust.clustering.run.options import (
@@ -213,12 +209,11 @@ def released_coreset(start: RunStart, options: Options) -> tuple[np.ndarray, np.
         min_count=keep_at,
         branch_count=branch_at,
         radius=radius,
+        sum_weight=weight,
         rng=rng,
         progress=options.progress,
     )
-    sums, counts = tree.sums, tree.counts
-    noisy_sums = release_grid_sums(sums, plan, rng, weight)
-    return grid_means(noisy_sums, counts, radius), counts
+    return grid_means(tree.sums, tree.counts, radius), tree.counts
 
 
 def run(start: RunStart, options: Options) -> Outcome:

@@ -4,7 +4,7 @@ budget, and the owner's labels (docs/algorithms.md section 12).
 Everything here reads the rows in one pass, a block or partition at a time
 (privclust.clustering.data.rows: `Table.streamed`, `Table.each`): a dataset may be a memory-mapped
 matrix, or partitions in object storage, of millions of rows. The two summary releases are
-integer releases (privclust.privacy.noise.integer_release):
+integer releases, through the rows' one door (privclust.clustering.data.rows: `Rows.release`):
 
 - the sizes: how many rows have each released centre as their nearest, a k-vector of counts
   (l2 sensitivity 1 under add/remove, sqrt(2) under replace-one);
@@ -31,7 +31,8 @@ import numpy as np
 
 from privclust.clustering.choices import Relation
 from privclust.clustering.data.limits import check_ball, domain_centre
-from privclust.clustering.data.rows import Part, Reading, as_table
+from privclust.clustering.data.release import Gaussian, central_release
+from privclust.clustering.data.rows import Part, Reading, Rows, as_table
 from privclust.clustering.data.scaling import Box, box_keywords
 from privclust.clustering.errors import ClusteringInputError
 from privclust.clustering.evolution.nearest import nearest_candidates
@@ -40,7 +41,6 @@ from privclust.clustering.run.summary_pricing import (
     loss_sensitivity,
     summary_sigmas,
 )
-from privclust.privacy import noise
 
 # loss_bound: at most this many Frank-Wolfe steps on its convex relaxation (any iterate is a
 # valid bound; with KMeans' centres on the Table I sets the result is within 2% of the largest
@@ -208,6 +208,18 @@ class SummaryCounts:
         return counts, np.array([np.minimum(units, 2**LOSS_GRID_BITS).sum()], dtype=np.int64)
 
 
+def _summary_pass(
+    X: Any, centers: np.ndarray, radius: float, center: np.ndarray | None, box: Box | None
+) -> tuple[Rows, SummaryCounts]:
+    """The rows a summary reads (X streamed through its domain) and its statistic against the
+    centres, whose clip comes from the centres and the domain alone."""
+    table = as_table(X)
+    reading = _reading(table, radius, center, box)
+    c = domain_centre(center, table.shape[1], reading.radius)
+    centred = _centred_centres(centers, c)
+    return table.streamed(reading), SummaryCounts(centred, loss_bound(centred, radius))
+
+
 def exact_summary(
     X: Any,
     centers: np.ndarray,
@@ -221,13 +233,42 @@ def exact_summary(
     alone (the domain's centre as `prepare_rows` takes it: the origin when `center` is None).
     With a `box`, the rows are read into the scaled space and `centers`, `radius` and `center`
     are that space's."""
-    table = as_table(X)
-    reading = _reading(table, radius, center, box)
-    c = domain_centre(center, table.shape[1], reading.radius)
-    centred = _centred_centres(centers, c)
-    bound = loss_bound(centred, radius)
-    counts, (loss_units,) = table.streamed(reading).total(SummaryCounts(centred, bound))
-    return ExactSummary(counts=counts, loss_units=int(loss_units), bound=bound)
+    rows, statistic = _summary_pass(X, centers, radius, center, box)
+    counts, (loss_units,) = rows.total(statistic)
+    return ExactSummary(counts=counts, loss_units=int(loss_units), bound=statistic.bound)
+
+
+def summary_noises(mu: float, relation: str) -> tuple[Gaussian, Gaussian]:
+    """The two integer releases of the summaries, `mu`-GDP together, in order.
+
+    Sizes: counts + N(0, (S sigma_s)^2) per centre with S = 1 (sqrt(2) under replace-one).
+    Loss: loss_units + N(0, (2^G sigma_l)^2). (sigma_s, sigma_l) = summary_sigmas(mu)."""
+    sizes_sigma, loss_sigma = summary_sigmas(mu)
+    return (
+        Gaussian(Relation(relation).count_sensitivity, sizes_sigma),
+        Gaussian(loss_sensitivity(), loss_sigma),
+    )
+
+
+def released_summary(
+    X: Any,
+    centers: np.ndarray,
+    *,
+    radius: float,
+    center: np.ndarray | None,
+    box: Box | None,
+    mu: float,
+    relation: str,
+    n_public: int,
+    rng: np.random.Generator,
+) -> Summary:
+    """The summaries of `centers` on X: one pass and its two releases together
+    (`Rows.release`, `summary_noises`), then their post-processing (`summarised`). The
+    domain is as `exact_summary` takes it."""
+    noises = summary_noises(mu, relation)
+    rows, statistic = _summary_pass(X, centers, radius, center, box)
+    sizes, loss_sum = rows.release(statistic, noises, rng)
+    return summarised(sizes, int(loss_sum[0]), statistic.bound, noises, mu, n_public)
 
 
 def release_summary(
@@ -238,27 +279,30 @@ def release_summary(
     n_public: int,
     rng: np.random.Generator,
 ) -> Summary:
-    """The two integer releases of the summaries, `mu`-GDP together, and their post-processing.
+    """The summaries' two releases (`summary_noises`) added centrally to an exact summary
+    computed elsewhere (a run releases its own through its rows: `released_summary`), and
+    their post-processing."""
+    noises = summary_noises(mu, relation)
+    totals = (exact.counts, np.array([exact.loss_units], dtype=np.int64))
+    sizes, loss_sum = central_release(totals, noises, rng)
+    return summarised(sizes, int(loss_sum[0]), exact.bound, noises, mu, n_public)
 
-    Sizes: counts + N(0, (S sigma_s)^2) per centre with S = 1 (sqrt(2) under replace-one).
-    Loss: loss_units + N(0, (2^G sigma_l)^2). (sigma_s, sigma_l) = summary_sigmas(mu). The loss
-    is then loss~ = noisy units x B / 2^G / N~ with B = exact.bound (public), so its standard
-    error is B sigma_l / N~.
-    """
-    sizes_sigma, loss_sigma = summary_sigmas(mu)
-    sizes = noise.integer_release(
-        exact.counts, sensitivity=Relation(relation).count_sensitivity, sigma=sizes_sigma, rng=rng
-    )
-    loss_sum = noise.integer_release(
-        np.array([exact.loss_units], dtype=np.int64),
-        sensitivity=loss_sensitivity(),
-        sigma=loss_sigma,
-        rng=rng,
-    )
-    bound = float(exact.bound)
+
+def summarised(
+    sizes: np.ndarray,
+    loss_sum: int,
+    bound: float,
+    noises: tuple[Gaussian, Gaussian],
+    mu: float,
+    n_public: int,
+) -> Summary:
+    """The released sizes and loss sum, post-processed: the loss is loss~ = noisy units x B /
+    2^G / N~ with B = `bound` (public), so its standard error is B sigma_l / N~."""
+    loss_sigma = noises[1].sigma
+    bound = float(bound)
     count = max(int(n_public), 1)
     unit = bound / 2.0**LOSS_GRID_BITS
-    loss = min(max(float(loss_sum[0]) * unit / count, 0.0), bound)
+    loss = min(max(float(loss_sum) * unit / count, 0.0), bound)
     sizes = np.maximum(sizes, 0)
     sizes.flags.writeable = False
     return Summary(
@@ -266,6 +310,6 @@ def release_summary(
         loss=loss,
         loss_se=bound * loss_sigma / count,
         mu=mu,
-        sizes_sigma=sizes_sigma,
+        sizes_sigma=noises[0].sigma,
         loss_sigma=loss_sigma,
     )
