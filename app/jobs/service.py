@@ -36,6 +36,7 @@ from app.jobs.lifecycle import (
 from app.jobs.planning import (
     JobPlan,
     JobRequest,
+    check_budget_given,
     check_ran_as_charged,
     plan_for_target,
     plan_job,
@@ -70,6 +71,7 @@ __all__ = [
     "QueuedJob",
     "cancel",
     "cancel_job",
+    "check_budget_given",
     "check_ran_as_charged",
     "create_job",
     "estimate",

@@ -21,9 +21,10 @@ from app.ledger import limits as ledger_limits
 from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus, Sweep
 from app.sweeps import repository as repo
-from privclust.clustering import Algorithm, suggest_k
+from privclust.clustering import Algorithm, ClusteringInputError, suggest_k
 from privclust.clustering.data.scaling import ORIGINAL_SPACE
 from privclust.clustering.outputs.uncertainty import Caveat, sweep_warnings
+from privclust.clustering.run.options import accounting_epsilon, resolve_privacy
 from privclust.clustering.run.summary_pricing import SWEEP_SUMMARY_FRACTION
 from privclust.clustering.sweeps import plan_sweep as plan_sweep_split
 from privclust.privacy import gdp
@@ -67,19 +68,16 @@ def plan_sweep(dataset: Dataset, req: SweepRequest) -> SweepPlan:
         raise InvalidParameter(f"give 2 to {MAX_KS} values of k", field="ks")
     if len(set(req.ks)) != len(req.ks):
         raise InvalidParameter("the values of k must be distinct", field="ks")
-    if (req.epsilon is None) == (req.mu is None):
-        raise InvalidParameter("give exactly one of `epsilon` and `mu`", field="epsilon")
     delta = dataset.delta if req.delta is None else req.delta
+    jobs_service.check_budget_given(req.epsilon, delta, req.mu)
     try:
-        if req.mu is not None:
-            total = float(req.mu)
-            epsilon = gdp.epsilon_from_mu_delta(total, delta)
-        else:
-            total = gdp.mu_from_epsilon_delta(req.epsilon, delta)  # type: ignore[arg-type]
-            epsilon = float(req.epsilon)  # type: ignore[arg-type]
+        total, _, _ = resolve_privacy(req.epsilon, None if req.epsilon is None else delta, req.mu)
+        epsilon = accounting_epsilon(total, req.epsilon, delta)
         job_mu = plan_sweep_split(total, len(req.ks)).job_mu
     except gdp.PrivacyParameterError as exc:
         raise jobs_service.privacy_error(exc) from exc
+    except ClusteringInputError as exc:  # a mu the request's schema let through
+        raise InvalidParameter(str(exc), field=exc.field) from exc
     plans = []
     for k in sorted(req.ks):
         job = jobs_service.JobRequest(

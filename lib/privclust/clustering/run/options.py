@@ -17,7 +17,7 @@ import numpy as np
 
 from privclust.clustering.choices import Algorithm, Relation
 from privclust.clustering.errors import ClusteringInputError, check_positive
-from privclust.privacy.gdp import mu_from_epsilon_delta
+from privclust.privacy.gdp import epsilon_from_mu_delta, mu_from_epsilon_delta
 
 if TYPE_CHECKING:
     from privclust.clustering.data.scaling import Box
@@ -98,25 +98,50 @@ class Options:
     check_k: bool = False
 
 
-def resolve_privacy(
-    epsilon: float | None, delta: float | None, mu: float | None
-) -> tuple[float, float | None, float | None]:
-    """(mu, epsilon, delta) of a job from exactly one of (epsilon, delta) or mu.
+class BudgetChoiceError(ClusteringInputError):
+    """Not exactly one of (epsilon, delta) and mu was given: a caller with its own field names
+    (the service) maps this one refusal to its own message."""
 
-    mu for (epsilon, delta) is the largest mu-GDP guarantee implying (epsilon, delta)-DP, rounded
-    down by privclust.privacy.gdp; invalid epsilon/delta raise its PrivacyParameterError.
-    """
+
+def check_budget_choice(epsilon: float | None, delta: float | None, mu: float | None) -> None:
+    """The one check that a job's budget is given exactly one way: (epsilon, delta) or mu.
+
+    Raises BudgetChoiceError for both or neither, ClusteringInputError for a delta without an
+    epsilon or an epsilon without a delta."""
     if mu is not None:
         if epsilon is not None or delta is not None:
-            raise ClusteringInputError("mu", "give either (epsilon, delta) or mu, not both")
-        return check_positive("mu", mu), None, None
+            raise BudgetChoiceError("mu", "give either (epsilon, delta) or mu, not both")
+        return
     if epsilon is None:
         if delta is not None:
             raise ClusteringInputError("epsilon", "delta was given without epsilon")
-        raise ClusteringInputError("epsilon", "give either (epsilon, delta) or mu")
+        raise BudgetChoiceError("epsilon", "give either (epsilon, delta) or mu")
     if delta is None:
         raise ClusteringInputError("delta", "epsilon needs a delta (or give mu instead)")
+
+
+def resolve_privacy(
+    epsilon: float | None, delta: float | None, mu: float | None
+) -> tuple[float, float | None, float | None]:
+    """(mu, epsilon, delta) of a job from exactly one of (epsilon, delta) or mu
+    (`check_budget_choice`).
+
+    mu for (epsilon, delta) is the largest mu-GDP guarantee implying (epsilon, delta)-DP, rounded
+    down by privclust.privacy.gdp; invalid epsilon/delta raise its PrivacyParameterError. A job
+    given as mu keeps epsilon None here: PE-means' default T grows with a given epsilon only
+    (`accounting_epsilon` is the one a ledger records)."""
+    check_budget_choice(epsilon, delta, mu)
+    if mu is not None:
+        return check_positive("mu", mu), None, None
+    assert epsilon is not None and delta is not None  # check_budget_choice
     return mu_from_epsilon_delta(epsilon, delta), float(epsilon), float(delta)
+
+
+def accounting_epsilon(mu: float, epsilon: float | None, delta: float) -> float:
+    """The epsilon a job's budget is recorded at, at `delta`: the one it was given, or, for a
+    job given as mu, the smallest epsilon mu-GDP implies (rounded up by privclust.privacy.gdp).
+    Accounting only: a run's plan keeps the epsilon it was given (`resolve_privacy`)."""
+    return float(epsilon) if epsilon is not None else epsilon_from_mu_delta(mu, delta)
 
 
 class RunKeywords(TypedDict, total=False):
