@@ -1,6 +1,7 @@
 """Every release of a run goes through its rows' one door (`Rows.release`), and what passes it
 is what the run's plan priced: for every method, with and without summaries, on a ball and on
-a box, the releases' noise multipliers, weights and sensitivities add up to the plan."""
+a box, the releases' noise multipliers, weights and sensitivities add up to the plan; a run
+without a public count releases its own first, through the same door."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import numpy as np
 import pytest
 
 from privclust.clustering import cluster, plan_run
+from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import PartitionedTable
 from privclust.clustering.mechanisms.grid import grid_sensitivity
 from privclust.clustering.run.plan import RunPlan
 from privclust.clustering.run.summary_pricing import loss_sensitivity
+from privclust.privacy.noise import count_sigma
 from tests.support.clustering import RecordingEngine, Released, joint_sensitivity
 from tests.support.dask import blocks
 from tests.support.data import blobs
@@ -92,3 +95,27 @@ def test_each_release_passes_the_rows_door_as_the_plan_priced_it(
     # The whole run spends at most the job's mu (all of it, up to the plan's rounding).
     assert _mu(releases) <= plan.mu * (1 + 1e-12)
     assert _mu(releases) == pytest.approx(plan.mu, rel=1e-3)
+
+
+@pytest.mark.parametrize("summaries", [False, True])
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_runs_own_row_count_passes_the_door_first(algorithm: str, summaries: bool) -> None:
+    engine = RecordingEngine()
+    table = PartitionedTable(blocks(blobs(N, D, K, seed=4), 250), D, engine)
+    result = cluster(
+        table,
+        K,
+        algorithm=algorithm,
+        mu=1.0,
+        radius=1.0,
+        summaries=summaries,
+        rng=np.random.default_rng(6),
+    )
+    first, rest = engine.releases[0], engine.releases[1:]
+    assert result.count_mu is not None
+    assert first == Released("RowCount", (Gaussian(1.0, count_sigma(result.count_mu)),), ((1,),))
+    assert all(r.statistic != "RowCount" for r in rest)
+    centres = [r for r in rest if r.statistic != "SummaryCounts"]
+    assert sum(g.weight for r in centres for g in r.noises) == result.releases
+    assert _mu(engine.releases) <= 1.0 + 1e-12
+    assert _mu(engine.releases) == pytest.approx(1.0, rel=1e-3)

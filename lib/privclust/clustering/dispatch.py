@@ -39,7 +39,7 @@ from privclust.clustering.run.result import (
     in_original_units,
     into_box,
 )
-from privclust.clustering.run.runner import released_count, run_method
+from privclust.clustering.run.runner import counted_rows, released_count, run_method
 from privclust.clustering.run.summary_pricing import centres_mu, summary_mu
 from privclust.privacy import noise
 from privclust.privacy.gdp import remaining_after
@@ -218,7 +218,8 @@ def _auto_with_own_count(
     stand_in = plan_options(k, n_cols, k, options)  # every argument checked, the budget resolved
     job_mu, job_epsilon, job_delta = stand_in.mu, stand_in.epsilon, stand_in.delta
     count_mu = noise.COUNT_MU_FRACTION * job_mu
-    n_tilde = released_count(n_rows, k, count_mu, noise.job_generator(options.rng), options.check_k)
+    rng = noise.job_generator(options.rng)
+    n_tilde = released_count(counted_rows(X), k, count_mu, rng, options.check_k)
     method = METHODS[resolve_algorithm(Algorithm.AUTO, n_cols, n_rows=n_tilde, k=k, mu=job_mu)]
     run_options = dataclasses.replace(
         options,

@@ -18,7 +18,7 @@ from privclust.clustering.errors import ClusteringInputError, check_integer, dat
 from privclust.clustering.outputs.uncertainty import Caveat, ks_told_apart, sweep_warnings
 from privclust.clustering.run.options import resolve_privacy
 from privclust.clustering.run.result import ClusteringResult
-from privclust.clustering.run.runner import released_count
+from privclust.clustering.run.runner import counted_rows, released_count
 from privclust.clustering.run.summary_pricing import SWEEP_SUMMARY_FRACTION
 from privclust.privacy import noise
 from privclust.privacy.gdp import equal_share, remaining_after
@@ -172,7 +172,7 @@ def sweep(
     split = plan_sweep(total_mu, len(values), own_count=own_count)
     if split.count_mu is not None:
         n_public = released_count(
-            n_rows,
+            counted_rows(X),
             max(values),
             split.count_mu,
             noise.job_generator(rng),

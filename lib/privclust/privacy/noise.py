@@ -45,6 +45,7 @@ from privclust.privacy.gdp import PrivacyParameterError, noise_multiplier
 __all__ = [
     "COUNT_MU_FRACTION",
     "MAX_NOISE_STD",
+    "count_sigma",
     "default_count_mu",
     "job_generator",
     "noise_std",
@@ -129,8 +130,14 @@ def release_count(n_rows: int, mu: float, rng: np.random.Generator | None = None
     May be 0 or negative for tiny N; callers that need a size use max(N~, 1) (post-processing).
     `rng` is for tests; by default the noise comes from `secure_generator()`.
     """
+    count = np.array([int(n_rows)], dtype=np.int64)
+    sigma = count_sigma(mu)
+    return int(integer_release(count, sensitivity=1.0, sigma=sigma, rng=job_generator(rng))[0])
+
+
+def count_sigma(mu: float) -> float:
+    """The noise multiplier of a mu-GDP row count (sensitivity 1): 1/mu rounded up; a mu that
+    is not finite and > 0 is refused."""
     if not (math.isfinite(mu) and mu > 0.0):
         raise PrivacyParameterError(f"count mu must be finite and > 0, got {mu!r}", field="mu")
-    count = np.array([int(n_rows)], dtype=np.int64)
-    sigma = noise_multiplier(mu, 1)  # 1/mu rounded up
-    return int(integer_release(count, sensitivity=1.0, sigma=sigma, rng=job_generator(rng))[0])
+    return noise_multiplier(mu, 1)

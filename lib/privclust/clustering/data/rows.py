@@ -196,6 +196,14 @@ class DerivedRows(Rows):
         self.base.forget(self.key)
 
 
+@dataclass(frozen=True)
+class RowCount:
+    """A pass's statistic: how many rows a partition holds (a run's own noisy count)."""
+
+    def __call__(self, part: Part) -> tuple[np.ndarray, ...]:
+        return (np.array([part.points.shape[0]], dtype=np.int64),)
+
+
 # --------------------------------------------------------------------------------------------
 # Tables: the rows before a run reads them
 

@@ -11,7 +11,8 @@ import numpy as np
 
 from privclust.clustering.choices import Relation
 from privclust.clustering.data.limits import check_ball, domain_centre
-from privclust.clustering.data.rows import Reading, Table, as_table
+from privclust.clustering.data.release import Gaussian
+from privclust.clustering.data.rows import Reading, RowCount, Rows, Table, as_table
 from privclust.clustering.errors import (
     ClusteringInputError,
     check_integer,
@@ -40,7 +41,7 @@ def start_run(method: Method, X: np.ndarray | Table, k: int, options: Options) -
     it), take the job's generator (`noise.job_generator`), then plan with the public row count
     (`plan_for_rows`: no noise is drawn before every argument is validated)."""
     table = as_table(X)
-    n_rows, n_cols = table.shape
+    n_cols = table.shape[1]
     check_ball(options.radius, options.center, n_cols)
     reading = Reading(
         radius=check_positive("radius", options.radius),
@@ -52,7 +53,7 @@ def start_run(method: Method, X: np.ndarray | Table, k: int, options: Options) -
     c = domain_centre(options.center, n_cols, reading.radius)
     noise_rng = noise.job_generator(options.rng)
     plan = plan_for_rows(
-        n_rows,
+        points,
         k=k,
         n_public=options.n_public,
         relation=options.relation,
@@ -66,7 +67,7 @@ def start_run(method: Method, X: np.ndarray | Table, k: int, options: Options) -
 
 
 def plan_for_rows(
-    n_rows: int,
+    rows: Rows,
     *,
     k: int,
     n_public: int | None,
@@ -75,7 +76,8 @@ def plan_for_rows(
     plan: Callable[[int, float | None], RunPlan],
     check_k: bool = False,
 ) -> RunPlan:
-    """The plan of a library run on N rows, choosing the public row count it may use.
+    """The plan of a library run on `rows` (N of them), choosing the public row count it may
+    use.
 
     `plan(count, count_mu)` plans with every other argument bound.
     - `relation="replace-one"`: N is public; the plan uses it exactly (`n_public` must be None
@@ -89,6 +91,7 @@ def plan_for_rows(
       `count_mu`.
     Every argument is validated (with a stand-in count) before any noise is drawn.
     """
+    n_rows = rows.shape[0]
     if relation == Relation.REPLACE_ONE:
         if n_public is not None and int(n_public) != n_rows:
             raise ClusteringInputError(
@@ -98,16 +101,19 @@ def plan_for_rows(
     if n_public is not None:
         return plan(max(check_integer("n_public", n_public, -(2**62)), 1), None)
     count_mu = noise.COUNT_MU_FRACTION * plan(max(int(k), 1), None).mu
-    return plan(released_count(n_rows, int(k), count_mu, rng, check_k), count_mu)
+    return plan(released_count(rows, int(k), count_mu, rng, check_k), count_mu)
 
 
 def released_count(
-    n_rows: int, k: int, count_mu: float, rng: np.random.Generator, check_k: bool
+    rows: Rows, k: int, count_mu: float, rng: np.random.Generator, check_k: bool
 ) -> int:
-    """A run's own noisy row count N~ = N + round(N(0, 1/count_mu^2)), released from `rng`:
-    max(N~, k), or with `check_k` N~ itself, a k above it refused (ClusteringInputError naming
-    k; only this count was released, and the refusal is a post-processing of it)."""
-    n_tilde = noise.release_count(n_rows, count_mu, rng)
+    """A run's own noisy row count N~ = N + round(N(0, 1/count_mu^2)), released through the
+    rows' door (a `RowCount` pass, sensitivity 1) from `rng`: max(N~, k), or with `check_k` N~
+    itself, a k above it refused (ClusteringInputError naming k; only this count was
+    released, and the refusal is a post-processing of it)."""
+    noises = (Gaussian(1.0, noise.count_sigma(count_mu)),)
+    (released,) = rows.release(RowCount(), noises, rng)
+    n_tilde = int(released[0])
     if not check_k:
         return max(n_tilde, k)
     if k > n_tilde:
@@ -117,3 +123,12 @@ def released_count(
             "a tenth of the budget was spent on that count, nothing else was released",
         )
     return n_tilde
+
+
+# A count reads how many rows there are, no value of any: any reading of them serves.
+_COUNTING = Reading(radius=1.0, center=None)
+
+
+def counted_rows(X: np.ndarray | Table) -> Rows:
+    """X's rows as a count before a run reads them (a sweep's, "auto"'s): one streamed pass."""
+    return as_table(X).streamed(_COUNTING)
