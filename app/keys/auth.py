@@ -106,6 +106,30 @@ async def get_tenant_member(
 TenantKey = Annotated[ApiKey, Depends(get_tenant_member)]
 
 
+@resolved_in_worker_thread
+async def get_federation_member(
+    request: Request,
+    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> KeyClaim:
+    return _claim(request, creds, Role.MEMBER)
+
+
+@resolved_in_worker_thread
+async def get_admin(
+    request: Request,
+    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> KeyClaim:
+    return _claim(request, creds, Role.ADMIN)
+
+
+# An admin's key: any other is refused with 403 before the request's body is looked at.
+AdminKey = Annotated[ApiKey, Depends(get_admin)]
+
+
+# A `member` key: the only routes it may call are the federation's (app.federation).
+MemberApiKey = Annotated[ApiKey, Depends(get_federation_member)]
+
+
 async def check_claim_before_validation(request: Request) -> None:
     """Raise the 401/403 a request's key earns, if any, before its 422 is sent.
 
