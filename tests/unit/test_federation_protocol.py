@@ -107,7 +107,15 @@ def test_a_federated_lloyd_release_equals_the_central_one_on_the_pooled_rows() -
             sigma=sigma,
             rng=np.random.default_rng(7),
         )
-        messages.append(masked_contribution(exact, share, key, publics(keys), SCOPE))
+        message = masked_contribution(exact, share, key, publics(keys), SCOPE)
+        # Nothing a member sends holds its exact statistic, its noisy one or its row count,
+        # anywhere in the message (a uniform word hits one of these ~70 values by chance with
+        # probability about 70 x 70 / 2^64 per member: never).
+        secrets = np.concatenate(
+            [to_ring(exact), to_ring(exact + share), to_ring(np.array([len(own)]))]
+        )
+        assert not np.isin(message, secrets).any()
+        messages.append(message)
     np.testing.assert_array_equal(aggregate(messages, 3), central)
 
 
