@@ -58,7 +58,7 @@ def test_the_charge_is_the_central_releases_rounded_up() -> None:
         assert Fraction(math.nextafter(charged, 0.0)) * Fraction(sigma) < 1
         # T releases at sigma compose to sqrt(T)/sigma <= mu: the plan's budget covers them.
         assert math.sqrt(releases) * Fraction(1) / Fraction(sigma) <= mu
-    for bad in (0.0, -1.0, math.inf, math.nan):
+    for bad in (0.0, -1.0, math.inf, math.nan, True):
         with pytest.raises(PrivacyParameterError):
             release_mu(bad)
 

@@ -100,7 +100,9 @@ class NoiseShares:
 def release_mu(sigma: float) -> float:
     """What the ledger charges for one federated release with noise multiplier `sigma`: 1/sigma
     mu-GDP, as for the central release (the module docstring says why)."""
-    if not (isinstance(sigma, float | int) and math.isfinite(sigma) and sigma > 0.0):
+    if isinstance(sigma, bool) or not (
+        isinstance(sigma, float | int) and math.isfinite(sigma) and sigma > 0.0
+    ):
         raise PrivacyParameterError(f"sigma must be finite and > 0, got {sigma!r}", field="sigma")
     mu = 1.0 / float(sigma)
     # Rounded up: a charge a hair below 1/sigma would understate the cost.
