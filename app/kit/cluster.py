@@ -148,14 +148,21 @@ def fit_cache(engine: Engine, partitions: Sequence[Partition], n_cols: int) -> N
         view = scheduler_view(engine.client)
     except Exception:  # the stall watch will say what is wrong with the scheduler
         return
-    if view.memory_limit is None:  # no limit set on the workers: the setting stands
-        return
     largest = max(int(p.n_rows) for p in partitions) * n_cols * 8
-    working = view.threads * TASK_COPIES * largest
-    fits = max(0, min(view.memory_limit // 4, view.memory_limit // 2 - working))
+    fits = cache_that_fits(view, largest, engine.cache_bytes)
     if fits < engine.cache_bytes:
         log.info("cache of %d MiB per worker (its memory limit allows no more)", fits >> 20)
         engine.cache_bytes = fits
+
+
+def cache_that_fits(view: WorkerView, largest_partition_bytes: int, wanted: int) -> int:
+    """The bytes of prepared rows a worker may keep (see `fit_cache`); `wanted` when the
+    workers have no memory limit."""
+    if view.memory_limit is None:
+        return wanted
+    working = view.threads * TASK_COPIES * largest_partition_bytes
+    fits = min(view.memory_limit // 4, view.memory_limit // 2 - working)
+    return max(0, min(wanted, fits))
 
 
 def drop_dead_runs(client: Any, keep: KeepRuns) -> list[str]:

@@ -69,3 +69,20 @@ def test_a_worker_drops_a_run_that_no_task_has_read_for_its_lease() -> None:
     assert cache.runs() == {"job-b.1"} and not spilled[0].exists()
     clock.now = 111.0
     assert cache.reap() == ["job-b.1"] and cache.runs() == set()
+
+
+def test_the_cache_fits_beside_the_tasks_in_the_smallest_workers_memory() -> None:
+    from app.kit.cluster import cache_that_fits
+
+    mib, gib = 1 << 20, 1 << 30
+    two_threads = worker_view(_identity("running", "running"))  # 2 GiB, 2 threads each
+    # 1,000,000 x 16 float64 partitions (122 MiB): two tasks hold 4 copies each, 977 MiB.
+    partition = 1_000_000 * 16 * 8
+    assert cache_that_fits(two_threads, partition, 512 * mib) == gib - 8 * partition
+    # Small partitions: a quarter of the limit at most, and never more than asked for.
+    assert cache_that_fits(two_threads, mib, 4 * gib) == 512 * mib
+    assert cache_that_fits(two_threads, mib, 100 * mib) == 100 * mib
+    # Partitions too large for any cache: none (the rows go to the worker's disk).
+    assert cache_that_fits(two_threads, 40 * partition, 512 * mib) == 0
+    no_limit = worker_view({"workers": {"tcp://w": {"status": "running", "nthreads": 1}}})
+    assert cache_that_fits(no_limit, partition, 512 * mib) == 512 * mib
