@@ -27,26 +27,29 @@ WORKDIR /src
 
 # Third-party dependencies first, read from pyproject.toml with the stdlib TOML parser, so that
 # editing the code does not invalidate the (slow) numpy/scipy/scikit-learn layer.
+# The service (pyproject.toml) depends on the library (lib/pyproject.toml, its own distribution,
+# with its extras): both lists, less the library itself, which is installed from lib/ below.
 COPY pyproject.toml ./
-RUN python -c "import tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; open('/tmp/requirements.txt', 'w').write('\n'.join(deps) + '\n')" \
+COPY lib/pyproject.toml ./lib/
+RUN python -c "import tomllib; t = lambda p: tomllib.load(open(p, 'rb'))['project']; lib = t('lib/pyproject.toml'); deps = [d for d in t('pyproject.toml')['dependencies'] if not d.startswith('privclust')] + lib['dependencies'] + [d for extra in lib['optional-dependencies'].values() for d in extra]; open('/tmp/requirements.txt', 'w').write('\n'.join(deps) + '\n')" \
     && pip install -r /tmp/requirements.txt
 
-# The project itself, as a regular (non-editable) install: app/, worker/, migrations/
-# (env.py, versions/, script.py.mako) and the privclust library package end up inside the venv.
+# The project itself, as regular (non-editable) installs: the privclust library from lib/, then
+# app/, worker/ and migrations/ (env.py, versions/, script.py.mako) end up inside the venv.
 # `privclust migrate` configures Alembic from the installed migrations package, so alembic.ini
 # is not needed at run time.
 COPY README.md ./
 COPY app ./app
 COPY worker ./worker
 COPY migrations ./migrations
-COPY privclust ./privclust
+COPY lib ./lib
 # The last step compiles the vote's numba kernels into NUMBA_CACHE_DIR, which the runtime stage
 # copies (owned by the unprivileged user, since numba only uses a cache it can write): workers
 # load the kernels instead of compiling them at start.
 ENV NUMBA_CACHE_DIR=/opt/numba-cache
-RUN pip install --no-deps . \
+RUN pip install --no-deps ./lib . \
     && privclust --help > /dev/null \
-    && python -c "from privclust.clustering.kernels import warm_up; warm_up()"
+    && python -c "from privclust.clustering.evolution.kernels import warm_up; warm_up()"
 
 # ---------------------------------------------------------------------------------------------
 # Stage 2: the runtime image. No compilers, no build tools, no source tree: only the venv.

@@ -10,11 +10,18 @@ $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); echo "Could not create a virtual environment. On Debian/Ubuntu: sudo apt install python3-venv" >&2; exit 1; }
 	@$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+# The library (lib/, its own distribution) first, then the service that depends on it. The
+# library's editable install puts lib/ itself on the path ("compat"), so a folder named
+# privclust in the current directory cannot shadow it as a namespace package.
+LIBRARY := --config-settings editable_mode=compat -e './lib[dask,s3,parquet]'
+
+$(VENV)/.installed: pyproject.toml lib/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet $(LIBRARY)
 	$(BIN)/pip install --quiet -e .
 	@touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-dev: pyproject.toml lib/pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet $(LIBRARY)
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $@ $(VENV)/.installed
 

@@ -27,11 +27,13 @@ from app.keys import endpoints as keys
 from app.keys import service as keys_service
 from app.keys.auth import check_claim_before_validation, require
 from app.kit import problems
+from app.kit.clock import SYSTEM_CLOCK, Clock
 from app.kit.config import Settings, get_settings
 from app.kit.db.session import read_session_factory, session_factory
 from app.kit.deps import configure_threads
 from app.kit.errors import BudgetExceeded, PrivclustError
 from app.ledger import endpoints as ledger_endpoints
+from app.ledger import key_endpoints
 from app.models import ApiKey
 from app.ops import endpoints as metrics
 from app.ops import health
@@ -160,7 +162,9 @@ def _opentelemetry() -> TelemetryConfig:
     return {"tracing": on, "metrics": on, "logs": on}
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, clock: Clock | None = None) -> FastAPI:
+    """The API. `clock` is what time it is for paces (app.kit.clock): the wall clock unless a
+    test gives its own."""
     settings = settings or get_settings()
 
     @asynccontextmanager
@@ -185,6 +189,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         telemetry=_opentelemetry(),
     )
     app.state.settings = settings
+    app.state.clock = clock or SYSTEM_CLOCK
     pool_size = settings.api_pool_size
     app.state.sessionmaker = session_factory(settings.resolved_database_url, pool_size=pool_size)
     app.state.read_sessionmaker = read_session_factory(
@@ -213,6 +218,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         keys.me_router,
         datasets.router,
         ledger_endpoints.router,
+        key_endpoints.router,
         jobs.router,
         sweeps.router,
     ):

@@ -209,8 +209,8 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
     heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
-    # Private summaries (privclust.clustering.summaries): asked for, their part of `mu`, and the
-    # released noisy sizes, loss and the loss's standard error once the job succeeded.
+    # Private summaries (privclust.clustering.outputs.summaries): asked for, their part of `mu`,
+    # and the released noisy sizes, loss and the loss's standard error once the job succeeded.
     summaries: Mapped[bool] = mapped_column(Boolean, default=False)
     summary_mu: Mapped[float | None] = mapped_column(Float, default=None)
     sizes: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
@@ -248,6 +248,10 @@ class LedgerEntry(Base):
     delta: Mapped[float | None] = mapped_column(Float, default=None)
     note: Mapped[str | None] = mapped_column(Text, default=None)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # The hash chain (app.ledger.chain): the dataset's previous entry's hash, and this entry's
+    # own over that hash, its content and the running budget it leaves.
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    entry_hash: Mapped[str] = mapped_column(String(64))
 
 
 class DatasetBudget(Base):
@@ -270,6 +274,42 @@ class DatasetBudget(Base):
     reserved_sq: Mapped[str] = mapped_column(Text)
     # jobs ever admitted (each `reserve` entry), refunded ones included.
     jobs: Mapped[int] = mapped_column(Integer)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # The hash of the dataset's last ledger entry: where the next entry's chain continues.
+    last_hash: Mapped[str] = mapped_column(String(64))
+    # The owner's pace (app.ledger.pace): at most pace_mu per UTC period, and the exact sum of
+    # squares admitted in the period that began at pace_start. None: no pace.
+    pace_period: Mapped[str | None] = mapped_column(String(8), default=None)
+    pace_mu: Mapped[float | None] = mapped_column(Float, default=None)
+    pace_start: Mapped[datetime | None] = mapped_column(default=None)
+    pace_used_sq: Mapped[str] = mapped_column(Text, default="0/1")
+
+
+class KeyBudget(Base):
+    """The owner's cap on what one API key may spend of one dataset, and its running spend.
+
+    The spend is that of the jobs the key admitted on the dataset (their `reserve` entries name
+    the key), folded like the dataset's running budget and moved in the same transactions;
+    `privclust ledger verify` replays the key's entries and compares. A key without a row shares
+    what the dataset has left.
+    """
+
+    __tablename__ = "key_budgets"
+
+    dataset_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("datasets.id"), primary_key=True)
+    key_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("api_keys.id"), primary_key=True)
+    # The cap as the owner gave it: (epsilon, delta), or mu alone (epsilon None).
+    epsilon: Mapped[float | None] = mapped_column(Float, default=None)
+    delta: Mapped[float | None] = mapped_column(Float, default=None)
+    mu_cap: Mapped[float] = mapped_column(Float)
+    spent_sq: Mapped[str] = mapped_column(Text)
+    reserved_sq: Mapped[str] = mapped_column(Text)
+    jobs: Mapped[int] = mapped_column(Integer)
+    pace_period: Mapped[str | None] = mapped_column(String(8), default=None)
+    pace_mu: Mapped[float | None] = mapped_column(Float, default=None)
+    pace_start: Mapped[datetime | None] = mapped_column(default=None)
+    pace_used_sq: Mapped[str] = mapped_column(Text, default="0/1")
+    updated_by: Mapped[uuid.UUID | None] = mapped_column(default=None)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

@@ -30,8 +30,8 @@ import numpy as np
 from sklearn.cluster import KMeans
 
 from privclust.clustering import cluster, plan_run
-from privclust.clustering.accuracy import Space, expected_accuracy
-from privclust.clustering.scaling import Box
+from privclust.clustering.data.scaling import Box
+from privclust.clustering.outputs.accuracy import Space, expected_accuracy
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0)
 

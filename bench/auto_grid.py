@@ -30,6 +30,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
+# bench/ for its data sets, the repository's root for the tests' helpers (tests.support)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import EPSILONS, TABLE_I_SETS, auc, load
@@ -42,8 +44,8 @@ from privclust.clustering import (
     pe_lloyd,
     pe_means,
 )
-from privclust.clustering.metrics import kmeans_loss
 from privclust.privacy.gdp import mu_from_epsilon_delta
+from tests.support.metrics import kmeans_loss
 
 GRID = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 PRODUCT_METHODS = ("pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd")

@@ -25,20 +25,22 @@ import sys
 import numpy as np
 from sklearn.cluster import KMeans
 
+# bench/ for its data sets, the repository's root for the tests' helpers (tests.support)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import load
 
-from privclust.clustering.evolution import evolve
-from privclust.clustering.grid import cluster_grid_sums
+from privclust.clustering.evolution.evolution import evolve
+from privclust.clustering.evolution.nearest import nearest_candidates
+from privclust.clustering.mechanisms.grid import cluster_grid_sums
+from privclust.clustering.mechanisms.projection import default_projected_iterations, project_rows
 from privclust.clustering.methods import hdpe
 from privclust.clustering.methods.hdpe import noisy_means
-from privclust.clustering.metrics import kmeans_loss
-from privclust.clustering.nearest import nearest_candidates
-from privclust.clustering.options import Options
-from privclust.clustering.plan import default_pe_iterations
-from privclust.clustering.projection import default_projected_iterations, project_rows
-from privclust.clustering.runner import start_run
+from privclust.clustering.run.options import Options
+from privclust.clustering.run.plan import default_pe_iterations
+from privclust.clustering.run.runner import start_run
+from tests.support.metrics import kmeans_loss
 
 
 def exact_means_loss(X: np.ndarray, labels: np.ndarray, k: int) -> float:

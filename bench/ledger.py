@@ -222,7 +222,7 @@ def analyze(env: dict[str, str]) -> None:
 
 
 def enqueue(env: dict[str, str], ids: list[uuid.UUID], tenant_name: str) -> None:
-    from app.jobs import queue
+    from app.kit import queue
 
     settings = _settings(env)
     for job_id in ids:

@@ -34,7 +34,7 @@ from app.datasets.storage.rows import RowPartition
 from app.kit.cluster import fit_cache
 from app.kit.cluster_watch import ClusterWatch
 from privclust.clustering import cluster
-from privclust.clustering.rows import PartitionedTable
+from privclust.clustering.data.rows import PartitionedTable
 from privclust.distributed import DaskEngine
 
 D, K, PARTITION_ROWS = 16, 16, 1 << 20

@@ -13,7 +13,8 @@ Sections (`table` by default; pick with --sections):
   scale    d = 16, k = 16, epsilon 1 at N = 20k, 100k and 1M: time, peak RSS, loss vs KMeans
   cap      the population cap (max_population) at N = 100k and 1M: time and loss per cap
   backend  nearest-candidate search: the exact backends (KD-tree, chunked BLAS, grouped) and
-           the vote's search (privclust.clustering.vote_cells.vote_index, vote.vote_labels), by d
+           the vote's search (privclust.clustering.evolution.vote_cells.vote_index,
+           vote.vote_labels), by d
 
 Each measurement runs in a fresh subprocess so its peak RSS (VmHWM) is its own; "base" is that
 process after loading the data, before the job. Large sets are generated once into a temporary
@@ -44,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+# bench/ for its data sets, the repository's root for the tests' helpers (tests.support)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import TABLE_I_SETS, load, normalise
@@ -113,7 +116,7 @@ def child_pair(spec: dict[str, Any]) -> dict[str, Any]:
     from sklearn.cluster import KMeans
 
     from privclust.clustering import cluster
-    from privclust.clustering.metrics import kmeans_loss
+    from tests.support.metrics import kmeans_loss
 
     if "path" in spec:
         X, k = np.load(spec["path"], mmap_mode="r"), spec["k"]
@@ -169,7 +172,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     from sklearn.cluster import KMeans
 
     from privclust.clustering import cluster
-    from privclust.clustering.metrics import kmeans_loss
+    from tests.support.metrics import kmeans_loss
 
     if spec.get("pair"):
         return child_pair(spec)
@@ -409,11 +412,11 @@ def _median_ms(fn: Any, repeats: int) -> str:
 
 
 def section_backend(repeats: int, dims: list[int]) -> None:
-    from privclust.clustering import nearest
-    from privclust.clustering.packing import sphere_packing
-    from privclust.clustering.variation import levy_variations
-    from privclust.clustering.vote import vote_labels
-    from privclust.clustering.vote_cells import vote_index
+    from privclust.clustering.evolution import nearest
+    from privclust.clustering.evolution.packing import sphere_packing
+    from privclust.clustering.evolution.variation import levy_variations
+    from privclust.clustering.evolution.vote import vote_labels
+    from privclust.clustering.evolution.vote_cells import vote_index
 
     print("## Nearest-candidate search, N = 20,000 blob rows (ms, median)")
     print()

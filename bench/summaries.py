@@ -25,12 +25,16 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
+# bench/ for its data sets, the repository's root for the tests' helpers (tests.support)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import EPSILONS, auc, load
 
-from privclust.clustering import cluster, summaries
-from privclust.clustering.metrics import kmeans_loss
+from privclust.clustering import cluster
+from privclust.clustering.outputs import summaries
+from privclust.clustering.run import summary_pricing
+from tests.support.metrics import kmeans_loss
 
 DEFAULT_SETS = [
     ("iris", "pe-means"),
@@ -45,7 +49,7 @@ DEFAULT_SETS = [
 def run_one(task: tuple[str, str, int, float | None]) -> dict[str, object]:
     name, algorithm, seed, fraction = task
     if fraction is not None:
-        summaries.SUMMARY_MU_FRACTION = fraction
+        summary_pricing.SUMMARY_MU_FRACTION = fraction
     data = load(name)
     plain, summarised, loss_errors, ses, size_errors = [], [], [], [], []
     for index, epsilon in enumerate(EPSILONS):
@@ -109,10 +113,10 @@ def main() -> None:
             rows = list(pool.map(run_one, tasks))
     else:
         rows = [run_one(t) for t in tasks]
-    fraction = args.fraction or summaries.SUMMARY_MU_FRACTION
+    fraction = args.fraction or summary_pricing.SUMMARY_MU_FRACTION
     print(
         f"seeds={args.seeds} summary fraction={fraction} (loss share of it "
-        f"{summaries.SUMMARY_LOSS_SHARE}) epsilons={list(EPSILONS)} delta=1/N^1.1"
+        f"{summary_pricing.SUMMARY_LOSS_SHARE}) epsilons={list(EPSILONS)} delta=1/N^1.1"
     )
     print()
     print(

@@ -22,12 +22,16 @@ import time
 
 import numpy as np
 
+# bench/ for its data sets, the repository's root for the tests' helpers (tests.support)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import load
 
-from privclust.clustering import suggest_k, summaries, sweep
-from privclust.clustering.metrics import kmeans_loss
+from privclust.clustering import suggest_k, sweep
+from privclust.clustering.outputs import summaries
+from privclust.clustering.run import summary_pricing
+from tests.support.metrics import kmeans_loss
 
 
 def main() -> None:
@@ -41,7 +45,7 @@ def main() -> None:
     parser.add_argument(
         "--fraction",
         type=float,
-        default=summaries.SWEEP_SUMMARY_FRACTION,
+        default=summary_pricing.SWEEP_SUMMARY_FRACTION,
         help="summary share of each job's mu (default: the sweeps' SWEEP_SUMMARY_FRACTION)",
     )
     args = parser.parse_args()
@@ -49,7 +53,7 @@ def main() -> None:
     print(
         f"{args.dataset} (true k = {data.k}), ks={args.ks}, epsilon={args.epsilon} for the whole "
         f"sweep, delta=1/N^1.1, summary fraction={args.fraction} "
-        f"(loss share {summaries.SUMMARY_LOSS_SHARE}), elbow drop={summaries.ELBOW_DROP}, "
+        f"(loss share {summary_pricing.SUMMARY_LOSS_SHARE}), elbow drop={summaries.ELBOW_DROP}, "
         f"{summaries.ELBOW_SE_MULTIPLIER} SE"
     )
     print()

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.cluster import KMeans
 
+# bench/ for its data sets, the repository's root for the tests' helpers (tests.support)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import EPSILONS, PAPER, PAPER_FASTLLOYD, PAPER_GOOGLE, auc, load
@@ -54,11 +56,11 @@ from privclust.clustering import (
     lsh_coreset,
     pe_lloyd,
     pe_means,
-    selection,
 )
-from privclust.clustering.metrics import kmeans_loss
-from privclust.clustering.options import DEFAULT_RESEED_RATIO
+from privclust.clustering.evolution import selection
+from privclust.clustering.run.options import DEFAULT_RESEED_RATIO
 from privclust.privacy import noise
+from tests.support.metrics import kmeans_loss
 
 # Half a unit in the last published digit.
 PAPER_ROUNDING = 0.00005

@@ -16,7 +16,7 @@ import ast
 import sys
 from pathlib import Path
 
-ROOTS = ("app", "privclust", "worker", "migrations")
+ROOTS = ("app", "lib/privclust", "worker", "migrations")
 MAX_MODULE_LINES = 400
 LONG_FUNCTION = 60
 MAX_LONG_FUNCTIONS = 3

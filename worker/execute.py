@@ -26,9 +26,10 @@ from app.jobs import service as jobs_service
 from app.kit.cluster import ClusterUnreachable, close_engine, fit_cache, row_engine
 from app.kit.cluster_watch import ClusterStalled, RunInterrupted
 from app.kit.config import Settings, get_settings
+from app.kit.errors import StorageUnavailable
 from app.models import Job, JobStatus
 from privclust.clustering import ClusteringResult, cluster
-from privclust.clustering.rows import Engine, InProcess, PartitionedTable, Table
+from privclust.clustering.data.rows import Engine, InProcess, PartitionedTable, Table
 
 log = logging.getLogger("privclust.worker")
 
@@ -117,19 +118,23 @@ def _open_rows(
     try:
         engine = row_engine(settings, str(run.job_id), stop.is_set, run.runs_to_keep)
     except ClusterUnreachable as exc:
-        log.warning("job %s: %s", run.job_id, exc)
-        run.refund(
-            f"the Dask cluster that runs jobs {exc.reason}; nothing was charged (the "
-            "worker's log has the details)"
-        )
+        _refund_unreachable(run, f"the Dask cluster that runs jobs {exc.reason}", exc)
         return None
+    stored = queued.storage_path
     try:
-        stored = queued.storage_path
-        if isinstance(engine, InProcess) and not (stored and storage.is_remote(stored)):
-            return storage.open_rows(stored), engine  # one memory map, as ever
-        partitions = storage.row_partitions(stored, settings.partition_rows)
+        # Every object the run will read is looked at now: a store that is down fails the job
+        # here, refunded, and not in its first pass, after the charge.
+        with storage.reaching(stored or "", "opening a job's rows", answered_missing=True):
+            if isinstance(engine, InProcess) and not (stored and storage.is_remote(stored)):
+                return storage.open_rows(stored), engine  # one memory map, as ever
+            partitions = storage.row_partitions(stored, settings.partition_rows)
+            storage.check_readable(partitions)
         fit_cache(engine, partitions, partitions[0].n_cols)
         return PartitionedTable(partitions, partitions[0].n_cols, engine), engine
+    except StorageUnavailable as exc:
+        close_engine(engine)
+        _refund_unreachable(run, "the datasets' object storage could not be reached", exc)
+        return None
     except (OSError, ValueError, IndexError) as exc:
         # The error (it names the server's storage path) goes to the operator's log, not into
         # the job that analysts read.
@@ -137,6 +142,13 @@ def _open_rows(
         close_engine(engine)
         run.refund("the dataset's rows could not be read (see the worker's log)")
         return None
+
+
+def _refund_unreachable(run: jobs_service.JobRun, what: str, exc: Exception) -> None:
+    """A service the job needs could not be reached before its charge: failed and refunded
+    (nothing noisy can exist), the details in the operator's log only."""
+    log.warning("job %s: %s", run.job_id, exc)
+    run.refund(f"{what}; nothing was charged (the worker's log has the details)")
 
 
 def _cluster(

@@ -1,6 +1,6 @@
 """The RQ worker of `privclust worker`: fair across tenants, jobs run by the job process.
 
-- Fair: it reads the plain queue and every tenant's queue (app.jobs.queue), looks for queues
+- Fair: it reads the plain queue and every tenant's queue (app.kit.queue), looks for queues
   new since its last look before each dequeue (and at least every DISCOVER_SECONDS while
   idle), and takes from them in turn (RQ's round-robin order: the queue it just took from goes
   last). Behind thousands of one tenant's jobs, another tenant's job is the next but one.
@@ -22,7 +22,7 @@ from rq.job import Job
 from rq.serializers import JSONSerializer
 from rq.worker import BaseWorker, DequeueStrategy, WorkerStatus
 
-from app.jobs import queue as queues
+from app.kit import queue as queues
 from app.kit.config import Settings
 from worker.runner import JobRunner
 

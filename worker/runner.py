@@ -74,7 +74,7 @@ def _child_main(conn: Connection, parent_pid: int) -> None:
     # Ctrl-C in a terminal reaches the whole process group: the worker decides what stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    from privclust.clustering.kernels import warm_up
+    from privclust.clustering.evolution.kernels import warm_up
     from worker import execute
 
     warm_up()

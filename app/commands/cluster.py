@@ -193,7 +193,7 @@ def _run_once(args: argparse.Namespace, X: Any, columns: list[str], delta: float
     """One private run: the centres (CSV or JSON) and the privacy spent."""
 
     from privclust.clustering import ClusteringInputError, cluster
-    from privclust.clustering.uncertainty import sizes_noise_std
+    from privclust.clustering.outputs.uncertainty import sizes_noise_std
     from privclust.privacy.gdp import PrivacyParameterError
 
     try:
@@ -257,10 +257,10 @@ def _run_once(args: argparse.Namespace, X: Any, columns: list[str], delta: float
 
 
 def _warnings(result: Any, domain: dict[str, Any]) -> list[Any]:
-    """The warnings of a run's released figures (privclust.clustering.uncertainty)."""
+    """The warnings of a run's released figures (privclust.clustering.outputs.uncertainty)."""
     import numpy as np
 
-    from privclust.clustering.uncertainty import run_warnings
+    from privclust.clustering.outputs.uncertainty import run_warnings
 
     if "lower" in domain:
         lower, upper = np.asarray(domain["lower"]), np.asarray(domain["upper"])

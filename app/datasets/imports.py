@@ -37,7 +37,7 @@ from app.datasets import repository as repo
 from app.datasets import sources, storage
 from app.datasets.domain import DomainClip, DomainSpec, ResolvedDomain, resolve_domain
 from app.datasets.terms import NewDataset, check_terms, dataset_row
-from app.jobs import queue
+from app.kit import queue
 from app.kit import repository as kit_repo
 from app.kit.config import Settings
 from app.kit.db.base import utcnow

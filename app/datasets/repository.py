@@ -14,10 +14,6 @@ from app.kit.repository import paginate
 from app.models import Dataset, DatasetStatus
 
 
-def dataset_for_tenant(session: Session, dataset_id: uuid.UUID, tenant: str) -> Dataset | None:
-    return session.scalar(select(Dataset).where(Dataset.id == dataset_id, Dataset.tenant == tenant))
-
-
 def list_datasets(
     session: Session, tenant: str, limit: int, cursor: str | None
 ) -> tuple[list[Dataset], str | None]:

@@ -22,7 +22,7 @@ from app.datasets.terms import NewDataset, Terms, check_count_options, check_ter
 from app.kit import repository as kit_repo
 from app.kit.config import Settings
 from app.kit.db.base import utcnow
-from app.kit.errors import DatasetNotReady, NotFound
+from app.kit.errors import DatasetNotReady
 from app.ledger import service as ledger
 from app.ledger.service import BudgetView
 from app.models import ApiKey, Dataset, DatasetStatus
@@ -59,14 +59,14 @@ def is_ready(dataset: Dataset) -> bool:
 
 
 def require_ready(dataset: Dataset) -> None:
-    """409 `dataset-not-ready` unless the dataset's rows are stored and its count released."""
+    """409 `dataset-not-ready` unless the dataset's rows are stored and its count released.
+
+    The refusal reaches analysts, so it says only which state the dataset is in: an import's
+    progress grows with the source's size and its exact row count (the owner reads `progress`
+    on the dataset), and no refusal is charged."""
     if is_ready(dataset):
         return
-    state = (
-        f"still importing ({100 * (dataset.progress or 0.0):.0f}% read)"
-        if dataset.status == DatasetStatus.IMPORTING
-        else "its import failed"
-    )
+    state = "still importing" if dataset.status == DatasetStatus.IMPORTING else "its import failed"
     raise DatasetNotReady(
         f"the dataset is not ready: {state}; nothing was charged",
         dataset_id=str(dataset.id),
@@ -141,6 +141,7 @@ def create_dataset(
         storage.rows_name(dataset_id),
         partition_rows=settings.partition_rows,
         clip=clip,
+        scratch=settings.datasets_dir,
     )
     matrix = ingest_file(
         upload.src,
@@ -207,10 +208,9 @@ def _record(
 
 
 def get_dataset(session: Session, dataset_id: uuid.UUID, tenant: str) -> Dataset:
-    dataset = repo.dataset_for_tenant(session, dataset_id, tenant)
-    if dataset is None:
-        raise NotFound("no such dataset", code="dataset-not-found")
-    return dataset
+    """The tenant's dataset (deleted ones included), or NotFound: the ledger's lookup, which
+    owns the rows whose budget it keeps."""
+    return ledger.tenant_dataset(session, dataset_id, tenant)
 
 
 def view_dataset(session: Session, dataset_id: uuid.UUID, tenant: str) -> DatasetView:

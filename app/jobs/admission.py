@@ -27,8 +27,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.datasets import service as datasets_service
-from app.jobs import lifecycle, queue
+from app.jobs import lifecycle
 from app.jobs import repository as repo
+from app.kit import queue
+from app.kit.clock import SYSTEM_CLOCK, Clock
 from app.kit.config import Settings
 from app.kit.errors import Conflict, InvalidParameter, ServiceUnavailable, TooManyQueuedJobs
 from app.ledger import service as ledger
@@ -62,6 +64,15 @@ class QueueLimits:
         return cls(settings.max_queued_jobs_per_tenant, settings.max_queued_jobs_per_key)
 
 
+@dataclass(frozen=True)
+class Asker:
+    """Who asks for an estimate, and when: the key whose cap and pace apply (None: only the
+    dataset's) and the service's clock."""
+
+    key_id: uuid.UUID | None = None
+    clock: Clock = SYSTEM_CLOCK
+
+
 class Admission(ABC, Generic[R, P, A]):
     """One request to admit work on `dataset`; a subclass says what is planned and reserved."""
 
@@ -72,11 +83,15 @@ class Admission(ABC, Generic[R, P, A]):
         actor: uuid.UUID | None,
         idempotency_key: str | None,
         limits: QueueLimits | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.dataset, self.req, self.actor = dataset, req, actor
         self.idempotency_key = idempotency_key
         self.fingerprint = req.fingerprint(dataset.id)
         self.limits = limits or QueueLimits()
+        self.clock = clock
+        # The time the admission is decided at (paces), read under the budget lock.
+        self.now = clock.now()
 
     @abstractmethod
     def job_count(self, plan: P) -> int:
@@ -141,6 +156,7 @@ class Admission(ABC, Generic[R, P, A]):
         existing = self.replay(session)
         if existing is None:
             ledger.lock_for_admission(session, self.dataset.id)  # held until commit
+            self.now = self.clock.now()
             existing = self.replay(session)
         if existing is not None:
             return existing, False

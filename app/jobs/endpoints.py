@@ -12,6 +12,7 @@ from app.jobs import labels as labels_service
 from app.jobs import service as jobs_service
 from app.jobs.schemas import (
     Accuracy,
+    CentreRow,
     Estimate,
     JobCreate,
     JobEstimateRequest,
@@ -21,11 +22,19 @@ from app.jobs.schemas import (
     StatusName,
 )
 from app.keys.auth import TenantKey
-from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, UnitOfWorkRoute
+from app.kit.deps import (
+    ClockDep,
+    PageCursor,
+    PageLimit,
+    SessionDep,
+    SettingsDep,
+    UnitOfWorkRoute,
+)
 from app.kit.errors import NotFound
 from app.kit.problems import responses
 from app.kit.query import ListQuery
 from app.kit.schemas import Page
+from app.kit.tables import TableFormat, table_response, table_responses
 from app.ledger.schemas import Budget
 from app.models import Role
 
@@ -72,16 +81,17 @@ def jobs_create(
     body: JobCreate,
     session: SessionDep,
     settings: SettingsDep,
+    clock: ClockDep,
     key: TenantKey,
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> JobOut:
     job, context, created = jobs_service.create_job(
-        session, settings, dataset_id, key.tenant, _request_of(body), key.id, idempotency_key
+        session, settings, dataset_id, key.tenant, _request_of(body), key.id, idempotency_key, clock
     )
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
-    return JobOut.of(job, context)
+    return JobOut.of(job, context, key.role)
 
 
 @router.post(
@@ -91,14 +101,18 @@ def jobs_create(
     summary="What a job would cost and the budget after it; charges nothing",
 )
 def jobs_estimate(
-    dataset_id: uuid.UUID, body: JobEstimateRequest, session: SessionDep, key: TenantKey
+    dataset_id: uuid.UUID,
+    body: JobEstimateRequest,
+    session: SessionDep,
+    key: TenantKey,
+    clock: ClockDep,
 ) -> Estimate:
     """The job's cost, the accuracy to expect of it (from public facts only) and the budget
     after it. With `target_centre_std_fraction` instead of `epsilon`/`mu`: the smallest
     epsilon (and its mu) whose expected accuracy meets it."""
-    est = jobs_service.estimate(
-        session, dataset_id, key.tenant, _request_of(body), body.target_centre_std_fraction
-    )
+    asker = jobs_service.Asker(key.id, clock)
+    target = body.target_centre_std_fraction
+    est = jobs_service.estimate(session, dataset_id, key.tenant, _request_of(body), target, asker)
     assert est.plan.accuracy is not None
     return Estimate(
         algorithm=est.plan.algorithm,
@@ -107,6 +121,9 @@ def jobs_estimate(
         admissible=est.admissible,
         budget=Budget.of(est.budget_before),
         budget_after=Budget.of(est.budget_after),
+        refused_by=est.refused_by,
+        key_budget=Budget.maybe(est.key_budget_before),
+        key_budget_after=Budget.maybe(est.key_budget_after),
     )
 
 
@@ -114,7 +131,29 @@ def jobs_estimate(
 def jobs_get(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOut:
     """A job's status, progress, privacy cost and, once succeeded, its private centres."""
     job, context = jobs_service.get_job(session, job_id, key.tenant)
-    return JobOut.of(job, context)
+    return JobOut.of(job, context, key.role)
+
+
+@router.get(
+    "/jobs/{job_id}/centres",
+    response_model=list[CentreRow],
+    responses={
+        **table_responses("One row per released centre."),
+        **responses(401, 403, 404, 409, 422),
+    },
+    summary="A succeeded job's centres as a flat table (JSON rows or CSV), for dashboards",
+)
+def jobs_centres(
+    job_id: uuid.UUID,
+    request: Request,
+    session: SessionDep,
+    key: TenantKey,
+    fmt: TableFormat = None,
+) -> Response:
+    """The same numbers as `result.centers` (and `sizes`, `sizes_se`), one row per centre;
+    reading them spends nothing. 409 `job-not-succeeded` until the job has succeeded."""
+    columns, rows = jobs_service.centre_table(session, job_id, key.tenant)
+    return table_response(request, fmt, rows, columns)
 
 
 @router.get("/jobs", response_model=Page[JobOut], responses=responses(401, 403, 422))
@@ -128,7 +167,9 @@ def jobs_list(
 ) -> Page[JobOut]:
     query = ListQuery(key.tenant, limit, cursor, dataset_id, status)
     items, nxt = jobs_service.list_jobs(session, query)
-    return Page[JobOut](items=[JobOut.of(job, context) for job, context in items], next_cursor=nxt)
+    return Page[JobOut](
+        items=[JobOut.of(job, context, key.role) for job, context in items], next_cursor=nxt
+    )
 
 
 @router.post(
@@ -138,7 +179,7 @@ def jobs_cancel(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOu
     """A queued job is cancelled and refunded; a running job is stopped and stays charged."""
     job, context = jobs_service.get_job(session, job_id, key.tenant)
     job = jobs_service.cancel_job(session, job, key.id)
-    return JobOut.of(job, context)
+    return JobOut.of(job, context, key.role)
 
 
 LabelsFormat = Literal["csv", "npy"]

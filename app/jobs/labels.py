@@ -20,8 +20,8 @@ from app.kit.cluster import ClusterUnreachable, row_engine
 from app.kit.config import get_settings
 from app.kit.errors import Conflict, Gone, ServiceUnavailable
 from app.models import Dataset, Job, JobStatus
-from privclust.clustering.rows import InProcess, PartitionedTable
-from privclust.clustering.summaries import nearest_centre_blocks
+from privclust.clustering.data.rows import InProcess, PartitionedTable
+from privclust.clustering.outputs.summaries import nearest_centre_blocks
 
 
 @dataclass(frozen=True)

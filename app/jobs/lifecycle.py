@@ -92,7 +92,11 @@ def cancel(session: Session, job: Job, actor: uuid.UUID | None) -> Job:
 
 
 def sweep_stale_jobs(session: Session, stale_seconds: float) -> list[uuid.UUID]:
-    """Fail running jobs whose worker stopped sending heartbeats. Their budget stays spent."""
+    """Fail running jobs whose worker stopped sending heartbeats. Their budget stays spent.
+
+    Each job's failure is committed on its own: a transaction holds one job's row and then its
+    dataset's budget lock (for the `failed` entry), the order every writer takes them in, and
+    never waits for a second job's row while holding a budget lock."""
     cutoff = kit_repo.now() - timedelta(seconds=stale_seconds)
     failed = []
     for job in repo.stale_running_jobs(session, cutoff):
@@ -106,6 +110,7 @@ def sweep_stale_jobs(session: Session, stale_seconds: float) -> list[uuid.UUID]:
         ):
             ledger.record(session, job, LedgerKind.FAILED, note=LOST_WORKER)
             failed.append(job.id)
+        session.commit()
     return failed
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from app.datasets import service as datasets_service
 from app.datasets.domain import accuracy_space
-from app.kit.errors import InvalidParameter
+from app.kit.errors import DatasetNotReady, InvalidParameter
 from app.kit.query import body_digest
 from app.models import Dataset, Job
 from privclust.clustering import (
@@ -23,7 +23,7 @@ from privclust.clustering import (
     RunPlan,
     plan_run,
 )
-from privclust.clustering.accuracy import Accuracy, expected_accuracy, smallest_epsilon
+from privclust.clustering.outputs.accuracy import Accuracy, expected_accuracy, smallest_epsilon
 from privclust.privacy import gdp
 
 MAX_K = 10_000
@@ -146,7 +146,7 @@ def _plan_run(
 
 def plan_for_target(dataset: Dataset, req: JobRequest, target: float) -> JobPlan:
     """The plan of the smallest epsilon (at the request's delta) whose expected accuracy meets
-    `target`, the largest centre_std_fraction allowed (privclust.clustering.accuracy); 422
+    `target`, the largest centre_std_fraction allowed (privclust.clustering.outputs.accuracy); 422
     naming `target_centre_std_fraction` when no epsilon does. `req` gives neither epsilon nor
     mu."""
     if req.epsilon is not None or req.mu is not None:
@@ -252,6 +252,25 @@ def still_as_charged(job: Job, count: datasets_service.PlanningCount, n_cols: in
         and plan.sigma >= job.sigma
         and plan.summary_mu == job.summary_mu
     )
+
+
+def plan_mismatch(job: Job, dataset: Dataset) -> str | None:
+    """The job's plan made again from its row and the dataset's public count, for the ledger's
+    audit (`privclust ledger verify`): None when it is what the row charged, exactly, else what
+    differs (a row whose mu was changed plans another sigma)."""
+    try:
+        count = datasets_service.planning_count(dataset)
+        plan = plan_run(
+            count.n_rows, dataset.n_cols, job.k, relation=count.relation, **run_options(job)
+        )
+    except (ValueError, DatasetNotReady) as exc:
+        return f"it cannot be planned: {exc}"
+    differs = [
+        f"{name} {getattr(plan, name)!r} planned, {getattr(job, name)!r} charged"
+        for name in ("releases", "sigma", "summary_mu")
+        if getattr(plan, name) != getattr(job, name)
+    ]
+    return "; ".join(differs) or None
 
 
 def check_ran_as_charged(

@@ -26,8 +26,8 @@ from redis.exceptions import LockError
 from rq import Queue
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.jobs import queue as queue_service
 from app.jobs import service as jobs_service
+from app.kit import queue as queue_service
 from app.kit import repository as kit_repo
 from app.kit.config import Settings
 from app.kit.db.session import unit_of_work

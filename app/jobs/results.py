@@ -11,8 +11,8 @@ import numpy as np
 
 from app.models import Dataset, DomainKind, Job
 from privclust.clustering import Relation
-from privclust.clustering.scaling import ORIGINAL_SPACE, SCALED_SPACE
-from privclust.clustering.uncertainty import Caveat, figure_warnings, sizes_noise_std
+from privclust.clustering.data.scaling import ORIGINAL_SPACE, SCALED_SPACE
+from privclust.clustering.outputs.uncertainty import Caveat, figure_warnings, sizes_noise_std
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,8 @@ def sizes_se(job: Job, relation: str) -> float | None:
 
 
 def result_warnings(job: Job, context: ResultContext) -> list[Caveat]:
-    """The warnings of a succeeded job's released figures (privclust.clustering.uncertainty)."""
+    """The warnings of a succeeded job's released figures
+    (privclust.clustering.outputs.uncertainty)."""
     if job.centers is None:
         return []
     return figure_warnings(
@@ -86,3 +87,26 @@ def result_warnings(job: Job, context: ResultContext) -> list[Caveat]:
         sizes=job.sizes,
         sizes_se=sizes_se(job, context.relation),
     )
+
+
+# The centres table's own columns; a dataset column of the same name is suffixed `_value`.
+CENTRE_TABLE_COLUMNS = ("centre", "size", "size_se")
+
+
+def centre_table(job: Job, context: ResultContext) -> tuple[list[str], list[dict[str, Any]]]:
+    """A succeeded job's centres as a flat table: one row per centre, its index (`centre`),
+    each coordinate under its column's name in the column's units, and with summaries its
+    noisy `size` and that size's noise `size_se`. Post-processing of the release: free."""
+    assert job.centers is not None
+    names = [f"{c}_value" if c in CENTRE_TABLE_COLUMNS else str(c) for c in context.columns]
+    columns = ["centre", *names]
+    se = sizes_se(job, context.relation)
+    if job.sizes is not None:
+        columns += ["size", "size_se"]
+    rows = []
+    for index, centre in enumerate(job.centers):
+        row: dict[str, Any] = {"centre": index, **dict(zip(names, map(float, centre), strict=True))}
+        if job.sizes is not None:
+            row.update(size=int(job.sizes[index]), size_se=se)
+        rows.append(row)
+    return columns, rows

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.jobs.results import ResultContext, result_warnings, sizes_se
-from app.kit.schemas import JsonInt, ParamInt, RequestBody, from_attributes
-from app.ledger.schemas import Budget
-from app.models import Job, JobStatus
+from app.kit.schemas import JsonInt, ParamInt, RequestBody, coarse_time, from_attributes
+from app.ledger.schemas import Budget, RefusedBy
+from app.models import Job, JobStatus, Role
 from privclust.clustering import Algorithm
-from privclust.clustering.accuracy import Accuracy as AccuracyFigures
 from privclust.clustering.auto import describe_auto
-from privclust.clustering.uncertainty import Caveat
+from privclust.clustering.outputs.accuracy import Accuracy as AccuracyFigures
+from privclust.clustering.outputs.uncertainty import Caveat
 
 if TYPE_CHECKING:
     from app.jobs.planning import JobPlan
@@ -231,7 +231,8 @@ class JobOut(BaseModel):
     finished_at: datetime | None = None
 
     @classmethod
-    def of(cls, job: Job, context: ResultContext) -> JobOut:
+    def of(cls, job: Job, context: ResultContext, role: str) -> JobOut:
+        """The job as `role` may see it: its start and end to the minute for analysts."""
         result = None
         if job.status == JobStatus.SUCCEEDED and job.centers is not None:
             result = from_attributes(
@@ -245,7 +246,16 @@ class JobOut(BaseModel):
         progress = Progress(
             iteration=job.progress_iteration, iterations=job.progress_total or job.iterations
         )
-        return from_attributes(cls, job, progress=progress, privacy=Privacy.of(job), result=result)
+        exact = role == Role.OWNER
+        return from_attributes(
+            cls,
+            job,
+            progress=progress,
+            privacy=Privacy.of(job),
+            result=result,
+            started_at=coarse_time(job.started_at, exact=exact),
+            finished_at=coarse_time(job.finished_at, exact=exact),
+        )
 
 
 class Estimate(BaseModel):
@@ -255,3 +265,33 @@ class Estimate(BaseModel):
     admissible: bool = Field(description="Whether the job would be admitted now.")
     budget: Budget = Field(description="The budget now.")
     budget_after: Budget = Field(description="The budget if the job were admitted now.")
+    refused_by: RefusedBy | None = Field(
+        default=None,
+        description="When not admissible: the limit that would refuse it (`dataset`: the "
+        "dataset's cap; `key`: your key's cap; `dataset-pace` or `key-pace`: a pace).",
+    )
+    key_budget: Budget | None = Field(
+        default=None, description="Your key's cap on the dataset now, if it has one."
+    )
+    key_budget_after: Budget | None = Field(
+        default=None, description="Your key's cap if this were admitted now (what it leaves)."
+    )
+
+
+class CentreRow(BaseModel):
+    """One released centre as a flat row: `centre` (its index), then one number per dataset
+    column, named as the column (in its units; a column named `centre`, `size` or `size_se` is
+    suffixed `_value`), then with summaries `size` and `size_se`."""
+
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "additionalProperties": {"type": "number"},
+            "example": {"centre": 0, "x": 1.5, "y": -0.25, "size": 1210, "size_se": 7.1},
+        },
+    )
+    centre: int
+    size: int | None = Field(default=None, description="With summaries: the noisy size.")
+    size_se: float | None = Field(
+        default=None, description="With summaries: the standard deviation of the size's noise."
+    )

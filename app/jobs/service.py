@@ -11,14 +11,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from datetime import datetime
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy.orm import Session
 
 from app.datasets import service as datasets_service
 from app.datasets.domain import loss_space
 from app.jobs import repository as repo
-from app.jobs.admission import Admission, QueueLimits
+from app.jobs import results
+from app.jobs.admission import Admission, Asker, QueueLimits
 from app.jobs.lifecycle import (
     LOST_WORKER,
     RUNNER_DIED,
@@ -41,13 +43,15 @@ from app.jobs.planning import (
     run_options,
 )
 from app.jobs.results import ResultContext
+from app.kit.clock import SYSTEM_CLOCK, Clock
 from app.kit.config import Settings
-from app.kit.errors import NotFound, ServiceUnavailable
+from app.kit.errors import Conflict, NotFound, ServiceUnavailable
 from app.kit.query import ListQuery
+from app.ledger import key_caps
+from app.ledger import limits as ledger_limits
 from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus
-from privclust.clustering.scaling import ORIGINAL_SPACE
-from privclust.privacy import budget as bmath
+from privclust.clustering.data.scaling import ORIGINAL_SPACE
 from privclust.privacy.cost import release_cost
 
 P = TypeVar("P")  # a job's or a sweep's plan
@@ -57,6 +61,7 @@ __all__ = [
     "RUNNER_DIED",
     "TIMED_OUT",
     "Admission",
+    "Asker",
     "Estimate",
     "JobPlan",
     "JobRequest",
@@ -86,29 +91,49 @@ __all__ = [
 @dataclass(frozen=True)
 class Estimate(Generic[P]):
     """What admitting `plan` (a job's or a sweep's) would do: the budget before and after, and
-    whether it would be admitted now."""
+    whether it would be admitted now (else `refused_by`: the limit that would refuse it); with
+    the asking key's budget before and after when the key has a cap on the dataset."""
 
     plan: P
     budget_before: ledger.BudgetView
     budget_after: ledger.BudgetView
     admissible: bool
     loss_space: str = ORIGINAL_SPACE
+    refused_by: str | None = None
+    key_budget_before: ledger.BudgetView | None = None
+    key_budget_after: ledger.BudgetView | None = None
 
 
 def estimate_of(
-    session: Session, dataset: Dataset, plan: P, total_mu: float, job_mus: Sequence[float]
+    session: Session,
+    dataset: Dataset,
+    plan: P,
+    total_mu: float,
+    job_mus: Sequence[float],
+    asker: Asker = Asker(),
 ) -> Estimate[P]:
-    """The estimate of admitting `plan`, jobs of `job_mus` composing to `total_mu`: the
-    admission test is `ledger.reserve`'s, on `total_mu`, from the running budget (constant
-    time). Charges nothing."""
-    now = ledger.running(session, dataset.id)
-    ok = bmath.is_admissible_sq(now.used_sq, total_mu, now.mu_cap)
-    after = now
-    if ok:
+    """The estimate of admitting `plan`, jobs of `job_mus` composing to `total_mu`, by the
+    asker's key at the asker's time: the admission test is `ledger.reserve`'s (every limit:
+    app.ledger.limits), on `total_mu`, from the running budgets (constant time). Charges
+    nothing."""
+    held = ledger_limits.read(session, dataset, asker.key_id, asker.clock.now(), lock=False)
+    refused = ledger_limits.refusal(held, total_mu, "")
+    now, key_now = held.running, held.key_running
+    after, key_after = now, key_now
+    if refused is None:
         for mu in job_mus:
             after = after.reserved(mu)
-    before_view, after_view = ledger.view(dataset, now), ledger.view(dataset, after)
-    return Estimate(plan, before_view, after_view, ok, loss_space(dataset))
+            key_after = None if key_after is None else key_after.reserved(mu)
+    key_views = [None if k is None else key_caps.key_view(held, k) for k in (key_now, key_after)]
+    return Estimate(
+        plan,
+        ledger.view(dataset, now),
+        ledger.view(dataset, after),
+        refused is None,
+        loss_space(dataset),
+        None if refused is None else str(refused.extra.get("cap")),
+        *key_views,
+    )
 
 
 def estimate(
@@ -117,13 +142,14 @@ def estimate(
     tenant: str,
     req: JobRequest,
     target: float | None = None,
+    asker: Asker = Asker(),
 ) -> Estimate[JobPlan]:
     """What the job would cost, what accuracy to expect of it and the budget after it; with a
     `target` centre_std_fraction instead of epsilon/mu, the smallest epsilon that meets it
     (`plan_for_target`). Charges nothing."""
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
     plan = plan_job(dataset, req) if target is None else plan_for_target(dataset, req, target)
-    return estimate_of(session, dataset, plan, plan.mu, [plan.mu])
+    return estimate_of(session, dataset, plan, plan.mu, [plan.mu], asker)
 
 
 class JobAdmission(Admission[JobRequest, JobPlan, Job]):
@@ -143,6 +169,7 @@ class JobAdmission(Admission[JobRequest, JobPlan, Job]):
             actor=self.actor,
             idempotency_key=self.idempotency_key,
             fingerprint=self.fingerprint,
+            now=self.now,
         )
 
     def existing(self, session: Session, key: str) -> Job | None:
@@ -170,12 +197,13 @@ def create_job(
     req: JobRequest,
     actor: uuid.UUID | None,
     idempotency_key: str | None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> tuple[Job, ResultContext, bool]:
     """Admit and enqueue a job: (the job, its dataset's public facts for its result, created).
     created is False when the Idempotency-Key replayed an earlier request (nothing charged
     again)."""
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
-    admission = JobAdmission(dataset, req, actor, idempotency_key, QueueLimits.of(settings))
+    admission = JobAdmission(dataset, req, actor, idempotency_key, QueueLimits.of(settings), clock)
     job, created = admission.run(session, settings)
     return job, ResultContext.of(dataset), created
 
@@ -188,6 +216,7 @@ def submit(
     actor: uuid.UUID | None,
     idempotency_key: str | None,
     plan: JobPlan | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> tuple[Job, bool]:
     """Admit a job (reserve its budget) in the current transaction. Returns (job, created).
 
@@ -195,7 +224,7 @@ def submit(
     start this transaction with `ledger.begin_budget_transaction`, commit, and only then
     enqueue (`create_job` does all of it); idempotency as `Admission.submit` says.
     """
-    admission = JobAdmission(dataset, req, actor, idempotency_key)
+    admission = JobAdmission(dataset, req, actor, idempotency_key, clock=clock)
     return admission.submit(session, plan or admission.plan())
 
 
@@ -208,9 +237,11 @@ def reserve_job(
     idempotency_key: str | None = None,
     fingerprint: str | None = None,
     sweep_id: uuid.UUID | None = None,
+    now: datetime | None = None,
 ) -> Job:
     """Add the queued job of an admitted plan and reserve its budget (BudgetExceeded: nothing
-    charged), in the open budget transaction (`Admission.submit`)."""
+    charged), in the open budget transaction (`Admission.submit`), as of `now` (the
+    service's clock: paces)."""
     job = Job(
         id=uuid.uuid4(),
         dataset_id=dataset.id,
@@ -230,7 +261,7 @@ def reserve_job(
         summary_mu=plan.summary_mu,
         sweep_id=sweep_id,
     )
-    return ledger.reserve(session, dataset.id, job, actor)
+    return ledger.reserve(session, dataset.id, job, actor, now)
 
 
 def get_job(session: Session, job_id: uuid.UUID, tenant: str) -> tuple[Job, ResultContext]:
@@ -240,6 +271,21 @@ def get_job(session: Session, job_id: uuid.UUID, tenant: str) -> tuple[Job, Resu
     if found is None:
         raise NotFound("no such job", code="job-not-found")
     return found
+
+
+def centre_table(
+    session: Session, job_id: uuid.UUID, tenant: str
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """The tenant's succeeded job's centres as a flat table (`results.centre_table`): 409
+    `job-not-succeeded` before it has succeeded."""
+    job, context = get_job(session, job_id, tenant)
+    if job.status != JobStatus.SUCCEEDED or job.centers is None:
+        raise Conflict(
+            f"the job has no centres yet (it is {job.status})",
+            code="job-not-succeeded",
+            status_name=job.status,
+        )
+    return results.centre_table(job, context)
 
 
 def list_jobs(

@@ -3,9 +3,10 @@
 - Fails running jobs whose worker died (no heartbeat); their budget stays charged.
 - Re-enqueues queued jobs whose queue entry was lost (app.jobs.reconcile).
 - Deletes uploads abandoned by a killed API process (also done at start-up).
-- Now and then, checks a bounded batch of datasets' running budgets against a replay of their
-  ledgers (app.ledger.verify), taking turns across API processes (a Redis lock and cursor);
-  one that differs is logged and counted in `privclust_ledger_mismatched_datasets`.
+- Every PRIVCLUST_LEDGER_CHECK_SECONDS (0: never), checks a bounded batch of datasets'
+  ledgers (app.ledger.verify: the replay against the running budget, the hash chain, each
+  commit against its job and plan), taking turns across API processes (a Redis lock and
+  cursor); one that differs is logged and counted in `privclust_ledger_mismatched_datasets`.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from redis.exceptions import LockError, RedisError
 from sqlalchemy.orm import Session, sessionmaker
 
 from app.datasets import service as datasets_service
-from app.jobs import queue, reconcile
+from app.jobs import reconcile
 from app.jobs import service as jobs_service
+from app.jobs.planning import plan_mismatch
+from app.kit import queue
 from app.kit.config import Settings
 from app.kit.db.session import unit_of_work
 from app.ledger import verify
@@ -32,7 +35,6 @@ from app.ledger import verify
 log = logging.getLogger("privclust.api")
 
 CLEANUP_EVERY = 600.0  # seconds between looks for partial uploads left by a killed API
-LEDGER_CHECK_EVERY = 300.0  # seconds between two batches of the ledger check
 LEDGER_CHECK_ENTRIES = 50_000  # ledger entries a batch replays (at least one whole dataset)
 LEDGER_MISMATCHED = "privclust:ledger:mismatched"  # Redis set: datasets whose check failed
 _LEDGER_CURSOR = "privclust:ledger:check-after"
@@ -67,29 +69,31 @@ class Sweeper(threading.Thread):
 
     def run(self) -> None:
         next_cleanup = time.monotonic() + CLEANUP_EVERY
+        ledger_every = self.settings.ledger_check_seconds
         next_ledger_check = time.monotonic() + self.every
         while not self.stopped.wait(self.every):
             self.sweep_stale()
             self.reconcile()
-            if time.monotonic() >= next_ledger_check:
-                next_ledger_check = time.monotonic() + LEDGER_CHECK_EVERY
+            if ledger_every > 0 and time.monotonic() >= next_ledger_check:
+                next_ledger_check = time.monotonic() + ledger_every
                 self.check_ledgers()
             if time.monotonic() >= next_cleanup:
                 next_cleanup = time.monotonic() + CLEANUP_EVERY
                 datasets_service.remove_abandoned_uploads(self.settings, self.sessions)
 
-    def check_ledgers(self, max_entries: int = LEDGER_CHECK_ENTRIES) -> list[verify.Check]:
-        """One batch of the ledger check, if no other API process is running one; the next
-        batch (in any process) continues where it stopped."""
+    def check_ledgers(self, max_entries: int = LEDGER_CHECK_ENTRIES) -> list[verify.Check] | None:
+        """One batch of the ledger check; the next batch (in any process) continues where it
+        stopped (the cursor in Redis). None when it did not run: another API process holds
+        the check's lock (its batch moves the cursor), or the check failed."""
         try:
             conn = queue.redis_connection(queue.resolve_redis_url(self.settings))
             lock = conn.lock("privclust:ledger:check", timeout=3600, blocking=False)
             if not lock.acquire():
-                return []
+                return None
             try:
                 raw = conn.get(_LEDGER_CURSOR)
                 after = uuid.UUID(raw.decode()) if raw else None  # type: ignore[union-attr]
-                checks, after = verify.check_pass(self.sessions, after, max_entries)
+                checks, after = verify.check_pass(self.sessions, after, max_entries, plan_mismatch)
                 conn.set(_LEDGER_CURSOR, str(after) if after else "")
                 for check in checks:
                     if check.agrees:
@@ -103,7 +107,7 @@ class Sweeper(threading.Thread):
                     lock.release()
         except Exception:
             log.exception("ledger check failed; will retry")
-            return []
+            return None
 
     def sweep_stale(self) -> None:
         try:

@@ -16,7 +16,7 @@ from typing import Any
 
 from app.kit.cluster_watch import ClusterWatch, WorkerView, scheduler_view
 from app.kit.config import Settings
-from privclust.clustering.rows import Engine, InProcess, Partition
+from privclust.clustering.data.rows import Engine, InProcess, Partition
 
 log = logging.getLogger("privclust.cluster")
 

@@ -86,6 +86,13 @@ class Settings(BaseSettings):
         description="A running job whose heartbeat is older than this is marked failed; a "
         "queued job older than this that is missing from the queue is enqueued again.",
     )
+    ledger_check_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        description="Seconds between two batches of the API sweeper's ledger check (replay, "
+        "hash chain, commits against their jobs); 0: the sweeper never checks (run `privclust "
+        "ledger verify` instead).",
+    )
     api_workers: int = Field(
         default_factory=lambda: min(2, os.cpu_count() or 1),
         ge=1,

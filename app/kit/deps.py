@@ -24,6 +24,7 @@ from fastapi import Depends, Query, Request, params
 from fastapi.routing import APIRoute
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.kit.clock import SYSTEM_CLOCK, Clock
 from app.kit.config import Settings
 from app.kit.db.session import finish
 from app.kit.repository import CURSOR_PATTERN
@@ -108,7 +109,14 @@ async def get_session(request: Request) -> AsyncIterator[Session]:
             session.close()
 
 
+async def get_clock_dep(request: Request) -> Clock:
+    """The app's clock (app.kit.clock): the wall clock, or the one a test gave create_app."""
+    clock: Clock = getattr(request.app.state, "clock", SYSTEM_CLOCK)
+    return clock
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+ClockDep = Annotated[Clock, Depends(get_clock_dep)]
 SessionDep = Annotated[Session, Depends(get_session)]
 
 

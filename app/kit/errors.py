@@ -82,6 +82,18 @@ class BudgetExceeded(Conflict, code="budget-exceeded", title="Privacy budget exc
     """The job would overshoot the dataset's privacy budget; nothing was charged."""
 
 
+class KeyBudgetExceeded(
+    BudgetExceeded, code="key-budget-exceeded", title="Key's privacy budget exceeded"
+):
+    """The job would overshoot the owner's cap on what its API key may spend of the dataset;
+    nothing was charged."""
+
+
+class PaceExceeded(BudgetExceeded, code="pace-exceeded", title="Pace exceeded"):
+    """The job would overshoot this period's pace (the dataset's or the key's): a rate limit
+    under the lifetime cap; `renews_at` says when the next period starts. Nothing charged."""
+
+
 class ServiceUnavailable(
     PrivclustError, status=503, code="service-unavailable", title="Service unavailable"
 ):

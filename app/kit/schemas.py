@@ -3,6 +3,7 @@ JSON Schema means them, the paginated list, and responses read off a row."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Generic, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -30,6 +31,15 @@ NOT_BLANK = f"[^{_STRIPPED}]"
 
 # A job parameter: 1 to 1000 (the bounds inside the type, so the schema states them).
 ParamInt = Annotated[int, Field(ge=1, le=1000), BeforeValidator(integral)]
+
+
+def coarse_time(value: datetime | None, *, exact: bool) -> datetime | None:
+    """A time as a response shows it: exact, or floored to the whole minute (what analysts see
+    of when a job started and ended, and of the ledger's times: a run's length grows with the
+    dataset's exact row count, docs/privacy.md)."""
+    if value is None or exact:
+        return value
+    return value.replace(second=0, microsecond=0)
 
 
 class RequestBody(BaseModel):

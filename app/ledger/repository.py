@@ -1,14 +1,17 @@
-"""The ledger's queries, the dataset's budget lock, and the running budget's row."""
+"""The ledger's queries, the dataset's budget lock, and the running budgets' rows (the
+dataset's, and each capped key's)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
-from app.models import Dataset, DatasetBudget, LedgerEntry
+from app.models import ApiKey, Dataset, DatasetBudget, Job, KeyBudget, LedgerEntry
 
 
 def _is_sqlite(session: Session) -> bool:
@@ -43,6 +46,12 @@ def budget_row(
         .execution_options(populate_existing=True)
     )
     if for_update and not _is_sqlite(session):
+        # The entry the caller appends next references the dataset, and inserting it takes
+        # the dataset row's KEY SHARE lock: taken first, as admission takes the dataset's lock
+        # before this row, so that no two writers take the two in opposite orders.
+        session.execute(
+            select(Dataset.id).where(Dataset.id == dataset_id).with_for_update(key_share=True)
+        )
         stmt = stmt.with_for_update()
     return session.scalar(stmt)
 
@@ -67,31 +76,70 @@ def ledger_entries(session: Session, dataset_id: uuid.UUID) -> Sequence[LedgerEn
     ).all()
 
 
+@dataclass(frozen=True)
+class EntryFilter:
+    """Which of a dataset's entries a page holds: those of one actor key, and those written
+    in [since, until) (None: no bound)."""
+
+    key_id: uuid.UUID | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
 def ledger_page(
-    session: Session, dataset_id: uuid.UUID, after_id: int | None, limit: int, newest_first: bool
+    session: Session,
+    dataset_id: uuid.UUID,
+    after_id: int | None,
+    limit: int,
+    newest_first: bool,
+    only: EntryFilter = EntryFilter(),
 ) -> Sequence[LedgerEntry]:
     """Up to `limit` entries of the dataset past `after_id` (above it, oldest first; below it,
-    newest first). The index on dataset_id keeps each page's cost to its own entries."""
+    newest first), of those `only` selects. The index on dataset_id keeps each page's cost to
+    its own entries."""
     stmt = select(LedgerEntry).where(LedgerEntry.dataset_id == dataset_id)
+    if only.key_id is not None:
+        stmt = stmt.where(LedgerEntry.actor_key_id == only.key_id)
+    if only.since is not None:
+        stmt = stmt.where(LedgerEntry.created_at >= only.since)
+    if only.until is not None:
+        stmt = stmt.where(LedgerEntry.created_at < only.until)
     if after_id is not None:
         stmt = stmt.where(LedgerEntry.id < after_id if newest_first else LedgerEntry.id > after_id)
     order = LedgerEntry.id.desc() if newest_first else LedgerEntry.id
     return session.scalars(stmt.order_by(order).limit(limit)).all()
 
 
-EntryFactsRow = Row[tuple[str, uuid.UUID | None, float | None]]
+def streamed_entries(session: Session, dataset_id: uuid.UUID) -> Iterator[LedgerEntry]:
+    """Every entry of the dataset, oldest first, streamed a few thousand at a time: what an
+    audit reads (the whole ledger: never for answering a request)."""
+    stmt = (
+        select(LedgerEntry)
+        .where(LedgerEntry.dataset_id == dataset_id)
+        .order_by(LedgerEntry.id)
+        .execution_options(yield_per=5000)
+    )
+    return iter(session.scalars(stmt))
+
+
+EntryFactsRow = Row[tuple[str, uuid.UUID | None, float | None, uuid.UUID | None]]
 
 
 def entry_facts(session: Session, dataset_id: uuid.UUID) -> Iterator[EntryFactsRow]:
-    """(kind, job_id, mu) of every entry of the dataset, oldest first, streamed: what a replay
-    reads, without building an object per entry."""
+    """(kind, job_id, mu, actor_key_id) of every entry of the dataset, oldest first, streamed:
+    what a replay reads, without building an object per entry."""
     stmt = (
-        select(LedgerEntry.kind, LedgerEntry.job_id, LedgerEntry.mu)
+        select(LedgerEntry.kind, LedgerEntry.job_id, LedgerEntry.mu, LedgerEntry.actor_key_id)
         .where(LedgerEntry.dataset_id == dataset_id)
         .order_by(LedgerEntry.id)
         .execution_options(yield_per=5000)
     )
     return iter(session.execute(stmt))
+
+
+def jobs_of_dataset(session: Session, dataset_id: uuid.UUID) -> dict[uuid.UUID, Job]:
+    """The dataset's job rows by id (what an audit compares the commits with)."""
+    return {job.id: job for job in session.scalars(select(Job).where(Job.dataset_id == dataset_id))}
 
 
 def entry_count(session: Session, dataset_id: uuid.UUID) -> int:
@@ -116,3 +164,42 @@ def dataset_ids(session: Session, after: uuid.UUID | None, limit: int) -> Sequen
 
 def dataset_by_id(session: Session, dataset_id: uuid.UUID) -> Dataset | None:
     return session.get(Dataset, dataset_id)
+
+
+def dataset_for_tenant(session: Session, dataset_id: uuid.UUID, tenant: str) -> Dataset | None:
+    return session.scalar(select(Dataset).where(Dataset.id == dataset_id, Dataset.tenant == tenant))
+
+
+def key_budget_row(
+    session: Session, dataset_id: uuid.UUID, key_id: uuid.UUID, *, for_update: bool = False
+) -> KeyBudget | None:
+    """The key's running budget on the dataset (None: the key has no cap there). `for_update`
+    locks it until commit (Postgres); writers take it before the dataset's running budget."""
+    stmt = (
+        select(KeyBudget)
+        .where(KeyBudget.dataset_id == dataset_id, KeyBudget.key_id == key_id)
+        .execution_options(populate_existing=True)
+    )
+    if for_update and not _is_sqlite(session):
+        stmt = stmt.with_for_update()
+    return session.scalar(stmt)
+
+
+def key_budget_rows(session: Session, dataset_id: uuid.UUID) -> Sequence[KeyBudget]:
+    """Every capped key's running budget on the dataset, by key id."""
+    stmt = select(KeyBudget).where(KeyBudget.dataset_id == dataset_id).order_by(KeyBudget.key_id)
+    return session.scalars(stmt).all()
+
+
+def capped_keys(session: Session) -> Sequence[KeyBudget]:
+    """Every key cap of every dataset (for the metrics)."""
+    return session.scalars(select(KeyBudget)).all()
+
+
+def tenant_key(session: Session, key_id: uuid.UUID, tenant: str) -> ApiKey | None:
+    """The tenant's API key `key_id`, revoked or not."""
+    return session.scalar(select(ApiKey).where(ApiKey.id == key_id, ApiKey.tenant == tenant))
+
+
+def delete_key_budget(session: Session, row: KeyBudget) -> None:
+    session.delete(row)

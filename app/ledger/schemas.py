@@ -8,9 +8,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.kit.schemas import RequestBody, from_attributes
+from app.kit.schemas import RequestBody, coarse_time, from_attributes
+from app.ledger.key_caps import KeyBudgetView, KeyCapSetting, PaceSetting, PaceView
+from app.ledger.pace import PacePeriod
 from app.ledger.service import BudgetView
-from app.models import LedgerEntry
+from app.models import LedgerEntry, Role
+
+RefusedBy = Literal["dataset", "key", "dataset-pace", "key-pace"]
 
 
 class Budget(BaseModel):
@@ -43,13 +47,128 @@ class Budget(BaseModel):
     def of(cls, view: BudgetView) -> Budget:
         return cls(**view.__dict__)
 
+    @classmethod
+    def maybe(cls, view: BudgetView | None) -> Budget | None:
+        return None if view is None else cls.of(view)
+
+
+class BudgetDetail(Budget):
+    """The budget with its pace and each capped key's cap and spend (the budget's own view)."""
+
+    pace: PaceOut | None = Field(
+        default=None,
+        description="The dataset's pace, if any: a rate limit on spending per UTC period, "
+        "under the cap, which stays the lifetime guarantee and never renews.",
+    )
+    keys: list[KeyBudgetOut] = Field(
+        description="Each capped key's cap and spend on the dataset (keys without a cap share "
+        "what the dataset has left)."
+    )
+
+    @classmethod
+    def detail(
+        cls, view: BudgetView, pace: PaceView | None, keys: list[KeyBudgetView]
+    ) -> BudgetDetail:
+        return cls(
+            **view.__dict__,
+            pace=None if pace is None else PaceOut.of(pace),
+            keys=[KeyBudgetOut.of(k) for k in keys],
+        )
+
+
+class PaceIn(RequestBody):
+    period: Literal["day", "week", "month"] = Field(
+        description="The period, in UTC: a calendar day, an ISO week (from Monday 00:00) or a "
+        "calendar month."
+    )
+    mu: float = Field(gt=0, description="At most this mu (GDP-composed) admitted per period.")
+
+    def setting(self) -> PaceSetting:
+        return PaceSetting(PacePeriod(self.period), self.mu)
+
+
+class PaceOut(BaseModel):
+    period: Literal["day", "week", "month"]
+    mu: float = Field(description="At most this mu admitted per period.")
+    mu_used: float = Field(description="What this period has admitted (refunds not given back).")
+    mu_remaining: float = Field(description="What this period still admits, before the caps.")
+    period_start: datetime
+    renews_at: datetime = Field(description="When the next period starts (UTC).")
+
+    @classmethod
+    def of(cls, view: PaceView) -> PaceOut:
+        return from_attributes(cls, view)
+
 
 class BudgetPatch(RequestBody):
-    model_config = ConfigDict(json_schema_extra={"example": {"epsilon": 5.0}})
-    epsilon: float = Field(gt=0, description="The new total epsilon.")
+    model_config = ConfigDict(
+        json_schema_extra={"example": {"epsilon": 5.0, "pace": {"period": "day", "mu": 0.5}}}
+    )
+    epsilon: float | None = Field(
+        default=None, gt=0, description="The new total epsilon (default: unchanged)."
+    )
     delta: float | None = Field(
         default=None, gt=0, lt=1, description="The new delta (default: unchanged)."
     )
+    pace: PaceIn | None = Field(
+        default=None,
+        description="A pace (at most `mu` per `period`); `null` removes it; absent: unchanged.",
+    )
+
+
+class KeyCapPut(RequestBody):
+    model_config = ConfigDict(
+        json_schema_extra={"example": {"epsilon": 1.0, "pace": {"period": "week", "mu": 0.3}}}
+    )
+    epsilon: float | None = Field(
+        default=None, gt=0, description="The key's cap as epsilon (at `delta`); or give `mu`."
+    )
+    delta: float | None = Field(
+        default=None, gt=0, lt=1, description="With epsilon (default: the dataset's delta)."
+    )
+    mu: float | None = Field(default=None, gt=0, description="The key's cap as GDP mu.")
+    pace: PaceIn | None = Field(default=None, description="A pace under the key's cap.")
+
+    def setting(self) -> KeyCapSetting:
+        pace = None if self.pace is None else self.pace.setting()
+        return KeyCapSetting(self.epsilon, self.delta, self.mu, pace)
+
+
+class KeyBudgetOut(BaseModel):
+    key_id: uuid.UUID
+    epsilon: float = Field(description="The cap's epsilon (at `delta`), as set or read from mu.")
+    delta: float
+    mu_cap: float
+    mu_spent: float = Field(description="What the key's jobs on the dataset spent (GDP).")
+    mu_reserved: float
+    mu_remaining: float = Field(description="What is left of the key's cap.")
+    epsilon_remaining: float
+    jobs: int
+    pace: PaceOut | None = None
+
+    @classmethod
+    def of(cls, view: KeyBudgetView) -> KeyBudgetOut:
+        pace = None if view.pace is None else PaceOut.of(view.pace)
+        return cls(key_id=view.key_id, pace=pace, **view.budget.__dict__)
+
+
+class KeyBudgetRow(BaseModel):
+    """A capped key's budget as one flat row."""
+
+    key_id: uuid.UUID
+    epsilon: float
+    delta: float
+    mu_cap: float
+    mu_spent: float
+    mu_reserved: float
+    mu_remaining: float
+    epsilon_remaining: float
+    jobs: int
+    pace_period: str | None
+    pace_mu: float | None
+    pace_mu_used: float | None
+    pace_mu_remaining: float | None
+    pace_renews_at: datetime | None
 
 
 class LedgerEntryOut(BaseModel):
@@ -77,8 +196,15 @@ class LedgerEntryOut(BaseModel):
     created_at: datetime
 
     @classmethod
-    def of(cls, e: LedgerEntry) -> LedgerEntryOut:
-        return from_attributes(cls, e, actor=e.actor_key_id, iterations=e.releases)
+    def of(cls, e: LedgerEntry, role: str) -> LedgerEntryOut:
+        """The entry as `role` may see it: its time to the minute for analysts."""
+        return from_attributes(
+            cls,
+            e,
+            actor=e.actor_key_id,
+            iterations=e.releases,
+            created_at=coarse_time(e.created_at, exact=role == Role.OWNER),
+        )
 
 
 class LedgerOut(BaseModel):
@@ -86,8 +212,11 @@ class LedgerOut(BaseModel):
     entries: list[LedgerEntryOut] = Field(
         description="A page of the entries: oldest first, or newest first with `order=desc`."
     )
-    budget: Budget = Field(description="The dataset's budget now (whatever the page).")
+    budget: BudgetDetail = Field(description="The dataset's budget now (whatever the page).")
     next_cursor: str | None = Field(
         default=None,
         description="Pass as `cursor` for the entries after this page; null on the last page.",
     )
+
+
+BudgetDetail.model_rebuild()

@@ -1,12 +1,11 @@
 """The per-dataset privacy budget ledger: admission, commit, refund and cap changes.
 
-The ledger is append-only: the audit trail, which can always be replayed (`state_of`). Reads
-and admissions use the dataset's running budget (app.ledger.state.RunningBudget), which the
-functions here move in the same transaction as each entry they append, and only they append
-entries: nothing can change the ledger without the running budget following. `privclust ledger
-verify` (app.ledger.verify) replays and compares. Jobs, and the noisy row count released at
-upload, spend mu (Gaussian DP); the dataset's delta is fixed by its cap, and releases compose
-as sqrt(sum mu_i^2).
+The ledger is append-only and hash-chained (app.ledger.chain): the audit trail. Reads and
+admissions use the dataset's running budget (app.ledger.state.RunningBudget), which `_append`
+moves, with the chain's head, in the same transaction as each entry, and only it appends
+entries. `privclust ledger verify` (app.ledger.verify) replays, follows the chain and compares.
+Jobs, and the noisy row count released at upload, spend mu (Gaussian DP); the dataset's delta
+is fixed by its cap, and releases compose as sqrt(sum mu_i^2).
 """
 
 from __future__ import annotations
@@ -15,14 +14,18 @@ import math
 import re
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.kit import repository as kit_repo
+from app.kit.clock import SYSTEM_CLOCK
 from app.kit.db.session import IMMEDIATE
-from app.kit.errors import BudgetExceeded, Conflict, InvalidParameter, NotFound
+from app.kit.errors import Conflict, InvalidParameter, NotFound
+from app.ledger import chain, limits
 from app.ledger import repository as repo
+from app.ledger.repository import EntryFilter
 from app.ledger.state import BudgetView, LedgerState, RunningBudget, budget_view, new_row, replay
 from app.models import Dataset, DatasetBudget, Job, LedgerEntry, LedgerKind
 from privclust.privacy import budget as bmath
@@ -84,6 +87,14 @@ def running(session: Session, dataset_id: uuid.UUID) -> RunningBudget:
     return RunningBudget.of_row(row)
 
 
+def tenant_dataset(session: Session, dataset_id: uuid.UUID, tenant: str) -> Dataset:
+    """The tenant's dataset whose budget the ledger keeps (deleted ones included), or NotFound."""
+    dataset = repo.dataset_for_tenant(session, dataset_id, tenant)
+    if dataset is None:
+        raise NotFound("no such dataset", code="dataset-not-found")
+    return dataset
+
+
 def budget(session: Session, dataset: Dataset) -> BudgetView:
     return view(dataset, running(session, dataset.id))
 
@@ -105,9 +116,23 @@ def _locked_budget(session: Session, dataset_id: uuid.UUID) -> DatasetBudget:
     return row
 
 
-def _move(row: DatasetBudget, moved: RunningBudget) -> None:
-    moved.write_to(row)
-    row.updated_at = kit_repo.now()
+def _append(
+    session: Session, row: DatasetBudget, entry: LedgerEntry, moved: RunningBudget | None = None
+) -> None:
+    """Append `entry` to its dataset's ledger and hash chain, moving the running budget to
+    `moved` in the same transaction (None: an audit entry, which leaves it as it is).
+
+    The caller holds the budget's lock (`row`, from `_locked_budget`, or a row not yet
+    committed), so the entries of one dataset are appended one at a time and each one's
+    `prev_hash` is the hash of the entry before it."""
+    if moved is not None:
+        moved.write_to(row)
+    row.updated_at = entry.created_at = kit_repo.now()
+    entry.prev_hash = row.last_hash
+    entry.entry_hash = chain.seal(row.last_hash, entry, RunningBudget.of_row(row))
+    row.last_hash = entry.entry_hash
+    kit_repo.add(session, entry)
+    session.flush()  # the row's new head is written before anything reads the row again
 
 
 def open_dataset_budget(
@@ -117,13 +142,15 @@ def open_dataset_budget(
     row count public, or `with_count` is False: an import charges its count once it has read
     the rows, `charge_count`) the cost of the noisy row count released at upload; and its
     running budget, which starts from them."""
-    running_budget = RunningBudget(mu_cap=dataset.mu_cap)
+    row = new_row(dataset.id, RunningBudget(mu_cap=0.0))
+    kit_repo.add(session, row)
+    opened = RunningBudget(mu_cap=dataset.mu_cap)
     cap = {"mu": dataset.mu_cap, "epsilon": dataset.epsilon, "delta": dataset.delta}
-    kit_repo.add(session, dataset_entry(dataset.id, LedgerKind.CAP, actor, "initial budget", **cap))
+    entry = dataset_entry(dataset.id, LedgerKind.CAP, actor, "initial budget", **cap)
+    _append(session, row, entry, opened)
     if dataset.count_mu is not None and with_count:
-        kit_repo.add(session, _count_entry(dataset, actor, "noisy row count released at upload"))
-        running_budget = running_budget.released(dataset.count_mu)
-    kit_repo.add(session, new_row(dataset.id, running_budget))
+        entry = _count_entry(dataset, actor, "noisy row count released at upload")
+        _append(session, row, entry, opened.released(dataset.count_mu))
 
 
 def _count_entry(dataset: Dataset, actor: uuid.UUID | None, note: str) -> LedgerEntry:
@@ -144,9 +171,8 @@ def charge_count(session: Session, dataset: Dataset, actor: uuid.UUID | None) ->
     current = RunningBudget.of_row(row)
     mu = dataset.count_mu
     refuse_unless_admissible(dataset, current, mu, f"the noisy row count needs mu={mu:.6g}")
-    kit_repo.add(session, _count_entry(dataset, actor, "noisy row count released at import"))
-    _move(row, current.released(mu))
-    session.flush()
+    entry = _count_entry(dataset, actor, "noisy row count released at import")
+    _append(session, row, entry, current.released(mu))
 
 
 # session.info key: (the transaction, {dataset id: its row}) of the budget locks it holds.
@@ -188,43 +214,37 @@ def _locks_held(session: Session) -> dict[uuid.UUID, Dataset]:
 
 
 def refuse_unless_admissible(
-    dataset: Dataset, running_budget: RunningBudget, mu: float, needs: str
+    dataset: Dataset, running: RunningBudget, mu: float, needs: str
 ) -> None:
-    """BudgetExceeded (nothing charged) unless `mu` fits in what is left; `needs` says what
-    needs it ("this job needs mu=0.5")."""
-    if bmath.is_admissible_sq(running_budget.used_sq, mu, running_budget.mu_cap):
-        return
-    remaining = bmath.remaining_mu_sq(running_budget.used_sq, running_budget.mu_cap)
-    cap = running_budget.mu_cap
-    raise BudgetExceeded(
-        f"{needs} but only mu={remaining:.6g} of the dataset's budget (mu_cap={cap:.6g}) "
-        "remains; nothing was charged",
-        mu_requested=mu,
-        mu_remaining=remaining,
-        epsilon_remaining=bmath.epsilon_remaining(remaining, dataset.delta),
-        mu_cap=cap,
-    )
+    """BudgetExceeded (nothing charged) unless `mu` fits in what is left of the dataset's cap."""
+    if refused := limits.cap_refusal(dataset, running, mu, needs):
+        raise refused
 
 
-def reserve(session: Session, dataset_id: uuid.UUID, job: Job, actor: uuid.UUID | None) -> Job:
-    """Admit `job` against the dataset's budget, or raise BudgetExceeded with nothing charged.
+def reserve(
+    session: Session,
+    dataset_id: uuid.UUID,
+    job: Job,
+    actor: uuid.UUID | None,
+    now: datetime | None = None,
+) -> Job:
+    """Admit `job` against every limit (app.ledger.limits, as of `now`: the service's clock), or
+    raise BudgetExceeded (or the subclass naming the limit) with nothing charged.
 
     The caller must have opened this transaction with `begin_budget_transaction`: this
-    function takes the lock (FOR UPDATE / BEGIN IMMEDIATE), reads the running budget, and
-    inserts the job, its reserve entry and the running budget's move. The caller commits, and
-    only then enqueues.
+    function takes the lock (FOR UPDATE / BEGIN IMMEDIATE), reads the running budgets, and
+    inserts the job, its reserve entry and the budgets' moves. The caller commits, then enqueues.
     """
     dataset = lock_for_admission(session, dataset_id)
-    row = _locked_budget(session, dataset_id)
-    current = RunningBudget.of_row(row)
-    refuse_unless_admissible(dataset, current, job.mu, f"this job needs mu={job.mu:.6g}")
+    held = limits.read(session, dataset, actor, now or SYSTEM_CLOCK.now(), lock=True)
+    if refused := limits.refusal(held, job.mu, f"this job needs mu={job.mu:.6g}"):
+        raise refused
     kit_repo.add(session, job)
-    kit_repo.add(
-        session,
-        job_entry(job, LedgerKind.RESERVE, _charge_note(job), actor, **release_cost(job)),
-    )
-    _move(row, current.reserved(job.mu))
-    session.flush()
+    # Every limit moves first (the dataset's running budget, the key's and the paces); the entry
+    # is then chained over the budget as moved.
+    limits.charge(held, job.mu)
+    entry = job_entry(job, LedgerKind.RESERVE, _charge_note(job), actor, **release_cost(job))
+    _append(session, held.row, entry)
     return job
 
 
@@ -253,14 +273,12 @@ def _live_reservation(entries: Sequence[LedgerEntry]) -> float | None:
 def commit(session: Session, job: Job) -> None:
     """The worker is about to draw the first noise: from here on the spend is final."""
     reserved = _live_reservation(repo.all_ledger_entries_for_job(session, job.id))
-    kit_repo.add(
-        session,
-        job_entry(job, LedgerKind.COMMIT, mu=job.mu, sigma=job.sigma, releases=job.releases),
-    )
-    if reserved is not None:
-        row = _locked_budget(session, job.dataset_id)
-        _move(row, RunningBudget.of_row(row).committed(reserved))
-        session.flush()
+    if reserved is not None:  # the key's running budget is locked before the dataset's
+        limits.move_key(session, job.dataset_id, job.created_by, "committed", reserved)
+    row = _locked_budget(session, job.dataset_id)
+    current = RunningBudget.of_row(row)
+    entry = job_entry(job, LedgerKind.COMMIT, mu=job.mu, sigma=job.sigma, releases=job.releases)
+    _append(session, row, entry, None if reserved is None else current.committed(reserved))
 
 
 def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None) -> None:
@@ -272,13 +290,10 @@ def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None
     reserved = _live_reservation(entries)
     if LedgerKind.REFUND in kinds or reserved is None:
         return
-    kit_repo.add(
-        session,
-        job_entry(job, LedgerKind.REFUND, note, actor, mu=job.mu),
-    )
+    limits.move_key(session, job.dataset_id, job.created_by, "refunded", reserved)
     row = _locked_budget(session, job.dataset_id)
-    _move(row, RunningBudget.of_row(row).refunded(reserved))
-    session.flush()
+    entry = job_entry(job, LedgerKind.REFUND, note, actor, mu=job.mu)
+    _append(session, row, entry, RunningBudget.of_row(row).refunded(reserved))
 
 
 def record(
@@ -288,10 +303,11 @@ def record(
     note: str | None = None,
     actor: uuid.UUID | None = None,
 ) -> None:
-    """An audit-only entry (succeeded, failed, cancelled): it never changes the budget."""
+    """An audit-only entry (succeeded, failed, cancelled): it never changes the budget, but it
+    is chained like every entry, under the budget's lock (taken last, as every writer does)."""
     if kind not in (LedgerKind.SUCCEEDED, LedgerKind.FAILED, LedgerKind.CANCELLED):
         raise ValueError(f"{kind!r} changes the budget; it is not an audit-only entry")
-    kit_repo.add(session, job_entry(job, kind, note, actor))
+    _append(session, _locked_budget(session, job.dataset_id), job_entry(job, kind, note, actor))
 
 
 def job_entry(
@@ -344,19 +360,23 @@ def update_cap(
 
 
 def ledger_page(
-    session: Session, dataset: Dataset, limit: int, cursor: str | None, newest_first: bool = False
+    session: Session,
+    dataset: Dataset,
+    limit: int,
+    cursor: str | None,
+    newest_first: bool = False,
+    only: EntryFilter = EntryFilter(),
 ) -> tuple[Sequence[LedgerEntry], str | None, BudgetView]:
-    """A page of the dataset's entries (oldest first, or newest first) after `cursor`, the next
-    page's cursor (None on the last page) and the budget, from the running budget. The cursor
-    is the id of the page's last entry: the ledger only grows at its end, so paging forward
-    never skips or repeats an entry."""
+    """A page of the dataset's entries (oldest first, or newest first) after `cursor`, of those
+    `only` selects, the next page's cursor (None on the last page) and the budget. The cursor
+    is the id of the page's last entry: the ledger only grows at its end."""
     after: int | None = None
     if cursor is not None:
         if not re.fullmatch(r"[0-9]{1,18}", cursor):
             raise InvalidParameter("cursor is not one this API returned", field="cursor")
         after = int(cursor)
     limit = max(1, min(limit, LEDGER_PAGE_MAX))
-    entries = repo.ledger_page(session, dataset.id, after, limit + 1, newest_first)
+    entries = repo.ledger_page(session, dataset.id, after, limit + 1, newest_first, only)
     nxt = str(entries[limit - 1].id) if len(entries) > limit else None
     return entries[:limit], nxt, budget(session, dataset)
 
@@ -389,7 +409,5 @@ def change_cap(
     dataset.epsilon, dataset.delta, dataset.mu_cap = epsilon, delta, mu_cap
     cap = {"mu": mu_cap, "epsilon": epsilon, "delta": delta}
     entry = dataset_entry(dataset_id, LedgerKind.CAP, actor, "cap changed by owner", **cap)
-    kit_repo.add(session, entry)
-    _move(row, capped)
-    session.flush()
+    _append(session, row, entry, capped)
     return dataset

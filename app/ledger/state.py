@@ -17,10 +17,11 @@ from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from typing import Protocol
 
-from app.models import DatasetBudget, LedgerKind
+from app.models import DatasetBudget, KeyBudget, LedgerKind
 from privclust.privacy import budget as bmath
 
 ZERO = Fraction(0)
+GENESIS = "0" * 64  # the chain's start: the `prev_hash` of a dataset's first entry
 
 
 class EntryFacts(Protocol):
@@ -65,21 +66,53 @@ def replay(entries: Iterable[EntryFacts]) -> LedgerState:
     """Fold the entries, in order, into the budget state."""
     state = LedgerState(mu_cap=0.0)
     for entry in entries:
-        if entry.kind == LedgerKind.CAP and entry.mu is not None:
-            state.mu_cap = float(entry.mu)
-        elif entry.kind == LedgerKind.COUNT and entry.mu is not None:
-            state.dataset_releases.append(float(entry.mu))
-        elif entry.job_id is None:
-            continue
-        elif entry.kind == LedgerKind.RESERVE and entry.mu is not None:
-            state.reserved[entry.job_id] = float(entry.mu)
-            state.jobs += 1
-        elif entry.kind == LedgerKind.COMMIT:
-            if entry.job_id in state.reserved:
-                state.spent[entry.job_id] = state.reserved.pop(entry.job_id)
-        elif entry.kind == LedgerKind.REFUND:
-            state.reserved.pop(entry.job_id, None)
+        _apply(state, entry)
     return state
+
+
+def _apply(state: LedgerState, entry: EntryFacts) -> None:
+    """One entry's move of the budget state."""
+    if entry.kind == LedgerKind.CAP and entry.mu is not None:
+        state.mu_cap = float(entry.mu)
+    elif entry.kind == LedgerKind.COUNT and entry.mu is not None:
+        state.dataset_releases.append(float(entry.mu))
+    elif entry.job_id is None:
+        return
+    elif entry.kind == LedgerKind.RESERVE and entry.mu is not None:
+        state.reserved[entry.job_id] = float(entry.mu)
+        state.jobs += 1
+    elif entry.kind == LedgerKind.COMMIT:
+        if entry.job_id in state.reserved:
+            state.spent[entry.job_id] = state.reserved.pop(entry.job_id)
+    elif entry.kind == LedgerKind.REFUND:
+        state.reserved.pop(entry.job_id, None)
+
+
+class KeyEntryFacts(EntryFacts, Protocol):
+    actor_key_id: uuid.UUID | None
+
+
+class KeyReplay:
+    """The spend of the jobs each of `keys` admitted (their `reserve` entries name the key),
+    folded from the dataset's entries as `replay` folds the dataset's: fed one entry at a time,
+    in order, alongside the dataset's replay (app.ledger.verify)."""
+
+    def __init__(self, keys: Iterable[uuid.UUID]) -> None:
+        self.states = {key: LedgerState(mu_cap=0.0) for key in keys}
+        self._key_of_job: dict[uuid.UUID, uuid.UUID] = {}
+
+    def feed(self, entry: KeyEntryFacts) -> None:
+        if entry.job_id is None:
+            return
+        key = self._key_of_job.get(entry.job_id)
+        if entry.kind == LedgerKind.RESERVE and entry.actor_key_id in self.states:
+            key = self._key_of_job[entry.job_id] = entry.actor_key_id
+        if key is not None:
+            _apply(self.states[key], entry)
+
+    def running(self, key: uuid.UUID, mu_cap: float) -> RunningBudget:
+        """The key's running budget as the replay gives it, under the cap `mu_cap`."""
+        return replace(RunningBudget.of_state(self.states[key]), mu_cap=float(mu_cap))
 
 
 def _squares(mus: Iterable[float]) -> Fraction:
@@ -111,7 +144,7 @@ class RunningBudget:
         )
 
     @classmethod
-    def of_row(cls, row: DatasetBudget) -> RunningBudget:
+    def of_row(cls, row: DatasetBudget | KeyBudget) -> RunningBudget:
         return cls(
             mu_cap=float(row.mu_cap),
             spent_sq=Fraction(row.spent_sq),
@@ -119,10 +152,10 @@ class RunningBudget:
             jobs=int(row.jobs),
         )
 
-    def write_to(self, row: DatasetBudget) -> None:
+    def write_to(self, row: DatasetBudget | KeyBudget) -> None:
         row.mu_cap = self.mu_cap
-        row.spent_sq = _text(self.spent_sq)
-        row.reserved_sq = _text(self.reserved_sq)
+        row.spent_sq = square_text(self.spent_sq)
+        row.reserved_sq = square_text(self.reserved_sq)
         row.jobs = self.jobs
 
     # The moves of the ledger's entries, as `replay` makes them.
@@ -149,12 +182,41 @@ class RunningBudget:
         return replace(self, mu_cap=float(mu_cap))
 
 
-def _text(square: Fraction) -> str:
+def square_text(square: Fraction) -> str:
+    """A sum of squares as the running budget's row stores it: "numerator/denominator"."""
     return f"{square.numerator}/{square.denominator}"
 
 
+@dataclass
+class RunningFold:
+    """The running budget entry by entry, moved as the ledger service moves it with each
+    entry it appends (what each entry's hash seals: app.ledger.chain)."""
+
+    running: RunningBudget = field(default_factory=lambda: RunningBudget(mu_cap=0.0))
+    reserved: dict[uuid.UUID, float] = field(default_factory=dict)
+
+    def step(self, entry: EntryFacts) -> RunningBudget:
+        """The running budget after `entry` (PrivacyParameterError for a mu no budget holds)."""
+        run, job, mu = self.running, entry.job_id, entry.mu
+        if entry.kind == LedgerKind.CAP and mu is not None:
+            run = run.capped(mu)
+        elif entry.kind == LedgerKind.COUNT and mu is not None:
+            run = run.released(mu)
+        elif job is None:
+            pass
+        elif entry.kind == LedgerKind.RESERVE and mu is not None:
+            run = run.reserved(mu)
+            self.reserved[job] = float(mu)
+        elif entry.kind == LedgerKind.COMMIT and job in self.reserved:
+            run = run.committed(self.reserved.pop(job))
+        elif entry.kind == LedgerKind.REFUND and job in self.reserved:
+            run = run.refunded(self.reserved.pop(job))
+        self.running = run
+        return run
+
+
 def new_row(dataset_id: uuid.UUID, running: RunningBudget) -> DatasetBudget:
-    row = DatasetBudget(dataset_id=dataset_id)
+    row = DatasetBudget(dataset_id=dataset_id, last_hash=GENESIS)
     running.write_to(row)
     return row
 

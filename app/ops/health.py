@@ -8,7 +8,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from sqlalchemy import text
 
-from app.jobs import queue
+from app.kit import queue
 from app.kit.cluster import CLUSTER_PROBE_SECONDS, cluster_view
 from app.kit.config import Settings
 from app.kit.problems import problem_response, responses

@@ -28,9 +28,9 @@ from prometheus_client.registry import Collector
 from rq import Worker
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.jobs import queue
 from app.jobs.service import LOST_WORKER
 from app.jobs.sweeper import mismatched_ledgers
+from app.kit import queue
 from app.kit.cluster import CLUSTER_PROBE_SECONDS, cluster_view
 from app.kit.config import Settings
 from app.kit.db.base import utcnow

@@ -6,10 +6,18 @@ import uuid
 
 from fastapi import APIRouter, Response
 
+from app.jobs import service as jobs_service
 from app.jobs.endpoints import IdempotencyKey, method_params
 from app.jobs.schemas import Accuracy, FigureWarning, Privacy
 from app.keys.auth import TenantKey
-from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, UnitOfWorkRoute
+from app.kit.deps import (
+    ClockDep,
+    PageCursor,
+    PageLimit,
+    SessionDep,
+    SettingsDep,
+    UnitOfWorkRoute,
+)
 from app.kit.problems import responses
 from app.kit.query import ListQuery
 from app.kit.schemas import Page
@@ -54,14 +62,23 @@ def sweeps_create(
     body: SweepCreate,
     session: SessionDep,
     settings: SettingsDep,
+    clock: ClockDep,
     key: TenantKey,
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> SweepOut:
     """The whole sweep's epsilon (or mu) is split equally between its jobs (each mu/sqrt(m));
-    all of them are admitted, or none (409 `budget-exceeded`, nothing charged)."""
+    all of them are admitted, or none (409 `budget-exceeded`, `key-budget-exceeded` or
+    `pace-exceeded`, nothing charged)."""
     state, created = sweeps_service.create_sweep(
-        session, settings, dataset_id, key.tenant, _request_of(body), key.id, idempotency_key
+        session,
+        settings,
+        dataset_id,
+        key.tenant,
+        _request_of(body),
+        key.id,
+        idempotency_key,
+        clock,
     )
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
@@ -75,9 +92,10 @@ def sweeps_create(
     summary="What a sweep would cost, each job's plan and the budget after it; charges nothing",
 )
 def sweeps_estimate(
-    dataset_id: uuid.UUID, body: SweepCreate, session: SessionDep, key: TenantKey
+    dataset_id: uuid.UUID, body: SweepCreate, session: SessionDep, key: TenantKey, clock: ClockDep
 ) -> SweepEstimate:
-    est = sweeps_service.estimate(session, dataset_id, key.tenant, _request_of(body))
+    asker = jobs_service.Asker(key.id, clock)
+    est = sweeps_service.estimate(session, dataset_id, key.tenant, _request_of(body), asker)
     plan = est.plan
     return SweepEstimate(
         privacy=SweepPrivacy.of(plan),
@@ -94,6 +112,9 @@ def sweeps_estimate(
         admissible=est.admissible,
         budget=Budget.of(est.budget_before),
         budget_after=Budget.of(est.budget_after),
+        refused_by=est.refused_by,
+        key_budget=Budget.maybe(est.key_budget_before),
+        key_budget_after=Budget.maybe(est.key_budget_after),
     )
 
 

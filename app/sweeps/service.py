@@ -1,10 +1,11 @@
 """Sweeps over k: one admission of several summarised jobs sharing a total mu, their combined
-state, and the suggested k (privclust.clustering.summaries.suggest_k on the noisy losses)."""
+state, and the suggested k (privclust.clustering.sweeps.suggest_k on the noisy losses)."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from sqlalchemy.orm import Session
 
@@ -12,16 +13,18 @@ from app.datasets import service as datasets_service
 from app.datasets.domain import loss_space
 from app.jobs import service as jobs_service
 from app.kit import repository as kit_repo
+from app.kit.clock import SYSTEM_CLOCK, Clock
 from app.kit.config import Settings
 from app.kit.errors import Conflict, InvalidParameter, NotFound, ServiceUnavailable
 from app.kit.query import ListQuery, body_digest
+from app.ledger import limits as ledger_limits
 from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus, Sweep
 from app.sweeps import repository as repo
 from privclust.clustering import Algorithm, suggest_k
-from privclust.clustering.scaling import ORIGINAL_SPACE
-from privclust.clustering.summaries import SWEEP_SUMMARY_FRACTION
-from privclust.clustering.uncertainty import Caveat, sweep_warnings
+from privclust.clustering.data.scaling import ORIGINAL_SPACE
+from privclust.clustering.outputs.uncertainty import Caveat, sweep_warnings
+from privclust.clustering.run.summary_pricing import SWEEP_SUMMARY_FRACTION
 from privclust.privacy import gdp
 
 MAX_KS = 32
@@ -98,7 +101,11 @@ def plan_sweep(dataset: Dataset, req: SweepRequest) -> SweepPlan:
 
 
 def estimate(
-    session: Session, dataset_id: uuid.UUID, tenant: str, req: SweepRequest
+    session: Session,
+    dataset_id: uuid.UUID,
+    tenant: str,
+    req: SweepRequest,
+    asker: jobs_service.Asker = jobs_service.Asker(),
 ) -> jobs_service.Estimate[SweepPlan]:
     """What admitting the sweep would charge and the budget after it; charges nothing.
     Admissible by the same test as `SweepAdmission.reserve`: the whole sweep's mu against what
@@ -106,7 +113,8 @@ def estimate(
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
     datasets_service.require_ready(dataset)
     plan = plan_sweep(dataset, req)
-    return jobs_service.estimate_of(session, dataset, plan, plan.mu, [j.mu for j in plan.jobs])
+    job_mus = [j.mu for j in plan.jobs]
+    return jobs_service.estimate_of(session, dataset, plan, plan.mu, job_mus, asker)
 
 
 class SweepAdmission(jobs_service.Admission[SweepRequest, SweepPlan, Sweep]):
@@ -123,7 +131,7 @@ class SweepAdmission(jobs_service.Admission[SweepRequest, SweepPlan, Sweep]):
         return len(plan.jobs)
 
     def reserve(self, session: Session, plan: SweepPlan) -> Sweep:
-        _check_budget(session, self.dataset, plan)
+        _check_budget(session, self.dataset, plan, self.actor, self.now)
         sweep = kit_repo.add(
             session,
             Sweep(
@@ -143,7 +151,7 @@ class SweepAdmission(jobs_service.Admission[SweepRequest, SweepPlan, Sweep]):
         )
         for job_plan in plan.jobs:
             jobs_service.reserve_job(
-                session, self.dataset, job_plan, actor=self.actor, sweep_id=sweep.id
+                session, self.dataset, job_plan, actor=self.actor, sweep_id=sweep.id, now=self.now
             )
         return sweep
 
@@ -171,23 +179,27 @@ def create_sweep(
     req: SweepRequest,
     actor: uuid.UUID | None,
     idempotency_key: str | None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> tuple[SweepState, bool]:
     """Admit and enqueue every job of a sweep: (its state, created). created is False when the
     Idempotency-Key replayed an earlier request (nothing charged again)."""
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
     limits = jobs_service.QueueLimits.of(settings)
-    sweep, created = SweepAdmission(dataset, req, actor, idempotency_key, limits).run(
+    sweep, created = SweepAdmission(dataset, req, actor, idempotency_key, limits, clock).run(
         session, settings
     )
     return state_of(session, sweep), created
 
 
-def _check_budget(session: Session, dataset: Dataset, plan: SweepPlan) -> None:
-    """The whole sweep's mu against what is left (under the budget lock, which reloaded
-    `dataset`); BudgetExceeded with nothing charged. Each job's reservation checks its own mu
-    again, against the running budget locked for update."""
+def _check_budget(
+    session: Session, dataset: Dataset, plan: SweepPlan, actor: uuid.UUID | None, now: datetime
+) -> None:
+    """The whole sweep's mu against every limit (the dataset's cap and pace, the key's cap and
+    pace), under the budget lock, which reloaded `dataset`; BudgetExceeded (or the subclass
+    naming the limit) with nothing charged. Each job's reservation checks its own mu again,
+    against the running budgets locked for update."""
     needs = f"this sweep needs mu={plan.mu:.6g} ({len(plan.jobs)} jobs of mu={plan.job_mu:.6g})"
-    ledger.refuse_unless_admissible(dataset, ledger.running(session, dataset.id), plan.mu, needs)
+    ledger_limits.refuse(session, dataset, actor, plan.mu, needs, now)
 
 
 @dataclass(frozen=True)

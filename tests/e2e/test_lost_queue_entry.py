@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from redis import Redis
 
-from app.jobs.queue import tenant_queue
 from app.kit.config import Settings
+from app.kit.queue import tenant_queue
 from tests.support.api import uploaded, wait_for_job
 from tests.support.data import csv_bytes
 from tests.support.services import Stack

@@ -429,7 +429,7 @@ def test_submit_estimate_budget_exceeded_idempotency_and_cancel(client, keys, se
     assert problem["code"] == "budget-exceeded"
     assert set(problem) >= {"mu_requested", "mu_remaining", "epsilon_remaining", "mu_cap"}
     # The job sits in its tenant's queue under its own id.
-    from app.jobs import queue
+    from app.kit import queue
 
     rq_job = queue.tenant_queue(settings, "acme").fetch_job(job["id"])
     assert rq_job is not None
@@ -466,8 +466,8 @@ def test_a_lost_enqueue_reply_after_a_worker_took_the_job_is_no_refund(
     # Redis accepted the job and a worker started it, but the enqueue's reply was lost: the job
     # is not failed or refunded (its noise may be drawn already), and the client is told it was
     # admitted, not that its budget came back.
-    from app.jobs import queue
     from app.jobs import repository as jobs_repo
+    from app.kit import queue
     from app.kit.db.session import session_scope
 
     ds = upload(client, keys["owner"], csv_bytes(two_blobs()))["body"]

@@ -17,8 +17,8 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.kit.cluster_watch import ClusterStalled, ClusterWatch
-from privclust.clustering.rows import PartitionedTable, Reading
-from privclust.clustering.vote import VoteCounts
+from privclust.clustering.data.rows import PartitionedTable, Reading
+from privclust.clustering.evolution.vote import VoteCounts
 from privclust.distributed import DaskEngine, cached_runs
 from tests.support.api import auth
 from tests.support.dask import blocks, local_cluster, pause_workers, resume_workers

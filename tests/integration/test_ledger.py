@@ -10,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from app.datasets import repository as datasets_repo
 from app.jobs import service as jobs_service
 from app.kit.db.session import get_engine, session_factory, session_scope
 from app.kit.errors import BudgetExceeded, Conflict
@@ -101,7 +100,7 @@ def test_the_last_of_the_budget_can_be_spent_exactly(session, db_url) -> None:
     cap = bmath.cap_from_epsilon_delta(2.0, 1e-6)
     dataset_id = make_dataset(db_url, mu_cap=cap, epsilon=2.0, delta=1e-6)
     assert admit(session, dataset_id, jobs_service.JobRequest(k=2, mu=cap * 0.6))
-    ds = datasets_repo.dataset_for_tenant(session, dataset_id, "acme")
+    ds = ledger_repo.dataset_for_tenant(session, dataset_id, "acme")
     before = ledger.budget(session, ds)
     # Spend exactly the epsilon that the budget endpoint reports as remaining.
     assert admit(
@@ -116,7 +115,7 @@ def test_the_last_of_the_budget_can_be_spent_exactly(session, db_url) -> None:
 
 def test_overshoot_is_a_409_with_the_numbers_and_charges_nothing(session, db_url) -> None:
     dataset_id = make_dataset(db_url, mu_cap=1.0)
-    ds = datasets_repo.dataset_for_tenant(session, dataset_id, "acme")
+    ds = ledger_repo.dataset_for_tenant(session, dataset_id, "acme")
     ledger.begin_budget_transaction(session)
     with pytest.raises(BudgetExceeded) as err:
         jobs_service.submit(
@@ -138,7 +137,7 @@ def test_idempotency_key_charges_once_and_refuses_a_different_body(session, db_u
     again = admit(session, dataset_id, req, idempotency_key="retry-1")
     assert first is not None and again is not None
     assert first[0] == again[0] and first[1] and not again[1]
-    ds = datasets_repo.dataset_for_tenant(session, dataset_id, "acme")
+    ds = ledger_repo.dataset_for_tenant(session, dataset_id, "acme")
     assert ledger.budget(session, ds).mu_reserved == pytest.approx(0.5)
     with pytest.raises(Conflict) as err:
         admit(session, dataset_id, jobs_service.JobRequest(k=3, mu=0.5), idempotency_key="retry-1")
@@ -150,7 +149,7 @@ def test_refund_only_before_commit_and_the_ledger_is_append_only(session, db_url
     dataset_id = make_dataset(db_url, mu_cap=1.0)
     job_id, _ = admit(session, dataset_id, jobs_service.JobRequest(k=2, mu=0.6))
     job = session.get(Job, job_id)
-    ds = datasets_repo.dataset_for_tenant(session, dataset_id, "acme")
+    ds = ledger_repo.dataset_for_tenant(session, dataset_id, "acme")
     ledger.commit(session, job)
     session.commit()
     assert ledger.budget(session, ds).mu_spent == pytest.approx(0.6)
@@ -170,7 +169,7 @@ def test_cancel_of_a_queued_job_refunds_it(session, db_url) -> None:
     job = session.get(Job, job_id)
     jobs_service.cancel(session, job, None)
     session.commit()
-    ds = datasets_repo.dataset_for_tenant(session, dataset_id, "acme")
+    ds = ledger_repo.dataset_for_tenant(session, dataset_id, "acme")
     view = ledger.budget(session, ds)
     assert job.status == "cancelled"
     assert view.mu_reserved == 0.0 and view.mu_remaining == pytest.approx(1.0, rel=1e-6)
@@ -189,7 +188,7 @@ def test_cap_can_be_raised_but_never_below_what_is_spent(session, db_url) -> Non
     ledger.begin_budget_transaction(session)
     ledger.change_cap(session, dataset_id, 4.0, 1e-6, None)
     session.commit()
-    ds = datasets_repo.dataset_for_tenant(session, dataset_id, "acme")
+    ds = ledger_repo.dataset_for_tenant(session, dataset_id, "acme")
     view = ledger.budget(session, ds)
     assert view.mu_cap == pytest.approx(gdp.mu_from_epsilon_delta(4.0, 1e-6), rel=1e-8)
     kinds = [e.kind for e in ledger_repo.ledger_entries(session, dataset_id)]
@@ -202,7 +201,7 @@ def test_the_row_count_is_spent_first_and_the_cap_cannot_go_below_it(session, db
     dataset_id = make_dataset(
         db_url, mu_cap=cap, epsilon=1.0, delta=1e-6, count_mu=count_mu, n_rows_dp=990
     )
-    ds = datasets_repo.dataset_for_tenant(session, dataset_id, "acme")
+    ds = ledger_repo.dataset_for_tenant(session, dataset_id, "acme")
     view = ledger.budget(session, ds)
     assert view.mu_spent == pytest.approx(count_mu) and view.jobs == 0
     assert view.mu_remaining == pytest.approx(0.8 * cap)

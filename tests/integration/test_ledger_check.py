@@ -1,6 +1,11 @@
 """The API's sweeper checks the running budgets against their ledgers a bounded batch at a time,
 continuing where the last batch stopped, and a dataset that differs is logged and counted in
-`privclust_ledger_mismatched_datasets` until a check finds it agreeing again."""
+`privclust_ledger_mismatched_datasets` until a check finds it agreeing again.
+
+The batches share a cursor and a lock in Redis with every API process's own sweeper, which
+checks a batch on its own clock: the app these tests run has its background check turned off
+(PRIVCLUST_LEDGER_CHECK_SECONDS=0), so the only batches are the test's, however slowly it runs.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +16,27 @@ from sqlalchemy import text
 
 from app.jobs import service as jobs_service
 from app.jobs.sweeper import Sweeper
-from app.kit.config import Settings
+from app.kit.config import Settings, get_settings
 from app.kit.db.session import session_factory, session_scope
 from tests.support.api import auth
 from tests.support.db import admit, make_dataset
 
 pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def settings(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The tests' settings, with no background ledger check in the app's own sweeper."""
+    monkeypatch.setenv("PRIVCLUST_LEDGER_CHECK_SECONDS", "0")
+    get_settings.cache_clear()
+    return get_settings()
+
+
+def _checked(sweeper: Sweeper, max_entries: int) -> list:
+    """The datasets one batch checked; the batch must have run (no other check held the lock)."""
+    checks = sweeper.check_ledgers(max_entries=max_entries)
+    assert checks is not None, "the batch did not run: another ledger check held the lock"
+    return checks
 
 
 def _mismatched(client: TestClient, admin: str) -> float:
@@ -49,19 +69,19 @@ def test_the_sweeper_checks_in_batches_and_reports_a_mismatch(
 
     # Three entries a dataset: a batch of 4 entries checks two datasets, the next one the
     # third, and the one after that starts again from the first.
-    assert [c.dataset_id for c in sweeper.check_ledgers(max_entries=4)] == datasets[:2]
-    assert [c.dataset_id for c in sweeper.check_ledgers(max_entries=4)] == datasets[2:]
+    assert [c.dataset_id for c in _checked(sweeper, 4)] == datasets[:2]
+    assert [c.dataset_id for c in _checked(sweeper, 4)] == datasets[2:]
     assert _mismatched(client, keys["admin"]) == 0
 
     _jobs_bump(url, datasets[0], 1)  # written behind the ledger service's back
     with caplog.at_level("ERROR", logger="privclust.api"):
-        checks = sweeper.check_ledgers(max_entries=4)
+        checks = _checked(sweeper, 4)
     assert [c.agrees for c in checks] == [False, True]
     assert f"dataset {datasets[0]}: MISMATCH" in caplog.text
     assert _mismatched(client, keys["admin"]) == 1
 
     _jobs_bump(url, datasets[0], -1)
-    sweeper.check_ledgers(max_entries=100)  # the rest of the round: datasets[2]
+    assert [c.dataset_id for c in _checked(sweeper, 100)] == datasets[2:]  # the round's rest
     assert _mismatched(client, keys["admin"]) == 1  # not checked again yet
-    sweeper.check_ledgers(max_entries=100)
+    assert [c.dataset_id for c in _checked(sweeper, 100)] == datasets
     assert _mismatched(client, keys["admin"]) == 0

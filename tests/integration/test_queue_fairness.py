@@ -15,8 +15,8 @@ import pytest
 from fastapi.testclient import TestClient
 from redis import Redis
 
-from app.jobs import queue
 from app.jobs import service as jobs_service
+from app.kit import queue
 from app.kit.config import Settings
 from app.kit.db.session import session_factory, session_scope
 from app.kit.errors import TooManyQueuedJobs

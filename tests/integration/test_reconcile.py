@@ -8,7 +8,8 @@ import uuid
 import pytest
 from redis import Redis
 
-from app.jobs import queue, reconcile
+from app.jobs import reconcile
+from app.kit import queue
 from app.kit.config import Settings
 from app.kit.db.session import session_factory, session_scope
 from app.ledger import repository as ledger_repo

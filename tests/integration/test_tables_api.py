@@ -111,8 +111,8 @@ def test_a_noise_dominated_sweep_suggests_no_k_and_says_why(client, keys) -> Non
     # to what it released; tests/unit/test_tables.py checks the rules' outcome on a fixed seed.
     # Measured over 25 such sweeps (100 jobs): no k suggested in 25, and 97 of the 100 losses
     # could not be told from zero.
+    from privclust.clustering.outputs.uncertainty import figure_warnings
     from privclust.clustering.sweeps import suggest_k
-    from privclust.clustering.uncertainty import figure_warnings
 
     rows, _ = _table(3000, 5)
     lower, upper = LOWER - 5000, UPPER + 5000

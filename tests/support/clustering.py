@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from privclust.clustering import ClusteringInputError
-from privclust.clustering.grid import grid_sensitivity
-from privclust.clustering.lloyd import count_multiplier, default_count_share
+from privclust.clustering.mechanisms.grid import grid_sensitivity
+from privclust.clustering.mechanisms.lloyd import count_multiplier, default_count_share
 from privclust.privacy import noise
 
 Call = tuple[float, float, tuple[int, ...]]  # (sensitivity, sigma, shape) of one release

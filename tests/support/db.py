@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from app.jobs import service as jobs_service
 from app.keys.service import create_key
 from app.kit import repository as kit_repo
+from app.kit.clock import SYSTEM_CLOCK, Clock
 from app.kit.config import Settings
 from app.kit.db.migrate import alembic_config
 from app.kit.db.session import session_scope
@@ -77,20 +78,38 @@ def admit(
     dataset_id: uuid.UUID,
     req: jobs_service.JobRequest,
     idempotency_key: str | None = None,
+    *,
+    actor: uuid.UUID | None = None,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> tuple[uuid.UUID, bool] | None:
-    """One admission exactly as the API does it. None when the budget refuses."""
+    """One admission exactly as the API does it (by `actor`'s key, at `clock`'s time). None
+    when a budget refuses (`admit_or_refusal` says which)."""
+    admitted = admit_or_refusal(session, dataset_id, req, idempotency_key, actor=actor, clock=clock)
+    return None if isinstance(admitted, BudgetExceeded) else admitted
+
+
+def admit_or_refusal(
+    session: Session,
+    dataset_id: uuid.UUID,
+    req: jobs_service.JobRequest,
+    idempotency_key: str | None = None,
+    *,
+    actor: uuid.UUID | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+) -> tuple[uuid.UUID, bool] | BudgetExceeded:
+    """`admit`, with the refusal (the dataset's cap, a key's cap or a pace) when refused."""
     dataset = session.get(Dataset, dataset_id)
     assert dataset is not None
     ledger.begin_budget_transaction(session)
     try:
         job, created = jobs_service.submit(
-            session, dataset, req, actor=None, idempotency_key=idempotency_key
+            session, dataset, req, actor=actor, idempotency_key=idempotency_key, clock=clock
         )
         session.commit()
         return job.id, created
-    except BudgetExceeded:
+    except BudgetExceeded as refused:
         session.rollback()
-        return None
+        return refused
 
 
 def admitted_job(db_url: str) -> tuple[uuid.UUID, uuid.UUID]:

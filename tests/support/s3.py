@@ -56,6 +56,15 @@ class FakeS3:
         """Take the endpoint down: from now on connections to it are refused."""
         self.server.stop()
 
+    def restart(self) -> None:
+        """Bring a stopped endpoint back on its port, with what it held (moto keeps its store
+        in this process, not in the server)."""
+        from moto.server import ThreadedMotoServer
+
+        port = int(self.endpoint.rsplit(":", 1)[1])
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        self.server.start()
+
 
 @contextlib.contextmanager
 def fake_s3(bucket: str | None = None) -> Iterator[FakeS3]:

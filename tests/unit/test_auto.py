@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from privclust.clustering import ALGORITHMS, choose_algorithm, cluster, plan_run
-from privclust.clustering.plan import default_pe_iterations
+from privclust.clustering.run.plan import default_pe_iterations
 from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 from privclust.privacy.noise import COUNT_MU_FRACTION
 from tests.support.clustering import ReleaseLog

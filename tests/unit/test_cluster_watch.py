@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from app.kit.cluster_watch import worker_view
-from privclust.clustering.rows import Reading
+from privclust.clustering.data.rows import Reading
 from privclust.distributed import _PartCache, _RunRows
 from tests.support.dask import Block
 

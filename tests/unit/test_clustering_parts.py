@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import gamma
 
-from privclust.clustering import histogram, nearest, packing, selection
-from privclust.clustering.domain import prepare_rows
-from privclust.clustering.variation import (
+from privclust.clustering.data.domain import prepare_rows
+from privclust.clustering.evolution import histogram, nearest, packing, selection
+from privclust.clustering.evolution.variation import (
     LEVY_BETA,
     levy_steps,
     levy_variations,

@@ -19,7 +19,7 @@ from privclust.clustering import (
     pe_means,
     plan_run,
 )
-from privclust.clustering.grid import grid_sensitivity
+from privclust.clustering.mechanisms.grid import grid_sensitivity
 from privclust.clustering.methods.hdpe import noisy_means
 from privclust.privacy.gdp import PrivacyParameterError, mu_from_epsilon_delta, noise_multiplier
 from privclust.privacy.noise import COUNT_MU_FRACTION

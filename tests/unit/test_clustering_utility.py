@@ -24,7 +24,7 @@ import pytest
 from sklearn.datasets import make_blobs
 
 from privclust.clustering import pe_means
-from privclust.clustering.metrics import kmeans_loss
+from tests.support.metrics import kmeans_loss
 
 
 def _paper_set(k: int, d: int) -> np.ndarray:

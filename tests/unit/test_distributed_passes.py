@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from privclust.clustering import cluster, nearest_centre_blocks
-from privclust.clustering.rows import PartitionedTable, Reading, WorkingCopy
-from privclust.clustering.vote import VoteCounts
+from privclust.clustering.data.rows import PartitionedTable, Reading, WorkingCopy
+from privclust.clustering.evolution.vote import VoteCounts
 from privclust.distributed import DaskEngine, GeneratorInStatistic
 from tests.support.dask import blocks, local_cluster
 from tests.support.data import blobs

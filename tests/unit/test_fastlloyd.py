@@ -9,15 +9,14 @@ import numpy as np
 import pytest
 
 from privclust.clustering import ClusteringInputError, cluster, plan_run
-from privclust.clustering.grid import grid_sensitivity, relative_grid_sums
-from privclust.clustering.lloyd import (
+from privclust.clustering.mechanisms.grid import grid_sensitivity, relative_grid_sums
+from privclust.clustering.mechanisms.lloyd import (
     count_multiplier,
     default_count_share,
     reseed_starving,
     step_radius,
 )
 from privclust.clustering.methods.fastlloyd import default_iterations, fastlloyd
-from privclust.clustering.metrics import kmeans_loss
 from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 from privclust.privacy.noise import COUNT_MU_FRACTION
 from tests.support.clustering import (
@@ -28,6 +27,7 @@ from tests.support.clustering import (
     refused_field,
 )
 from tests.support.data import blobs_and_centres
+from tests.support.metrics import kmeans_loss
 
 # ---------------------------------------------------------------------------------------------
 # Privacy accounting

@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 
 from privclust.clustering import ClusteringInputError, cluster, lsh_coreset, plan_run
-from privclust.clustering.grid import grid_sensitivity
-from privclust.clustering.lsh_tree import MAX_BRANCHING_NODES
+from privclust.clustering.mechanisms.grid import grid_sensitivity
+from privclust.clustering.mechanisms.lsh_tree import MAX_BRANCHING_NODES
 from privclust.clustering.methods.lsh_coreset import default_min_count
-from privclust.clustering.metrics import kmeans_loss
 from privclust.privacy.gdp import noise_multiplier
 from privclust.privacy.noise import COUNT_MU_FRACTION
 from tests.support.clustering import (
@@ -23,6 +22,7 @@ from tests.support.clustering import (
     refused_field,
 )
 from tests.support.data import blobs
+from tests.support.metrics import kmeans_loss
 
 # ---------------------------------------------------------------------------------------------
 # Calibration

@@ -76,7 +76,10 @@ def test_upgrade_backfills_the_running_budget_from_the_ledger(tmp_path: Path) ->
         assert ledger.running(s, fresh) == ledger.RunningBudget(mu_cap=1.0)
     for dataset_id in (busy, fresh):
         check = verify.check(sessions, dataset_id)
-        assert check is not None and check.agrees, check
+        assert check is not None and check.stored == check.replayed, check
+        # The chain is whole (0008); the only finding is that these synthetic commits have no
+        # job rows, which verify names.
+        assert all("there is no such job" in found for found in check.breaks), check.breaks
 
     command.downgrade(cfg, "0003")
     engine = make_engine(url)

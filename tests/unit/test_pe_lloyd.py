@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from privclust.clustering import ClusteringInputError, cluster, plan_run
-from privclust.clustering.grid import grid_sensitivity, relative_grid_sums
-from privclust.clustering.lloyd import (
+from privclust.clustering.mechanisms.grid import grid_sensitivity, relative_grid_sums
+from privclust.clustering.mechanisms.lloyd import (
     count_multiplier,
     default_count_share,
     moved_centres,
@@ -24,12 +24,12 @@ from privclust.clustering.methods.pe_lloyd import (
     plan_projected_releases,
     step_radii,
 )
-from privclust.clustering.metrics import kmeans_loss
-from privclust.clustering.plan import default_pe_iterations
+from privclust.clustering.run.plan import default_pe_iterations
 from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 from privclust.privacy.noise import COUNT_MU_FRACTION
 from tests.support.clustering import ReleaseLog, composed_mu, joint_sensitivity
 from tests.support.data import blobs
+from tests.support.metrics import kmeans_loss
 
 
 @pytest.mark.parametrize(

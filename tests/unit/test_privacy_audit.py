@@ -135,8 +135,8 @@ class Target:
 def current_code_target() -> Target:
     """The current library: integer releases, post-processing with max(N~, 1)."""
     from privclust.clustering import plan_run
-    from privclust.clustering.grid import cluster_grid_sums
-    from privclust.clustering.histogram import postprocess_votes
+    from privclust.clustering.evolution.histogram import postprocess_votes
+    from privclust.clustering.mechanisms.grid import cluster_grid_sums
     from privclust.clustering.methods.hdpe import noisy_means
     from privclust.privacy import noise
 
@@ -175,7 +175,7 @@ def old_code_target() -> Target:
     with the exact row count instead of N~, and its float `noisy_means(sums, counts, *, radius,
     sigma, rng)` on float sums. That code released no noisy count; the adapter draws N~ the way
     the fix does, so both outputs have the same form (the old post-processing ignores it)."""
-    from privclust.clustering.histogram import postprocess_votes
+    from privclust.clustering.evolution.histogram import postprocess_votes
 
     # Modules of the old tree only (the current one has privclust.privacy.noise, and HDPE-means
     # in privclust.clustering.methods.hdpe).

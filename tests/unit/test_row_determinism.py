@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-from privclust.clustering.kernels import ordered_products
-from privclust.clustering.lsh_tree import hash_codes
-from privclust.clustering.projection import project_rows
+from privclust.clustering.evolution.kernels import ordered_products
+from privclust.clustering.mechanisms.lsh_tree import hash_codes
+from privclust.clustering.mechanisms.projection import project_rows
 
 # The modules (the package exports functions of the same names).
-projection = importlib.import_module("privclust.clustering.projection")
-lsh_coreset = importlib.import_module("privclust.clustering.lsh_tree")
+projection = importlib.import_module("privclust.clustering.mechanisms.projection")
+lsh_coreset = importlib.import_module("privclust.clustering.mechanisms.lsh_tree")
 
 BLOCK_SIZES = (2, 3, 17)
 
@@ -159,7 +159,7 @@ def test_codes_do_not_depend_on_hash_codes_own_blocks(
 def test_warm_up_compiles_every_kernel() -> None:
     # The worker calls warm_up() before it forks a process per job: a kernel it missed would
     # be compiled (or loaded) again in every job.
-    from privclust.clustering import kernels
+    from privclust.clustering.evolution import kernels
 
     found = [value for value in vars(kernels).values() if isinstance(value, kernels._Kernel)]
     assert len(found) >= 4

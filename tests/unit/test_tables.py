@@ -9,10 +9,10 @@ import pytest
 
 from privclust import PrivateKMeans
 from privclust.clustering import ClusteringInputError, cluster, plan_run, suggest_k, sweep
-from privclust.clustering.accuracy import Space, expected_accuracy, smallest_epsilon
-from privclust.clustering.scaling import Box
-from privclust.clustering.summaries import nearest_centre_blocks
-from privclust.clustering.uncertainty import domain_warnings, ks_told_apart, loss_warnings
+from privclust.clustering.data.scaling import Box
+from privclust.clustering.outputs.accuracy import Space, expected_accuracy, smallest_epsilon
+from privclust.clustering.outputs.summaries import nearest_centre_blocks
+from privclust.clustering.outputs.uncertainty import domain_warnings, ks_told_apart, loss_warnings
 from tests.support.data import CUSTOMER_LOWER as LOWER
 from tests.support.data import CUSTOMER_UPPER as UPPER
 from tests.support.data import customers as mixed_units

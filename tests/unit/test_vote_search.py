@@ -1,5 +1,5 @@
-"""The vote's search (privclust.clustering.vote_cells.vote_index, vote.vote_labels) and the
-selection step."""
+"""The vote's search (privclust.clustering.evolution.vote_cells.vote_index, vote.vote_labels) and
+the selection step."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import pytest
 from scipy.spatial.distance import cdist
 from sklearn.cluster import KMeans
 
-from privclust.clustering import nearest, selection, vote, vote_cells
-from privclust.clustering.domain import prepare_rows
-from privclust.clustering.nearest import group_cores
-from privclust.clustering.packing import initial_population, sphere_packing
-from privclust.clustering.variation import levy_variations
+from privclust.clustering.data.domain import prepare_rows
+from privclust.clustering.evolution import nearest, selection, vote, vote_cells
+from privclust.clustering.evolution.nearest import group_cores
+from privclust.clustering.evolution.packing import initial_population, sphere_packing
+from privclust.clustering.evolution.variation import levy_variations
 
 
 def _exact_sq(points: np.ndarray, candidates: np.ndarray) -> np.ndarray:
@@ -390,7 +390,7 @@ def test_the_exact_re_decision_is_the_lowest_index_minimiser(scale: float) -> No
 
 @pytest.mark.parametrize("n_members", [1, 2, 3, 16, 257])
 def test_merge_top2_equals_argmin_and_min_of_the_rest(n_members: int) -> None:
-    from privclust.clustering.kernels import merge_top2
+    from privclust.clustering.evolution.kernels import merge_top2
 
     rng = np.random.default_rng(n_members)
     m = 300
@@ -420,7 +420,7 @@ def test_smallest_scores_select_what_argpartition_selects(n_centres: int, probes
     # The inverted file's probes: the same set of centres, and the same scores at the edge, as
     # numpy's argpartition, ties included (where either may take either of two equal scores,
     # the edge gap is 0 and the caller re-decides the row).
-    from privclust.clustering.kernels import smallest_scores
+    from privclust.clustering.evolution.kernels import smallest_scores
 
     rng = np.random.default_rng(n_centres)
     rows = 500
@@ -467,7 +467,7 @@ def test_rows_beyond_float32_take_the_exact_path_through_an_inverted_file_too() 
 def test_the_compiled_distance_is_ordered_sq_bit_for_bit() -> None:
     # One candidate at a time, the running best is that candidate's distance itself: every
     # entry must equal `_ordered_sq`'s (an FMA or a reordered sum would change low bits).
-    from privclust.clustering.kernels import ordered_best
+    from privclust.clustering.evolution.kernels import ordered_best
 
     rng = np.random.default_rng(12)
     rows = rng.normal(size=(400, 13)) * 10.0 ** rng.integers(-3, 4, size=(400, 1))
@@ -489,7 +489,7 @@ def test_the_vote_rows_are_scaled_once_and_their_norms_summed_in_order(dtype: ty
     # to float32 (the rounding `vote._vote_window` allows for), a row of ones, and each norm the
     # float64 squares summed in coordinate order; a row beyond float32 is infinite there, and
     # its norm beyond _F32_SAFE_NORM, so the vote decides it exactly.
-    from privclust.clustering.kernels import scaled_rows
+    from privclust.clustering.evolution.kernels import scaled_rows
 
     rng = np.random.default_rng(13)
     rows = (rng.normal(size=(300, 11)) * 10.0 ** rng.integers(-3, 4, size=(300, 1))).astype(dtype)
@@ -519,7 +519,7 @@ def test_the_cell_search_merges_each_row_against_its_own_cell(tile_elements: int
     # cell, over rows listed in any order and tiles of any size. The last cell may have far
     # members, out of reach of every row (none may be scored: they would win every row) or
     # within it (all are scored).
-    from privclust.clustering.kernels import search_cells
+    from privclust.clustering.evolution.kernels import search_cells
 
     rng = np.random.default_rng(15)
     n, d = 90, 5

@@ -40,6 +40,7 @@ from app.datasets.storage.remote import ParquetRowsWriter
 from app.datasets.storage.rows import (
     DEFAULT_PARTITION_ROWS,
     RowPartition,
+    check_readable,
     delete_rows,
     open_rows,
     read_all,
@@ -58,6 +59,7 @@ __all__ = [
     "RowClip",
     "RowPartition",
     "RowsWriter",
+    "check_readable",
     "delete_rows",
     "is_remote",
     "new_rows_writer",
@@ -102,10 +104,12 @@ def new_rows_writer(
     *,
     partition_rows: int = DEFAULT_PARTITION_ROWS,
     clip: RowClip | None = None,
+    scratch: Path | None = None,
 ) -> RowsWriter:
     """A writer of a new dataset's rows named `name` in the store at `storage_url` (a local
-    folder: a `.npy`; object storage: Parquet partitions of at most `partition_rows` rows)."""
+    folder: a `.npy`; object storage: Parquet partitions of at most `partition_rows` rows,
+    and `scratch`, the folder where rows it failed to delete are recorded for the sweep)."""
     check_name(name)
     if is_remote(storage_url):
-        return ParquetRowsWriter(storage_url, name, partition_rows, clip)
+        return ParquetRowsWriter(storage_url, name, partition_rows, clip, scratch)
     return NpyRowsWriter(Path(storage_url), name, clip)

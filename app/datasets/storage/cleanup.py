@@ -3,7 +3,9 @@
 A process killed during an ingest leaves a partial file (`.ingest-*.npy.part`) or, in object
 storage, parts without a manifest; one killed after the rows were complete but before the
 dataset's row was committed leaves complete rows that no dataset refers to (an orphan). Both
-hold rows that no dataset will ever use, so both are removed.
+hold rows that no dataset will ever use, so both are removed. An upload that failed while the
+store was down, and could not delete its parts then, recorded them (app.datasets.storage.
+pending): they are removed as soon as the store answers, whatever their age.
 
 Several API processes (and workers importing datasets) may share one store, and another one may
 be writing right now, so one process cannot tell from a name alone whether its writer is gone:
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from app.datasets.storage import remote
+from app.datasets.storage import pending, remote
 from app.datasets.storage.local import DATASET_FILE, PARTIAL_UPLOAD_GLOB
 from app.datasets.storage.location import filesystem, is_remote
 
@@ -50,10 +52,17 @@ def remove_abandoned_rows(
     partial: list[RemovedFile] = []
     for directory in dict.fromkeys([*local, scratch]):
         partial += remove_stale_partial_uploads(directory)
+    cut: list[RemovedFile] = []
     if is_remote(storage_url):
+        deleted = pending.settle(scratch, referenced, remote.delete_prefix)
+        cut = [RemovedFile(url, 0, 0.0) for url in deleted]
         orphans = remove_orphaned_remote_rows(storage_url, referenced)
     else:
         orphans = remove_orphaned_dataset_files(Path(storage_url), referenced)
+    for url in cut:
+        log.warning(
+            "removed %s: the rows of an upload that failed, which it could not delete", url.path
+        )
     for f, what in [(f, "a partial upload") for f in partial] + [
         (f, "a complete upload whose dataset was never recorded") for f in orphans
     ]:
@@ -65,7 +74,7 @@ def remove_abandoned_rows(
             f.idle_seconds / 60,
             what,
         )
-    return partial + orphans
+    return cut + partial + orphans
 
 
 def remove_abandoned_uploads(

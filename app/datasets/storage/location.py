@@ -91,9 +91,10 @@ def _transport_errors() -> tuple[type[BaseException], ...]:
 
 
 @contextlib.contextmanager
-def reaching(url: str, doing: str) -> Iterator[None]:
+def reaching(url: str, doing: str, *, answered_missing: bool = False) -> Iterator[None]:
     """Report any failure to reach object storage while `doing` as StorageUnavailable (503);
-    a local path's errors pass through unchanged."""
+    a local path's errors pass through unchanged, and so does FileNotFoundError when
+    `answered_missing` (the store answered: what was asked for is not there)."""
     if not is_remote(url):
         yield
         return
@@ -103,6 +104,8 @@ def reaching(url: str, doing: str) -> Iterator[None]:
     except StorageUnavailable:
         raise
     except unreachable as exc:
+        if answered_missing and isinstance(exc, FileNotFoundError):
+            raise
         raise StorageUnavailable(
             f"the datasets' object storage could not be reached while {doing} "
             f"({type(exc).__name__}); nothing was stored or charged"

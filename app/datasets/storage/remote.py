@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from app.datasets.storage import pending
 from app.datasets.storage.location import filesystem, is_remote, join, reaching
 from app.datasets.storage.writer import RowClip, RowsWriter
 
@@ -49,9 +51,15 @@ class ParquetRowsWriter(RowsWriter):
     of one row group, and the manifest on `commit`. Nothing stays on the local disk."""
 
     def __init__(
-        self, base_url: str, name: str, partition_rows: int, clip: RowClip | None = None
+        self,
+        base_url: str,
+        name: str,
+        partition_rows: int,
+        clip: RowClip | None = None,
+        scratch: Path | None = None,
     ) -> None:
         super().__init__(join(base_url, name), clip)
+        self._scratch = scratch  # where a delete that failed is recorded (storage.pending)
         self._partition_rows = partition_rows
         self._fs = filesystem(base_url)
         self._buffer: npt.NDArray[np.float64] | None = None
@@ -111,9 +119,12 @@ class ParquetRowsWriter(RowsWriter):
         self._buffer = None
 
     def discard(self) -> None:
+        """Delete what was written; if the store cannot be reached (the outage that failed
+        the write, usually), record it for the orphan sweep to delete once it can."""
         self._buffer = None
         if self._touched:
-            delete_prefix(self.stored)
+            if not delete_prefix(self.stored) and self._scratch is not None:
+                pending.remember(self._scratch, self.stored)
             self._touched = False
 
 
@@ -174,9 +185,10 @@ def read_row_group(
     return rows
 
 
-def delete_prefix(stored: str) -> None:
-    """Remove every object of stored rows; a store that cannot be reached is logged (the
-    orphan sweep removes them later), never raised: the dataset no longer refers to them."""
+def delete_prefix(stored: str) -> bool:
+    """Remove every object of stored rows: whether they are gone. A store that cannot be
+    reached is logged (the orphan sweep removes them later), never raised: the dataset no
+    longer refers to them."""
     fs = filesystem(stored)
     try:
         fs.rm(stored, recursive=True)
@@ -184,3 +196,5 @@ def delete_prefix(stored: str) -> None:
         pass
     except Exception as exc:  # any transport error: logged, and the orphan sweep retries
         log.warning("could not delete %s (%s); the orphan sweep will retry", stored, exc)
+        return False
+    return True

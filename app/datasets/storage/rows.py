@@ -8,6 +8,7 @@ settings), so a partitioned pass can send partitions, never arrays.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.datasets.storage import local, remote
-from app.datasets.storage.location import is_remote
+from app.datasets.storage.location import filesystem, is_remote
 
 DEFAULT_PARTITION_ROWS = 1 << 20
 
@@ -55,6 +56,18 @@ def row_partitions(
         RowPartition(stored, min(partition_rows, n_rows - start), n_cols, start)
         for start in range(0, n_rows, partition_rows)
     ]
+
+
+def check_readable(partitions: Sequence[RowPartition]) -> None:
+    """Stat every file or object the partitions read, once each, asking the store itself (no
+    cached listing): a job checks its rows this way before it is charged, so that a store that
+    is down fails it refunded. Raises as reading would (OSError, or the store's own transport
+    error)."""
+    for url in sorted({p.url for p in partitions}):
+        if is_remote(url):
+            filesystem(url).info(url, refresh=True)
+        else:
+            Path(url).stat()
 
 
 def read_all(stored: str | None) -> npt.NDArray[np.float64]:

@@ -43,8 +43,9 @@ export function accuracyLines(accuracy, columns) {
 }
 
 export function jobForm(ds, budget) {
-  const algorithm = h("select", { name: "algorithm" },
-    ["auto", "pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd"].map((a) => h("option", { value: a }, a)));
+  // The API's default until describeAlgorithms fills in every name from the API's own schema
+  // (the names are written once, in the library's Algorithm enum).
+  const algorithm = h("select", { name: "algorithm" }, h("option", { value: "auto" }, "auto"));
   const algorithmHint = h("small", { class: "hint" }, "");
   const k = numberInput("k", { min: 1, step: 1, value: String(Math.max(1, Math.min(3, ds.n_rows_dp))), required: true });
   const modes = MODES.map(([value, label], i) =>

@@ -1,0 +1,207 @@
+"""The noisy Lloyd step of FastLloyd (Diaa, Humphries and Kerschbaum), shared by FastLloyd and
+pe-lloyd: label every row with its nearest centre, release the clipped offset sums and the
+counts as ONE integer Gaussian release, move each centre by its noisy mean offset.
+
+The budget split between sums and counts: the paper gives the counts a share
+1 / (1 + sqrt(4d)) of each iteration's budget (in squared-mu terms) and the sums the rest. Here
+that split is a sensitivity scaling inside one release: the counts are multiplied by an integer
+M and appended to the sums, so a row moves the joint vector by at most sqrt(S^2 + M^2) (S = the
+sum's sensitivity in grid units) and one noise multiplier sigma covers both;
+M = S * sqrt(share / (1 - share)) gives the counts exactly the requested share (up to rounding
+M to an integer).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from privclust.clustering.choices import Relation
+from privclust.clustering.data.domain import project_into_ball
+from privclust.clustering.data.rows import Part, Rows
+from privclust.clustering.evolution.nearest import nearest_candidates
+from privclust.clustering.mechanisms.grid import GRID_BITS, grid_sensitivity, relative_grid_sums
+from privclust.clustering.run.options import Options
+from privclust.clustering.run.plan import RunPlan
+from privclust.privacy import noise
+
+# The count multiplier M stays within [1, 2^31]; see `grid.relative_grid_sums` for why no sum of
+# the joint vector can overflow int64.
+MAX_COUNT_MULTIPLIER = 2**31
+
+
+def step_radius(t: int, radius: float, n_cols: int, k: int, step_fraction: float) -> float:
+    """r_t: R in the first iteration, then min(R, alpha R / k^(1/d))."""
+    if t <= 1:
+        return radius
+    return min(radius, step_fraction * radius * math.exp(-math.log(k) / n_cols))
+
+
+def default_count_share(n_cols: int) -> float:
+    """The paper's share of each iteration's budget for the counts: 1 / (1 + sqrt(4d))."""
+    return 1.0 / (1.0 + math.sqrt(4.0 * n_cols))
+
+
+def count_multiplier(n_cols: int, count_share: float) -> int:
+    """M, the integer the counts are scaled by so that they receive `count_share` of each
+    release: M^2 / (S^2 + M^2) = share with S = grid_sensitivity(d)."""
+    ideal = grid_sensitivity(n_cols) * math.sqrt(count_share / (1.0 - count_share))
+    return int(min(max(round(ideal), 1), MAX_COUNT_MULTIPLIER))
+
+
+def joint_sensitivity(plan: RunPlan, n_cols: int, multiplier: int) -> float:
+    """l2 sensitivity of [grid sums of the offsets (k x d), M * counts (k)] in grid units.
+
+    Add/remove: one row moves one cluster's sum by <= S and its count by 1, so
+    sqrt(S^2 + M^2). Replace-one: within one cluster the sum moves by <= 2S and the counts not
+    at all; across two clusters each sum by <= S and two counts by 1: sqrt(2 (S^2 + M^2)).
+    """
+    s = grid_sensitivity(n_cols)
+    joint = math.hypot(s, float(multiplier))
+    if plan.relation == Relation.REPLACE_ONE:
+        return max(2.0 * s, math.sqrt(2.0) * joint)
+    return joint
+
+
+def largest_lloyd_sensitivity(plan: RunPlan, options: Options) -> float:
+    """The largest l2 sensitivity among a run's count releases and joint Lloyd releases (before
+    a step's division by sqrt(weight) >= 1, which only lowers it), with the counts' share
+    `options.count_share` (default 1 / (1 + sqrt(4d)))."""
+    d = plan.n_cols
+    share = default_count_share(d) if options.count_share is None else options.count_share
+    joint = joint_sensitivity(plan, d, count_multiplier(d, share))
+    return max(plan.count_sensitivity, joint)
+
+
+def joint_release(
+    sums: np.ndarray,
+    counts: np.ndarray,
+    plan: RunPlan,
+    multiplier: int,
+    rng: np.random.Generator,
+    weight: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One integer Gaussian release of [sums, M * counts] with noise multiplier
+    plan.sigma / sqrt(weight); returns (noisy sums in grid units, noisy counts) as floats
+    (post-processing).
+
+    The sums get noise of std sqrt(S^2 + M^2) sigma / sqrt(weight) per coordinate and the
+    counts, after the division by M, that over M: the paper's split, as one
+    (sqrt(weight)/sigma)-GDP release, priced as `weight` releases of the plan's sigma (FastLloyd
+    uses weight 1; pe-lloyd gives its Lloyd steps a larger share this way). Every cluster is
+    released, empty or not.
+    """
+    k, d = sums.shape
+    joint = np.concatenate([sums.ravel(), counts * np.int64(multiplier)])
+    noisy = noise.integer_release(
+        joint,
+        sensitivity=joint_sensitivity(plan, d, multiplier) / math.sqrt(weight),
+        sigma=plan.sigma,
+        rng=rng,
+    )
+    noisy_sums = noisy[: k * d].reshape(k, d).astype(np.float64)
+    noisy_counts = noisy[k * d :].astype(np.float64) / multiplier
+    return noisy_sums, noisy_counts
+
+
+def moved_centres(
+    centres: np.ndarray,
+    noisy_sums: np.ndarray,
+    noisy_counts: np.ndarray,
+    step: float | np.ndarray,
+    radius: float,
+) -> np.ndarray:
+    """mu + noisy offset sum / max(noisy count, 1), the move shortened to `step` (a mean of
+    offsets of norm <= step moves no further) and the centre projected into the ball."""
+    radii = np.broadcast_to(np.asarray(step, dtype=np.float64), noisy_counts.shape)
+    moves = noisy_sums * (radii * 2.0**-GRID_BITS / np.maximum(noisy_counts, 1.0))[:, None]
+    lengths = np.sqrt(np.einsum("ij,ij->i", moves, moves))
+    moves *= (radii / np.maximum(lengths, radii))[:, None]
+    return project_into_ball(centres + moves, radius)
+
+
+@dataclass(frozen=True, eq=False)
+class LloydSums:
+    """A pass's statistic: every row labelled by its nearest centre, then each cluster's exact
+    sums of clipped offsets and its count (`relative_grid_sums`)."""
+
+    centres: np.ndarray
+    step: float | np.ndarray
+
+    def __call__(self, part: Part) -> tuple[np.ndarray, ...]:
+        labels = nearest_candidates(part.points, self.centres)
+        return relative_grid_sums(part.points, self.centres, labels, self.step)
+
+
+def lloyd_step(
+    points: Rows,
+    centres: np.ndarray,
+    *,
+    step: float | np.ndarray,
+    radius: float,
+    plan: RunPlan,
+    multiplier: int,
+    rng: np.random.Generator,
+    weight: int = 1,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One noisy Lloyd step from `centres` (centred coordinates): label every row with its
+    nearest centre, release the clipped offset sums and the counts (`joint_release`, priced as
+    `weight` releases) and move each centre by the noisy mean offset (`moved_centres`).
+    Returns (new centres, noisy counts)."""
+    sums, counts = points.total(LloydSums(centres, step))
+    noisy_sums, noisy_counts = joint_release(sums, counts, plan, multiplier, rng, weight)
+    return moved_centres(centres, noisy_sums, noisy_counts, step, radius), noisy_counts
+
+
+def reseed_starving(
+    centres: np.ndarray,
+    noisy_counts: np.ndarray,
+    ratio: float,
+    step: float,
+    radius: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Move starving centres next to crowded ones so that the next step splits the crowd.
+
+    Pairs the smallest noisy count with the largest, the second smallest with the second
+    largest, and so on, while the larger is at least `ratio` times max(smaller, 1): the small
+    cluster's centre is put at mu_big + u and the big one's at mu_big - u, with u a random
+    direction of length 1e-3 r_t, so the next labelling cuts the crowded cluster in two by a
+    random hyperplane through its centre. (Lloyd's algorithm cannot leave a local optimum where
+    one centre holds two clusters and another holds none or half of one; an empty centre only
+    drifts with noise.) It reads nothing but released counts, public centres and the job's
+    generator: post-processing.
+    """
+    steps = np.full(len(centres), float(step))
+    return reseed_beside(centres, noisy_counts, ratio, steps, radius, rng)[0]
+
+
+def reseed_beside(
+    centres: np.ndarray,
+    noisy_counts: np.ndarray,
+    ratio: float,
+    steps: np.ndarray,
+    radius: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """`reseed_starving` with a step radius per cluster: each pair's offset is 1e-3 of the
+    crowded centre's radius, and the moved centre takes that radius too (the pair shares the
+    crowded cluster). Returns (the centres, their step radii): post-processing, as there."""
+    k, d = centres.shape
+    order = np.argsort(noisy_counts, kind="stable")
+    out = centres.copy()
+    radii = np.array(steps, dtype=np.float64)
+    for i in range(k // 2):
+        small, big = order[i], order[k - 1 - i]
+        if not noisy_counts[big] >= ratio * max(float(noisy_counts[small]), 1.0):
+            break
+        direction = rng.standard_normal(d)
+        length = float(np.linalg.norm(direction))
+        # A standard normal vector of norm 0 has probability 0; the floor only avoids 0/0.
+        offset = direction * (1e-3 * radii[big] / max(length, 1e-300))
+        out[small] = centres[big] + offset
+        out[big] = centres[big] - offset
+        radii[small] = radii[big]
+    return project_into_ball(out, radius), radii

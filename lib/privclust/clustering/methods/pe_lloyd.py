@@ -1,0 +1,339 @@
+"""pe-lloyd: PE-means to find the basins, then FastLloyd-style noisy Lloyd steps from its centres.
+
+PE-means selects centres among candidates, so its loss stays somewhat above the k-means optimum
+even when the budget is large (its centres are Levy variations scored by noisy votes, never
+exact means). A Lloyd step from centres already in the right basins needs little budget: the
+noise on a cluster's mean shrinks with the cluster's size. So the run spends most of the job's
+mu on PE-means and a share of it on `lloyd_steps` noisy Lloyd steps:
+
+- PE-means exactly as `pe_means` (same T, L, population), its T vote histograms released with
+  noise multiplier sigma.
+- Then each Lloyd step (privclust.clustering.mechanisms.lloyd.lloyd_step): every row labelled
+  with its nearest current centre, its offset from it clipped to its cluster's step radius r_j (by
+  default half the distance from that centre to the nearest other one, within
+  [R/1000, min(R, 2R / k^(1/d))]: see `step_radii`; public, since the centres are released
+  PE-means output), the per-cluster offset sums (each in its own grid units r_j / 2^20) and
+  counts released together as one integer Gaussian release, the counts given FastLloyd's share
+  1 / (1 + sqrt(4d)) of it, and each centre moved by its noisy mean offset.
+- Budget: every release shares one sigma; a Lloyd step's sensitivity is divided by sqrt(w), so
+  it is priced as w releases. w = max(1, round(share T / ((1 - share) steps))) gives the Lloyd
+  steps the fraction steps w / (T + steps w) ~ `lloyd_share` of mu^2; the run is
+  sqrt(T + steps w) / sigma = mu-GDP (plus its own row count when no public count is given,
+  as in pe_means).
+
+Above PROJECT_ABOVE_DIM columns (a public fact) the search for the basins runs in a random
+projection, where a vote costs p = 16 coordinates instead of d: HDPE-means' stage
+(privclust.clustering.mechanisms.projection: T = 14 PE-means iterations in the projection, then each
+cluster's noisy sum and count in the full space, the sums priced as `sum_weight_before_lloyd`
+releases), then, before each Lloyd step, a starving centre moved beside a crowded one
+(`lloyd.reseed_beside`, post-processing of the released counts: the step then splits two
+clusters that the projection merged), and the Lloyd steps with 30% of mu^2 by default. The
+run is sqrt(T + 1 + sum weight + steps w) / sigma = mu-GDP.
+
+Defaults and the measurement behind them (the step radius, the share, one step or two):
+bench/RESULTS.md, "pe-lloyd: PE-means, then a noisy Lloyd step"; the projected path: "auto at
+every dimension".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Unpack
+
+import numpy as np
+
+from privclust.clustering.choices import Algorithm
+from privclust.clustering.errors import ClusteringInputError, check_below_one, check_integer
+from privclust.clustering.evolution.evolution import evolve
+from privclust.clustering.evolution.nearest import nearest_other_distances
+from privclust.clustering.evolution.vote_cells import VOTE_DTYPE
+from privclust.clustering.mechanisms.lloyd import (
+    count_multiplier,
+    default_count_share,
+    largest_lloyd_sensitivity,
+    lloyd_step,
+    reseed_beside,
+    step_radius,
+)
+from privclust.clustering.mechanisms.projection import (
+    default_projected_iterations,
+    evolve_in_projection,
+    planned_projection_dim,
+    sum_weight_before_lloyd,
+)
+from privclust.clustering.run.method import Method, RunStart
+from privclust.clustering.run.options import (
+    DEFAULT_STEP_FRACTION,
+    DEFAULT_STEP_RULE,
+    EvolutionKeywords,
+    Options,
+    options_for,
+)
+from privclust.clustering.run.plan import (
+    PlanBasis,
+    Releases,
+    default_pe_iterations,
+    planned_iterations,
+)
+from privclust.clustering.run.result import ClusteringResult, Outcome
+from privclust.clustering.run.runner import run_method
+
+# The clipping radius of a Lloyd step: FastLloyd's own (the rule is named after the method), or
+# one per cluster from the released centres (the default).
+FASTLLOYD_STEP_RULE = Algorithm.FASTLLOYD.value
+STEP_RULES = (FASTLLOYD_STEP_RULE, DEFAULT_STEP_RULE)
+# The smallest per-cluster step radius, in units of R (two released centres may coincide).
+MIN_STEP_FRACTION = 1e-3
+DEFAULT_LLOYD_STEPS = 1
+DEFAULT_LLOYD_SHARE = 0.1
+MAX_LLOYD_STEPS = 10
+# A Lloyd step priced as more releases than this would be a tiny share of nothing useful; the
+# cap keeps the release count (stored with the job) a modest integer.
+MAX_LLOYD_WEIGHT = 100_000
+# Above VARIATIONS_CAP_ABOVE_DIM columns the default L per selected centre is at most
+# MAX_DEFAULT_VARIATIONS (it binds at k = 4 on 20,000 rows, and at any k on a million): each
+# variation costs every row a score of d + 1 products in every iteration, and with the cap the
+# Table I sets at d = 16 and 64 kept or lowered their loss AUCs and 1,000,000 x 16 its loss
+# (bench/RESULTS.md, "auto at every dimension"). At d <= 6 the scores are cheap and L stays
+# N~/(5k).
+MAX_DEFAULT_VARIATIONS = 256
+VARIATIONS_CAP_ABOVE_DIM = 6
+# Above this many columns PE-means searches in a random projection (the module's docstring):
+# the projection's own dimension. On held-out sets at d = 24 and 96 and on the d = 64 Table I
+# sets that path had a lower (or, on one, equal) loss AUC than PE-means in the full space, at
+# a fraction of its cost (bench/RESULTS.md, "auto at every dimension").
+PROJECT_ABOVE_DIM = 16
+# On that path: the Lloyd steps' default share of mu^2, and the ratio of released counts from
+# which a starving centre is moved beside a crowded one before a step (the runs with these
+# defaults: bench/RESULTS.md, "auto at every dimension").
+PROJECTED_LLOYD_SHARE = 0.3
+PROJECTED_RESEED_RATIO = 3.0
+
+
+def projects(n_cols: int) -> bool:
+    """Whether a run on `n_cols` columns searches in a projection (public: d alone)."""
+    return n_cols > PROJECT_ABOVE_DIM
+
+
+def variations_cap(n_cols: int) -> int | None:
+    """The cap on the default L on `n_cols` columns: MAX_DEFAULT_VARIATIONS above
+    VARIATIONS_CAP_ABOVE_DIM, none below."""
+    return MAX_DEFAULT_VARIATIONS if n_cols > VARIATIONS_CAP_ABOVE_DIM else None
+
+
+def default_iterations(n_cols: int, epsilon: float | None) -> int | None:
+    """PE-means's default T, which grows with epsilon (`default_pe_iterations`); None on the
+    projected path, whose T does not (`default_projected_iterations` of the projection)."""
+    return None if projects(n_cols) else default_pe_iterations(n_cols, epsilon)
+
+
+def lloyd_weight(pe_iterations: int, steps: int, share: float) -> int:
+    """w, the number of releases each Lloyd step is priced as, so that the steps get about
+    `share` of mu^2: steps w / (T + steps w) ~ share."""
+    ideal = share * pe_iterations / ((1.0 - share) * steps)
+    return int(min(max(round(ideal), 1), MAX_LLOYD_WEIGHT))
+
+
+def step_radii(centres: np.ndarray, radius: float, k: int, rule: str) -> float | np.ndarray:
+    """The Lloyd step's clipping radius: FastLloyd's min(R, 2R / k^(1/d)) ("fastlloyd"), or
+    per cluster half the distance from its centre to the nearest other centre, within
+    [MIN_STEP_FRACTION R, FastLloyd's radius] ("centres"). Both read only public values (the
+    centres are released PE-means output), so the step's sensitivity is data-independent."""
+    d = centres.shape[1]
+    fixed = step_radius(2, radius, d, k, DEFAULT_STEP_FRACTION)
+    if rule == FASTLLOYD_STEP_RULE or len(centres) < 2:
+        return fixed
+    gaps = nearest_other_distances(np.asarray(centres, dtype=np.float64))
+    return np.clip(gaps / 2.0, MIN_STEP_FRACTION * radius, fixed)
+
+
+def plan_lloyd_releases(
+    pe_iterations: int, lloyd_steps: int | None, lloyd_share: float | None
+) -> tuple[int, int, int, int]:
+    """(steps, weight, releases, progress_total) of a pe-lloyd run with T PE iterations:
+    T vote histograms plus `steps` Lloyd steps priced as `weight` releases each; progress is
+    reported after every PE iteration and every Lloyd step."""
+    steps = check_integer(
+        "lloyd_steps", DEFAULT_LLOYD_STEPS if lloyd_steps is None else lloyd_steps, 1
+    )
+    if steps > MAX_LLOYD_STEPS:
+        raise ClusteringInputError(
+            "lloyd_steps", f"lloyd_steps must be at most {MAX_LLOYD_STEPS}, got {steps}"
+        )
+    share = check_below_one(
+        "lloyd_share", DEFAULT_LLOYD_SHARE if lloyd_share is None else lloyd_share
+    )
+    weight = lloyd_weight(pe_iterations, steps, share)
+    return steps, weight, pe_iterations + steps * weight, pe_iterations + steps
+
+
+@dataclass(frozen=True)
+class ProjectedSplit:
+    """The releases of a projected run: T vote histograms, the counts (one release) and the
+    sums (`sum_weight` releases), then `steps` Lloyd steps of `weight` releases each."""
+
+    steps: int
+    sum_weight: int
+    weight: int
+    releases: int
+    progress_total: int
+
+
+def plan_projected_releases(
+    iterations: int, lloyd_steps: int | None, lloyd_share: float | None
+) -> ProjectedSplit:
+    """The split of a projected run with T PE iterations: the stage's T + 1 + sum weight
+    releases, then Lloyd steps with `lloyd_share` (default PROJECTED_LLOYD_SHARE) of mu^2;
+    progress after every PE iteration, the noisy means and every Lloyd step."""
+    sum_weight = sum_weight_before_lloyd(iterations)
+    stage = iterations + 1 + sum_weight
+    share = PROJECTED_LLOYD_SHARE if lloyd_share is None else lloyd_share
+    steps, weight, releases, _ = plan_lloyd_releases(stage, lloyd_steps, share)
+    return ProjectedSplit(steps, sum_weight, weight, releases, iterations + 1 + steps)
+
+
+def plan(basis: PlanBasis, options: Options) -> Releases:
+    """PE-means's T vote histograms, then the Lloyd steps (plan_lloyd_releases); above
+    PROJECT_ABOVE_DIM columns, the projected stage's releases first (plan_projected_releases)."""
+    if projects(basis.n_cols):
+        p = planned_projection_dim(basis, options)
+        iterations = planned_iterations(options, lambda: default_projected_iterations(p))
+        split = plan_projected_releases(iterations, options.lloyd_steps, options.lloyd_share)
+        return Releases(
+            iterations=iterations,
+            releases=split.releases,
+            progress_total=split.progress_total,
+            projection_dim=p,
+        )
+    iterations = planned_iterations(
+        options, lambda: default_pe_iterations(basis.n_cols, basis.epsilon)
+    )
+    _, _, releases, progress_total = plan_lloyd_releases(
+        iterations, options.lloyd_steps, options.lloyd_share
+    )
+    return Releases(iterations=iterations, releases=releases, progress_total=progress_total)
+
+
+def prepare(options: Options) -> Options:
+    """`step_rule` checked before the run starts."""
+    if options.step_rule not in STEP_RULES:
+        raise ClusteringInputError(
+            "step_rule",
+            f"step_rule must be one of {', '.join(STEP_RULES)}, got {options.step_rule!r}",
+        )
+    return options
+
+
+def run(start: RunStart, options: Options) -> Outcome:
+    """The PE-means loop, then the noisy Lloyd steps from its centres (above
+    PROJECT_ABOVE_DIM columns: `run_projected`)."""
+    if start.plan.projection_dim is not None:
+        return run_projected(start, options)
+    points, plan, radius = start.points, start.plan, start.radius
+    n_cols = points.shape[1]
+    steps, weight, releases, _ = plan_lloyd_releases(
+        plan.iterations, options.lloyd_steps, options.lloyd_share
+    )
+    if releases != plan.releases:  # the plan and the run must price the same releases
+        raise ArithmeticError("pe-lloyd release count does not match its plan")
+    outcome = evolve(
+        points,
+        plan,
+        radius=radius,
+        rng=start.rng,
+        packing_rng=options.rng,
+        progress=options.progress,
+    )
+    multiplier = count_multiplier(n_cols, default_count_share(n_cols))
+    centres = outcome.centres
+    for i in range(1, steps + 1):
+        centres, _ = lloyd_step(
+            points,
+            centres,
+            step=step_radii(centres, radius, plan.k, options.step_rule),
+            radius=radius,
+            plan=plan,
+            multiplier=multiplier,
+            rng=start.rng,
+            weight=weight,
+        )
+        if options.progress is not None:
+            options.progress(plan.iterations + i, plan.progress_total)
+    return Outcome(centres=centres, final_variations=outcome.final_variations)
+
+
+def run_projected(start: RunStart, options: Options) -> Outcome:
+    """PE-means in the projection and the clusters' noisy means (`evolve_in_projection`), then
+    the Lloyd steps, each after moving starving centres beside crowded ones by the latest
+    released counts (`reseed_beside`)."""
+    points, plan, radius, rng = start.points, start.plan, start.radius, start.rng
+    split = plan_projected_releases(plan.iterations, options.lloyd_steps, options.lloyd_share)
+    if split.releases != plan.releases:  # the plan and the run must price the same releases
+        raise ArithmeticError("pe-lloyd release count does not match its plan")
+    means = evolve_in_projection(start, options, split.sum_weight)
+    if options.progress is not None:
+        options.progress(plan.iterations + 1, plan.progress_total)
+    n_cols = points.shape[1]
+    multiplier = count_multiplier(n_cols, default_count_share(n_cols))
+    centres, counts = means.centres, means.counts.astype(np.float64)
+    for i in range(1, split.steps + 1):
+        radii = np.broadcast_to(step_radii(centres, radius, plan.k, options.step_rule), plan.k)
+        centres, radii = reseed_beside(centres, counts, PROJECTED_RESEED_RATIO, radii, radius, rng)
+        centres, counts = lloyd_step(
+            points,
+            centres,
+            step=radii,
+            radius=radius,
+            plan=plan,
+            multiplier=multiplier,
+            rng=rng,
+            weight=split.weight,
+        )
+        if options.progress is not None:
+            options.progress(plan.iterations + 1 + i, plan.progress_total)
+    return Outcome(centres=centres, final_variations=means.final_variations)
+
+
+METHOD = Method(
+    name=Algorithm.PE_LLOYD,
+    plan=plan,
+    run=run,
+    sensitivity=largest_lloyd_sensitivity,
+    prepare=prepare,
+    # float32 as PE-means: the Lloyd steps' clipped offsets are rounded to a grid of
+    # step / 2^20, far coarser than float32's 6e-8 R, and each row is rounded once, before
+    # anything else reads it (the sums' sensitivity holds whatever the rows). A float64
+    # copy cost 1.28 GB more at 10,000,000 x 16.
+    rows_dtype=VOTE_DTYPE,
+    evolves=True,
+    epsilon_iterations=default_iterations,
+    variations_cap=variations_cap,
+)
+
+
+class PELloydKeywords(EvolutionKeywords, total=False):
+    """pe_lloyd's keywords: the projection's dimension (above PROJECT_ABOVE_DIM columns), its
+    Lloyd steps, their share of mu and their clipping rule."""
+
+    projection_dim: int
+    lloyd_steps: int | None
+    lloyd_share: float | None
+    step_rule: str
+
+
+def pe_lloyd(X: np.ndarray, k: int, **keywords: Unpack[PELloydKeywords]) -> ClusteringResult:
+    """Differentially private k-means centres of X by PE-means followed by noisy Lloyd steps;
+    mu-GDP for the requested mu.
+
+    Arguments as for pe_means (`iterations` and `variations` are PE-means's T and L), plus
+    `lloyd_steps` (default 1) and `lloyd_share`, the share of mu^2 the Lloyd steps get (default
+    0.1, rounded to whole releases: see `lloyd_weight`) and `step_rule` (the clipping radius:
+    see `step_radii`). `progress(t, T + lloyd_steps)` is
+    called after each PE iteration and each Lloyd step.
+
+    Above PROJECT_ABOVE_DIM columns PE-means runs in a `projection_dim`-dimensional projection
+    (default 16; T defaults to 14 there) and the clusters' noisy means lift its centres to the
+    full space before the Lloyd steps (the module's docstring); `lloyd_share` then defaults to
+    0.3 and `progress(t, T + 1 + lloyd_steps)` also counts the noisy means.
+    """
+    return run_method(METHOD, X, k, options_for(PELloydKeywords, keywords))

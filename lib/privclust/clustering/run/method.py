@@ -1,0 +1,174 @@
+"""A clustering method as the planner and the runner see it (`Method`: its plan, its releases'
+sensitivity, its run), and the part of every plan that follows a method's own: the population,
+the noise multiplier and the noise cap.
+
+Each method is one module (privclust.clustering.methods) that builds one `Method`; the registry
+(privclust.clustering.registry) maps each name to it. Methods import this module and the
+mechanisms below it, never each other.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from privclust.clustering.choices import Algorithm, Relation
+from privclust.clustering.data.rows import Rows
+from privclust.clustering.errors import ClusteringInputError, check_integer
+from privclust.clustering.run.options import Options
+from privclust.clustering.run.plan import (
+    MIN_VARIATIONS,
+    PlanBasis,
+    Releases,
+    RunPlan,
+    default_variations,
+)
+from privclust.clustering.run.result import Outcome
+from privclust.clustering.run.summary_pricing import loss_sensitivity, summary_sigmas
+from privclust.privacy.gdp import noise_multiplier
+from privclust.privacy.noise import MAX_NOISE_STD, noise_std
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """What every method's run starts from (privclust.clustering.run.runner.start_run): the
+    centred, clipped rows (read only through passes: privclust.clustering.data.rows), the domain's
+    centre and radius, the plan (with the public row count) and the job's generator, the only
+    source of noise."""
+
+    points: Rows
+    center: np.ndarray
+    radius: float
+    plan: RunPlan
+    rng: np.random.Generator
+
+
+def count_sensitivity(plan: RunPlan, options: Options) -> float:
+    """The largest l2 sensitivity of a run whose releases are all counts (vote histograms)."""
+    del options
+    return plan.count_sensitivity
+
+
+def as_given(options: Options) -> Options:
+    """A method without arguments of its own to check before it starts."""
+    return options
+
+
+@dataclass(frozen=True)
+class Method:
+    """One clustering method, registered under `name`.
+
+    - `plan(basis, options)`: its releases (T, the releases they are priced as, the progress
+      total), checking its own parameters; public inputs only.
+    - `sensitivity(plan, options)`: the largest l2 sensitivity of its releases, for the noise
+      cap checked when a job is planned.
+    - `prepare(options)`: its own arguments checked (and converted) before anything else.
+    - `run(start, options)`: its centres (centred) from the started run.
+    - `rows_dtype`: the working copy's dtype (float32 where only votes read the rows).
+    - `evolves`: it runs a PE population, so it has variations L and a population size.
+    - `epsilon_iterations`: its default T when that grows with epsilon (PE-means'), so that a
+      run fed only a part of the job's mu can keep the T the whole job would plan (None for
+      a d where it does not grow: the run's own default then stands).
+    - `variations_cap(d)`: a cap on its default L on d columns (pe-lloyd's; None: none), below
+      the population's.
+    """
+
+    name: Algorithm
+    plan: Callable[[PlanBasis, Options], Releases]
+    run: Callable[[RunStart, Options], Outcome]
+    sensitivity: Callable[[RunPlan, Options], float] = count_sensitivity
+    prepare: Callable[[Options], Options] = as_given
+    rows_dtype: type[np.floating[Any]] = np.float64
+    evolves: bool = False
+    epsilon_iterations: Callable[[int, float | None], int | None] | None = None
+    variations_cap: Callable[[int], int | None] | None = None
+
+
+def plan_method(method: Method, basis: PlanBasis, options: Options) -> RunPlan:
+    """The whole plan of `method` on `basis`: its releases, then L and the population, the
+    noise multiplier sigma = sqrt(releases) / mu (rounded up) and the noise cap."""
+    releases = method.plan(basis, options)
+    variations = _initial_variations(method, basis, options)
+    releases_mu = basis.releases_mu
+    sigma = noise_multiplier(releases_mu, releases.releases)
+    if not math.sqrt(releases.releases) / sigma <= releases_mu:  # guaranteed by noise_multiplier
+        raise ArithmeticError("noise multiplier does not meet the requested mu")
+    run_plan = RunPlan(
+        algorithm=method.name.value,
+        n_rows=basis.n_rows,
+        n_cols=basis.n_cols,
+        k=basis.k,
+        mu=basis.mu,
+        epsilon=basis.epsilon,
+        delta=basis.delta,
+        sigma=sigma,
+        releases=releases.releases,
+        iterations=releases.iterations,
+        variations=variations,
+        population_size=(variations + 1) * basis.k if method.evolves else 0,
+        projection_dim=releases.projection_dim,
+        progress_total=releases.progress_total,
+        relation=Relation(options.relation).value,
+        count_mu=basis.count_mu,
+        summary_mu=basis.summary_mu,
+    )
+    largest = largest_noise_std(run_plan, method, options)
+    if not largest <= MAX_NOISE_STD:
+        raise ClusteringInputError(
+            "mu" if options.mu is not None else "epsilon",
+            f"this privacy budget is too small for {method.name}: one of its releases would "
+            f"need noise of standard deviation {largest:.3g}, above the limit of "
+            f"{MAX_NOISE_STD:g}",
+        )
+    return run_plan
+
+
+def _initial_variations(method: Method, basis: PlanBasis, options: Options) -> int:
+    """L: the caller's `variations`, or max(N~/(5k), 4) lowered to the population's cap (and
+    to the method's `variations_cap`); the population (L+1)*k must stay within
+    `max_population`. 0 for a method without a population."""
+    k, max_population = basis.k, basis.max_population
+    if not method.evolves:
+        return 0
+    if options.variations is None:
+        initial = default_variations(basis.n_rows, k, max_population)
+        if (initial + 1) * k > max_population:
+            raise ClusteringInputError(
+                "k",
+                f"k = {k} needs a population of at least {(initial + 1) * k} candidates "
+                f"({MIN_VARIATIONS} variations per centre, plus the centre); the limit is "
+                f"{max_population}, so k can be at most {max_population // (MIN_VARIATIONS + 1)} "
+                "with the default variations",
+            )
+        cap = None if method.variations_cap is None else method.variations_cap(basis.n_cols)
+        return initial if cap is None else min(initial, max(cap, MIN_VARIATIONS))
+    initial = check_integer("variations", options.variations, 1)
+    if (initial + 1) * k > max_population:
+        raise ClusteringInputError(
+            "variations",
+            f"variations gives a population of {(initial + 1) * k} candidates; the "
+            f"limit is {max_population} ((variations + 1) * k)",
+        )
+    return initial
+
+
+def largest_noise_std(plan: RunPlan, method: Method, options: Options) -> float:
+    """An upper bound on the noise std of every release a run of `plan` draws (public inputs
+    only), so that a job the noise could never serve (`noise.MAX_NOISE_STD`) is refused when
+    it is planned, before anything is charged, not when it runs. Each release's std is its
+    sensitivity x sigma, rounded up as the releases compute it (`noise.noise_std`)."""
+    largest = noise_std(method.sensitivity(plan, options), plan.sigma)
+    if plan.count_mu is not None:  # the run's own noisy row count
+        largest = max(largest, noise_multiplier(plan.count_mu, 1))
+    if plan.summary_mu is not None:
+        sizes_sigma, loss_sigma = summary_sigmas(plan.summary_mu)
+        largest = max(
+            largest,
+            noise_std(plan.count_sensitivity, sizes_sigma),
+            noise_std(loss_sensitivity(), loss_sigma),
+        )
+    return largest

@@ -1,0 +1,155 @@
+"""What a caller asks of a run or a plan, as one frozen object (`Options`), with the defaults a
+caller gets and the resolution of its privacy budget.
+
+The public entry points (cluster, plan_run, sweep, pe_means, hdpe_means, fastlloyd, lsh_coreset,
+pe_lloyd) keep their keyword signatures and build an `Options` once; the library passes it on
+whole. Validation is the plan's (privclust.clustering.run.plan) and the methods', at the moments
+that keep a run private: every argument before any noise is drawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Required, TypedDict
+
+import numpy as np
+
+from privclust.clustering.choices import Algorithm, Relation
+from privclust.clustering.errors import ClusteringInputError, check_positive
+from privclust.privacy.gdp import mu_from_epsilon_delta
+
+if TYPE_CHECKING:
+    from privclust.clustering.data.scaling import Box
+
+# progress(t, total): called after each step of a run; anything it raises stops the run.
+Progress = Callable[[int, int], object]
+
+DEFAULT_PROJECTION_DIM = 16
+# Cap on the default population (L+1)*k. L = N/(5k) grows with N; the cap leaves every data set
+# up to N ~ 20,000 unchanged and keeps a million-row job fast (bench/RESULTS.md, "population cap").
+DEFAULT_MAX_POPULATION = 8192
+# FastLloyd's alpha: step radii r_t = min(R, alpha R / k^(1/d)) after the first step (the
+# paper's value).
+DEFAULT_STEP_FRACTION = 2.0
+# A centre whose noisy count is this many times smaller than another's is moved to split that
+# one (lloyd.reseed_starving); measured in bench/RESULTS.md ("FastLloyd").
+DEFAULT_RESEED_RATIO = 4.0
+# k-means++ restarts of the LSH coreset's final weighted k-means.
+DEFAULT_CORESET_RESTARTS = 10
+# pe-lloyd's Lloyd-step clipping radius: per cluster, from the distances between the released
+# centres (pe_lloyd.step_radii).
+DEFAULT_STEP_RULE = "centres"
+
+
+@dataclass(frozen=True, eq=False)
+class Options:
+    """Everything a run or a plan is asked for besides the rows and k, as the caller gave it.
+
+    The defaults are the public functions' defaults; None for a method's parameter means that
+    method's default (see the method). `rng` is for tests and benchmarks only: without it every
+    random number of a job comes from a ChaCha20 generator keyed from OS entropy.
+    """
+
+    algorithm: str = Algorithm.AUTO
+    # The declared domain: the ball of `radius` around `center` (the origin when None). A plan
+    # reads neither.
+    radius: float | None = None
+    center: np.ndarray | None = None
+    # The budget: (epsilon, delta) or mu, exactly one (`resolve_privacy`).
+    epsilon: float | None = None
+    delta: float | None = None
+    mu: float | None = None
+    # The dataset's public row count N~ (None: the run releases its own) and the neighbours.
+    n_public: int | None = None
+    relation: str = Relation.ADD_REMOVE
+    # T (PE iterations, Lloyd steps or tree levels), L and the population's cap.
+    iterations: int | None = None
+    variations: int | None = None
+    max_population: int = DEFAULT_MAX_POPULATION
+    # HDPE-means: the projection's dimension p; HDPE-means and the LSH coreset: how many
+    # releases their noisy sums are priced as.
+    projection_dim: int | None = DEFAULT_PROJECTION_DIM
+    sum_weight: int | None = None
+    # The LSH coreset's tree.
+    bits_per_level: int | None = None
+    min_count: int | None = None
+    branch_count: int | None = None
+    restarts: int = DEFAULT_CORESET_RESTARTS
+    # FastLloyd (reseed_ratio None: never reseed).
+    step_fraction: float | None = DEFAULT_STEP_FRACTION
+    count_share: float | None = None
+    reseed_ratio: float | None = DEFAULT_RESEED_RATIO
+    # pe-lloyd's Lloyd steps.
+    lloyd_steps: int | None = None
+    lloyd_share: float | None = None
+    step_rule: str = DEFAULT_STEP_RULE
+    # The centres' private sizes and loss (privclust.clustering.outputs.summaries), paid out of mu.
+    summaries: bool = False
+    summary_fraction: float | None = None
+    rng: np.random.Generator | None = None
+    progress: Progress | None = None
+    # A box domain (privclust.clustering.data.scaling.Box): the rows are clipped into it and mapped
+    # into the scaled space, where `radius` and `center` are the ball around the unit box.
+    box: Box | None = None
+    # A run that releases its own row count refuses a k above it (the CLI's and the estimator's
+    # runs, as the service refuses a k above a dataset's released count); without it the plan
+    # uses max(N~, k).
+    check_k: bool = False
+
+
+def resolve_privacy(
+    epsilon: float | None, delta: float | None, mu: float | None
+) -> tuple[float, float | None, float | None]:
+    """(mu, epsilon, delta) of a job from exactly one of (epsilon, delta) or mu.
+
+    mu for (epsilon, delta) is the largest mu-GDP guarantee implying (epsilon, delta)-DP, rounded
+    down by privclust.privacy.gdp; invalid epsilon/delta raise its PrivacyParameterError.
+    """
+    if mu is not None:
+        if epsilon is not None or delta is not None:
+            raise ClusteringInputError("mu", "give either (epsilon, delta) or mu, not both")
+        return check_positive("mu", mu), None, None
+    if epsilon is None:
+        if delta is not None:
+            raise ClusteringInputError("epsilon", "delta was given without epsilon")
+        raise ClusteringInputError("epsilon", "give either (epsilon, delta) or mu")
+    if delta is None:
+        raise ClusteringInputError("delta", "epsilon needs a delta (or give mu instead)")
+    return mu_from_epsilon_delta(epsilon, delta), float(epsilon), float(delta)
+
+
+class RunKeywords(TypedDict, total=False):
+    """The keywords every method's public function takes (their meaning: `Options`)."""
+
+    radius: Required[float]
+    center: np.ndarray | None
+    epsilon: float | None
+    delta: float | None
+    mu: float | None
+    iterations: int | None
+    n_public: int | None
+    relation: str
+    rng: np.random.Generator | None
+    progress: Progress | None
+    check_k: bool
+
+
+class EvolutionKeywords(RunKeywords, total=False):
+    """PE-means's keywords: the population's L and its cap."""
+
+    variations: int | None
+    max_population: int
+
+
+def options_for(accepted: type, keywords: Mapping[str, Any]) -> Options:
+    """The `Options` of a public function's keywords, refusing what its signature would: a
+    keyword it does not take, or a required one left out (TypeError)."""
+    known = accepted.__required_keys__ | accepted.__optional_keys__  # type: ignore[attr-defined]
+    for name in keywords:
+        if name not in known:
+            raise TypeError(f"got an unexpected keyword argument {name!r}")
+    for name in accepted.__required_keys__:  # type: ignore[attr-defined]
+        if name not in keywords:
+            raise TypeError(f"missing a required keyword argument: {name!r}")
+    return Options(**keywords)
