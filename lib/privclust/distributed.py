@@ -19,10 +19,10 @@ a network only the service reaches, with TLS (docs/self-hosting.md).
 Each worker keeps the partitions it prepared for a run, so that a run's later passes skip
 storage and the preparation: in memory within `cache_bytes` per worker process, the rest on the
 worker's local disk (prepared rows, clipped and centred: the worker's directory must be as
-private as the storage). Both are dropped when the run ends; a run whose caller died is
-dropped by the caller's next run (`cached_runs`, `drop_runs`) or, at the latest, once no task
-has read it for `lease_seconds`. How the caller waits on a pass is the engine's `wait` (a
-service's gives up on a cluster that cannot run the tasks, or on a cancelled job).
+private as the storage). Both are dropped when the run ends; a run whose caller died, by the
+caller's next run (`cached_runs`, `drop_runs`), or once no task read it for `lease_seconds`.
+How the caller waits on a pass is the engine's `wait` (a service's gives up on a cluster that
+cannot run the tasks, or on a cancelled job).
 """
 
 from __future__ import annotations
@@ -108,17 +108,15 @@ class _PartCache:
     never evicted for newer ones; the others are written once to the worker's local directory
     as prepared .npy files and read back at later passes (read, not memory-mapped, so a
     process's resident memory stays at one partition). Both are dropped when the run ends
-    (`drop`), or when no task has read the run for its lease (`reap`, every
-    _REAP_EVERY_SECONDS in a thread of the worker process); a worker that dies takes its memory
-    with it and Dask removes its directory."""
+    (`drop`), or no task has read it for its lease (`reap`, in a thread); a worker that dies
+    takes its memory with it and Dask removes its directory."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.lock = threading.Lock()
         self.parts: dict[tuple[str, int], Part] = {}
         self.spilled: dict[tuple[str, int], Path] = {}
         self.clock = clock
-        # Per run: (when a task last read it, its lease in seconds).
-        self.leases: dict[str, tuple[float, float]] = {}
+        self.leases: dict[str, tuple[float, float]] = {}  # run: (last read, lease seconds)
         self.reaper: threading.Thread | None = None
 
     def get(self, run: _RunRows, index: int, partition: Partition) -> Part:
@@ -257,10 +255,6 @@ def _same(value: Any) -> Any:
     return value
 
 
-def _done(futures: Sequence[Any]) -> None:
-    """The plain wait: `gather` itself waits for every task."""
-
-
 def _cached_runs() -> list[str]:
     return sorted(_CACHE.runs())
 
@@ -270,8 +264,7 @@ def _drop_runs(runs: Sequence[str]) -> int:
 
 
 def cached_runs(client: Any) -> dict[str, list[str]]:
-    """Per worker address: the runs whose prepared partitions it holds (a run's name is its
-    engine's `owner`, a dot, and a random part)."""
+    """Per worker: the runs it holds partitions of (named `owner`.random, see DaskEngine)."""
     return dict(client.run(_cached_runs))
 
 
@@ -366,7 +359,7 @@ class DaskEngine:
         self.spill = self.cache_bytes > 0 if spill is None else spill
         self.owner = owner
         self.lease_seconds = float(lease_seconds)
-        self.wait: Wait = wait or _done
+        self.wait: Wait = wait or (lambda futures: None)  # `gather` itself waits
         self.opened: list[DaskRows] = []
 
     def working(self, partitions: Sequence[Partition], reading: Reading, n_cols: int) -> Rows:
