@@ -7,7 +7,7 @@ import numpy as np
 
 from app.kit.cluster_watch import worker_view
 from privclust.clustering.data.rows import Reading
-from privclust.distributed import _PartCache, _RunRows
+from privclust.worker_cache import PartCache, RunRows
 from tests.support.dask import Block
 
 
@@ -52,12 +52,12 @@ class _Clock:
 
 def test_a_worker_drops_a_run_that_no_task_has_read_for_its_lease() -> None:
     clock = _Clock()
-    cache = _PartCache(clock)
+    cache = PartCache(clock)
     reading = Reading(radius=10.0, center=None)
     rows = np.arange(40, dtype=np.float64).reshape(20, 2)
     # Room for one partition of each run in memory: the other is spilled to disk.
-    dead = _RunRows("job-a.1", reading, cache_bytes=160, spill=True, lease_seconds=60)
-    live = _RunRows("job-b.1", reading, cache_bytes=160, spill=True, lease_seconds=60)
+    dead = RunRows("job-a.1", reading, cache_bytes=160, spill=True, lease_seconds=60)
+    live = RunRows("job-b.1", reading, cache_bytes=160, spill=True, lease_seconds=60)
     for i in range(2):
         cache.get(dead, i, Block(rows[10 * i : 10 * i + 10]))
     spilled = list(cache.spilled.values())
