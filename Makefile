@@ -13,7 +13,7 @@ $(BIN)/python:
 # The library (lib/, its own distribution) first, then the service that depends on it. The
 # library's editable install puts lib/ itself on the path ("compat"), so a folder named
 # privclust in the current directory cannot shadow it as a namespace package.
-LIBRARY := --config-settings editable_mode=compat -e './lib[dask,s3,parquet]'
+LIBRARY := --config-settings editable_mode=compat -e './lib[dask,s3,parquet,federation]'
 
 $(VENV)/.installed: pyproject.toml lib/pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet $(LIBRARY)

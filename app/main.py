@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app import __version__, console
 from app.datasets import endpoints as datasets
 from app.datasets import service as datasets_service
+from app.federation import endpoints as federation
 from app.jobs import endpoints as jobs
 from app.jobs.sweeper import Sweeper
 from app.keys import endpoints as keys
@@ -172,6 +173,7 @@ _ROUTERS = (
     key_endpoints.router,
     jobs.router,
     sweeps.router,
+    federation.router,
 )
 
 

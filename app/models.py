@@ -15,6 +15,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -31,6 +32,9 @@ class Role(StrEnum):
     ADMIN = "admin"
     OWNER = "owner"
     ANALYST = "analyst"
+    # A party of a federation: scoped to one dataset (ApiKey.dataset_id), it may only take
+    # part in that dataset's federated jobs (app.federation).
+    MEMBER = "member"
 
 
 class JobStatus(StrEnum):
@@ -89,6 +93,8 @@ class ApiKey(Base):
     prefix: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+    # The one dataset a `member` key serves (null for every other role).
+    dataset_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("datasets.id"), default=None)
 
 
 class Dataset(Base):
@@ -311,6 +317,19 @@ class KeyBudget(Base):
     pace_used_sq: Mapped[str] = mapped_column(Text, default="0/1")
     updated_by: Mapped[uuid.UUID | None] = mapped_column(default=None)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class MemberSeat(Base):
+    """A member key's seat in federations: the X25519 key its masks are agreed with
+    (privclust.federation.keys). The private key never leaves this server; owners compare the
+    public key's fingerprint out of band (docs/threat-model.md)."""
+
+    __tablename__ = "member_seats"
+
+    key_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("api_keys.id"), primary_key=True)
+    private_key: Mapped[bytes] = mapped_column(LargeBinary(32))
+    public_key: Mapped[bytes] = mapped_column(LargeBinary(32), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 @event.listens_for(LedgerEntry, "before_update")

@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import uuid
 
+from app.models import Role
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("keys", help="create, list or revoke API keys")
     sub = p.add_subparsers(dest="keys_command", metavar="ACTION", required=True)
     c = sub.add_parser("create", help="create a key; prints the secret alone on the last line")
     c.add_argument("--tenant", required=True)
-    c.add_argument("--role", required=True, choices=["owner", "analyst", "admin"])
+    c.add_argument("--role", required=True, choices=[role.value for role in Role])
+    c.add_argument("--dataset", type=uuid.UUID, help="the dataset a member key serves")
     c.set_defaults(func=run_create)
     ls = sub.add_parser("list", help="list keys (never their secrets)")
     ls.add_argument("--tenant")
@@ -35,7 +38,7 @@ def run_create(args: argparse.Namespace) -> int:
     from app.kit.db.session import session_scope
 
     with session_scope(_db_url()) as session:
-        created = create_key(session, tenant=args.tenant, role=args.role)
+        created = create_key(session, tenant=args.tenant, role=args.role, dataset_id=args.dataset)
     print(
         f"created {created.key.role} key {created.key.id} for tenant {created.key.tenant}; "
         "the secret is shown only now:"

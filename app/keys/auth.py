@@ -8,8 +8,9 @@ own.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 from fastapi import Depends, Request
@@ -95,15 +96,26 @@ def require(key: ApiKey, *roles: str) -> None:
         )
 
 
-@resolved_in_worker_thread
-async def get_tenant_member(
-    request: Request,
-    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> KeyClaim:
-    return _claim(request, creds, Role.OWNER, Role.ANALYST)
+def key_with_role(*roles: str) -> Callable[..., Coroutine[Any, Any, KeyClaim]]:
+    """A dependency that takes only keys of `roles`: any other is refused with 403 before the
+    request's body is looked at (`check_claim_before_validation`)."""
+
+    @resolved_in_worker_thread
+    async def get_key(
+        request: Request,
+        creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> KeyClaim:
+        return _claim(request, creds, *roles)
+
+    return get_key
 
 
+get_tenant_member = key_with_role(Role.OWNER, Role.ANALYST)
 TenantKey = Annotated[ApiKey, Depends(get_tenant_member)]
+# An admin's key.
+AdminKey = Annotated[ApiKey, Depends(key_with_role(Role.ADMIN))]
+# A `member` key: the only routes it may call are the federation's (app.federation).
+MemberApiKey = Annotated[ApiKey, Depends(key_with_role(Role.MEMBER))]
 
 
 async def check_claim_before_validation(request: Request) -> None:

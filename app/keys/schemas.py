@@ -12,7 +12,7 @@ from app.kit.schemas import NOT_BLANK, RequestBody, from_attributes
 from app.models import ApiKey, Role
 
 # The roles as the schema states them (an enum of strings), from the one definition.
-RoleName = Literal[Role.ADMIN, Role.OWNER, Role.ANALYST]
+RoleName = Literal[Role.ADMIN, Role.OWNER, Role.ANALYST, Role.MEMBER]
 
 
 class ApiKeyCreate(RequestBody):
@@ -21,12 +21,19 @@ class ApiKeyCreate(RequestBody):
         min_length=1, max_length=100, pattern=NOT_BLANK, description="Not all blank (trimmed)."
     )
     role: RoleName
+    dataset_id: uuid.UUID | None = Field(
+        default=None,
+        strict=False,  # a UUID arrives as a JSON string
+        description="For a `member` key only, and required for it: the tenant's dataset the key "
+        "lets a federation's coordinator use, and nothing else.",
+    )
 
 
 class ApiKeyOut(BaseModel):
     id: uuid.UUID
     tenant: str
     role: RoleName
+    dataset_id: uuid.UUID | None = Field(description="The dataset a `member` key serves.")
     prefix: str = Field(description="The first characters of the key, to tell keys apart.")
     created_at: datetime
     revoked_at: datetime | None

@@ -15,7 +15,8 @@ from app.keys import repository as repo
 from app.kit import repository as kit_repo
 from app.kit.db.base import utcnow
 from app.kit.errors import InvalidParameter, NotFound, Unauthorized
-from app.models import ApiKey, Role
+from app.models import ApiKey, MemberSeat, Role
+from privclust.federation.keys import MemberKey as FederationKey
 
 ROLES = tuple(Role)
 ADMIN_TENANT = "admin"
@@ -36,21 +37,58 @@ class CreatedKey:
     secret: str
 
 
-def create_key(session: Session, *, tenant: str, role: str) -> CreatedKey:
+def create_key(
+    session: Session, *, tenant: str, role: str, dataset_id: uuid.UUID | None = None
+) -> CreatedKey:
     if role not in ROLES:
         raise InvalidParameter(f"role must be one of {', '.join(ROLES)}", field="role")
     tenant = tenant.strip()
     if not tenant or len(tenant) > 100:
         raise InvalidParameter("tenant must be 1 to 100 characters", field="tenant")
+    check_scope(session, tenant, role, dataset_id)
     secret = new_secret()
-    key = ApiKey(tenant=tenant, role=role, key_hash=hash_key(secret), prefix=secret[:12])
+    key = ApiKey(
+        id=uuid.uuid4(),
+        tenant=tenant,
+        role=role,
+        key_hash=hash_key(secret),
+        prefix=secret[:12],
+        dataset_id=dataset_id,
+    )
     kit_repo.add(session, key)
+    if role == Role.MEMBER:
+        # The seat's X25519 key is born with the member key, from OS entropy; its private half
+        # never leaves this server (privclust.federation.keys).
+        seat = FederationKey.generate()
+        kit_repo.add(
+            session,
+            MemberSeat(key_id=key.id, private_key=seat.private_bytes(), public_key=seat.public),
+        )
     return CreatedKey(key=key, secret=secret)
 
 
-def create_and_commit(session: Session, *, tenant: str, role: str) -> CreatedKey:
+def check_scope(session: Session, tenant: str, role: str, dataset_id: uuid.UUID | None) -> None:
+    """A `member` key names one of the tenant's datasets whose rows still exist; no other role
+    names a dataset."""
+    if role != Role.MEMBER:
+        if dataset_id is not None:
+            raise InvalidParameter("only a member key names a dataset", field="dataset_id")
+        return
+    if dataset_id is None:
+        raise InvalidParameter("a member key needs the dataset it serves", field="dataset_id")
+    dataset = repo.dataset_of_tenant(session, dataset_id, tenant)
+    if dataset is None or dataset.deleted_at is not None:
+        raise InvalidParameter(
+            "no such dataset of this tenant with its rows (a member key serves one)",
+            field="dataset_id",
+        )
+
+
+def create_and_commit(
+    session: Session, *, tenant: str, role: str, dataset_id: uuid.UUID | None = None
+) -> CreatedKey:
     """`create_key` as a request's whole unit of work."""
-    created = create_key(session, tenant=tenant, role=role)
+    created = create_key(session, tenant=tenant, role=role, dataset_id=dataset_id)
     session.commit()
     return created
 

@@ -1,0 +1,108 @@
+"""One federated release, end to end: what a member sends and what the coordinator adds up.
+
+A member, for one release of a job (privclust.federation.masks.MaskScope):
+1. computes its exact integer statistic on its own rows (the same pass the central engine runs,
+   privclust.clustering.data.rows) against the public values of the job;
+2. adds its noise share (privclust.federation.shares), drawn after its own ledger has committed
+   the job's charge;
+3. masks the sum with its pairwise masks and sends only the masked words.
+
+The coordinator adds the members' masked vectors modulo 2^64 (`aggregate`) and gets the exact
+statistic of all the rows plus the whole noise: the same integers a central release of the
+pooled rows gives with the same noise. It never sees anything else of a member.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from privclust.clustering.data.rows import Rows, Statistic
+from privclust.federation.keys import MemberKey
+from privclust.federation.masks import MaskScope, member_mask
+from privclust.federation.ring import Layout, from_ring, ring_sum, to_ring
+from privclust.federation.shares import NoiseShares
+
+__all__ = ["MemberSeat", "aggregate", "answer_release", "masked_contribution", "released"]
+
+
+def masked_contribution(
+    statistic: np.ndarray,
+    noise_share: np.ndarray,
+    key: MemberKey,
+    members: Sequence[bytes],
+    scope: MaskScope,
+) -> np.ndarray:
+    """The member's flat uint64 message: (statistic + noise_share) + mask, modulo 2^64.
+
+    `statistic` and `noise_share` are integer arrays of one shape; `members` is every member's
+    public key in the federation (this member's included)."""
+    exact = np.asarray(statistic)
+    share = np.asarray(noise_share)
+    if exact.shape != share.shape:
+        raise ValueError(f"a statistic of shape {exact.shape} and a share of shape {share.shape}")
+    words = to_ring(exact)
+    np.add(words, to_ring(share), out=words)
+    np.add(words, member_mask(key, members, scope, words.shape[0]), out=words)
+    return words
+
+
+def aggregate(messages: Sequence[np.ndarray], members: int) -> np.ndarray:
+    """The coordinator's whole part: the sum of every member's message modulo 2^64, read as
+    int64 (the exact statistic plus the noise). All `members` messages are needed: without one,
+    its masks do not cancel and the sum is noise."""
+    if len(messages) != members:
+        raise ValueError(f"{len(messages)} messages from a federation of {members} members")
+    return from_ring(ring_sum(messages))
+
+
+@dataclass(frozen=True)
+class MemberSeat:
+    """What a member knows of the federation it sits in: its own key, every member's public key
+    in the federation's public order (its own included), and who draws the noise."""
+
+    key: MemberKey
+    members: tuple[bytes, ...]
+    shares: NoiseShares
+
+    def __post_init__(self) -> None:
+        if len(self.members) != self.shares.members:
+            raise ValueError(f"{len(self.members)} keys for {self.shares.members} members")
+        if self.key.public not in self.members:
+            raise ValueError("the member's own public key is not among the members'")
+
+    @property
+    def position(self) -> int:
+        return self.members.index(self.key.public)
+
+
+def answer_release(
+    rows: Rows,
+    statistic: Statistic,
+    seat: MemberSeat,
+    scope: MaskScope,
+    *,
+    sensitivity: float,
+    sigma: float,
+    rng: np.random.Generator | None = None,
+) -> tuple[Layout, np.ndarray]:
+    """A member's whole part in one release: the pass over its own rows, its noise share (drawn
+    here, after the pass, from OS entropy unless a test passes `rng`), and the masked message.
+    Returns the statistic's layout (public: it follows from the plan) and the message."""
+    exact = rows.total(statistic)
+    layout = Layout.of(exact)
+    flat = layout.flatten(exact)
+    share = seat.shares.share(
+        seat.position, flat.shape, sensitivity=sensitivity, sigma=sigma, rng=rng
+    )
+    return layout, masked_contribution(flat, share, seat.key, seat.members, scope)
+
+
+def released(
+    messages: Sequence[np.ndarray], layout: Layout, members: int
+) -> tuple[np.ndarray, ...]:
+    """The coordinator's release from every member's message: the noisy pooled statistic, as
+    the arrays the pass returns."""
+    return layout.split(aggregate(messages, members))
