@@ -33,7 +33,7 @@ def _sensitivities(plan: RunPlan) -> dict[str, tuple[float, ...]]:
         "ChildCounts": (count,),
         "LeafSums": (sums,),
         "ProjectedClusterSums": (sums, count),
-        "LloydSums": (joint_sensitivity(D),),
+        "JointLloydSums": (joint_sensitivity(D),),
     }
 
 

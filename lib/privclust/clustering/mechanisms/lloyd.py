@@ -113,17 +113,27 @@ def moved_centres(
 
 @dataclass(frozen=True, eq=False)
 class LloydSums:
-    """A pass's statistic: every row labelled by its nearest centre, then the joint vector
-    [each cluster's exact sums of clipped offsets, M * its count] (`relative_grid_sums`; a
-    linear map of them, so the partitions' sum is the whole's)."""
+    """A pass's statistic: every row labelled by its nearest centre, then each cluster's exact
+    sums of clipped offsets and its count (`relative_grid_sums`)."""
 
     centres: np.ndarray
     step: float | np.ndarray
-    multiplier: int
 
     def __call__(self, part: Part) -> tuple[np.ndarray, ...]:
         labels = nearest_candidates(part.points, self.centres)
-        sums, counts = relative_grid_sums(part.points, self.centres, labels, self.step)
+        return relative_grid_sums(part.points, self.centres, labels, self.step)
+
+
+@dataclass(frozen=True, eq=False)
+class JointLloydSums:
+    """A Lloyd step's released statistic: `sums`' sums and counts as the one joint vector
+    [sums, M * counts] (a linear map of them, so the partitions' sum is the whole's)."""
+
+    sums: LloydSums
+    multiplier: int
+
+    def __call__(self, part: Part) -> tuple[np.ndarray, ...]:
+        sums, counts = self.sums(part)
         return (np.concatenate([sums.ravel(), counts * np.int64(self.multiplier)]),)
 
 
@@ -145,7 +155,7 @@ def lloyd_step(
     Returns (new centres, noisy counts)."""
     k, d = centres.shape
     noises = (joint_noise(plan, d, multiplier, weight),)
-    (noisy,) = points.release(LloydSums(centres, step, multiplier), noises, rng)
+    (noisy,) = points.release(JointLloydSums(LloydSums(centres, step), multiplier), noises, rng)
     noisy_sums, noisy_counts = split_joint(noisy, k, multiplier)
     return moved_centres(centres, noisy_sums, noisy_counts, step, radius), noisy_counts
 
