@@ -1,5 +1,7 @@
 """The RQ worker of `privclust worker`: fair across tenants, jobs run by the job process.
 
+- Pooled where the operator asks: a worker with WORKER_TENANTS reads only those tenants'
+  queues, and the others skip the DEDICATED_TENANTS' (app.kit.queue.worker_queues).
 - Fair: it reads the plain queue and every tenant's queue (app.kit.queue), looks for queues
   new since its last look before each dequeue (and at least every DISCOVER_SECONDS while
   idle), and takes from them in turn (RQ's round-robin order: the queue it just took from goes
@@ -36,7 +38,7 @@ class FairWorker(SimpleWorker):
         self.settings = settings
         self.runner = runner
         super().__init__(
-            queues.all_queues(settings, connection),
+            queues.worker_queues(settings, connection),
             connection=connection,
             serializer=JSONSerializer,
             **kwargs,
@@ -49,7 +51,9 @@ class FairWorker(SimpleWorker):
     def refresh_queues(self) -> None:
         """Add the tenants' queues created since the last look, at the end of the turn order."""
         known = {q.name for q in self.queues}
-        new = [q for q in queues.all_queues(self.settings, self.connection) if q.name not in known]
+        new = [
+            q for q in queues.worker_queues(self.settings, self.connection) if q.name not in known
+        ]
         if new:
             self.queues.extend(new)
             self._ordered_queues.extend(new)

@@ -46,7 +46,7 @@ def check(settings: Settings) -> int:
 
     conn = queue.redis_connection(queue.resolve_redis_url(settings))
     host = socket.gethostname()
-    for w in Worker.all(connection=conn, queue=queue.get_queue(settings, conn)):
+    for w in Worker.all(connection=conn):  # a tenant pool's worker reads no plain queue
         if w.hostname == host and w.pid is not None and pid_alive(w.pid):
             return 0
     print(f"no live worker of {host} is registered in Redis", file=sys.stderr)

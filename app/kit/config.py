@@ -53,6 +53,18 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Comma-separated browser origins allowed to call the API (none by default).",
     )
+    worker_tenants: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated tenants whose jobs this worker runs, and no other's: a "
+        "worker pool of their own, so that other tenants' jobs neither delay theirs nor learn "
+        "their length from the wait (docs/privacy.md). Unset: every tenant not in "
+        "DEDICATED_TENANTS.",
+    )
+    dedicated_tenants: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated tenants that have a worker pool of their own (workers "
+        "with WORKER_TENANTS): the shared workers never take their jobs.",
+    )
     queue_name: str = Field(
         default="privclust",
         description="RQ queue name; each tenant's jobs wait in a queue named after it.",
@@ -191,9 +203,9 @@ class Settings(BaseSettings):
             raise ValueError("an s3:// URL needs a bucket: s3://bucket/prefix")
         return value.rstrip("/") if scheme else value
 
-    @field_validator("cors_origins", mode="before")
+    @field_validator("cors_origins", "worker_tenants", "dedicated_tenants", mode="before")
     @classmethod
-    def _split_origins(cls, value: object) -> object:
+    def _split_commas(cls, value: object) -> object:
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value

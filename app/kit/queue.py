@@ -94,6 +94,17 @@ def all_queues(settings: Settings, connection: Redis | None = None) -> list[Queu
     ]
 
 
+def worker_queues(settings: Settings, connection: Redis | None = None) -> list[Queue]:
+    """The queues a worker takes jobs from: its own tenants' (WORKER_TENANTS: a pool of their
+    own, which reads nothing else), or else the plain queue and every tenant's but those with
+    a pool of their own (DEDICATED_TENANTS)."""
+    conn = _connection(settings, connection)
+    if settings.worker_tenants:
+        return [tenant_queue(settings, tenant, conn) for tenant in settings.worker_tenants]
+    dedicated = {tenant_queue_name(settings, tenant) for tenant in settings.dedicated_tenants}
+    return [q for q in all_queues(settings, conn) if q.name not in dedicated]
+
+
 def queued_count(settings: Settings, connection: Redis | None = None) -> int:
     """Jobs waiting in all the queues (one round trip for their lengths)."""
     queues = all_queues(settings, connection)

@@ -97,9 +97,9 @@ class StateCollector(Collector):
         rq_queue = queue.get_queue(self.settings)
         depth = queue.queued_count(self.settings, rq_queue.connection)
         # RQ's worker registry: a worker's key expires when it stops sending heartbeats, so a
-        # killed worker drops out (Worker.all skips registrations whose key is gone). Every
-        # worker registers on the plain queue, whichever tenants' queues it also reads.
-        states = Counter(str(w.get_state()) for w in Worker.all(queue=rq_queue))
+        # killed worker drops out (Worker.all skips registrations whose key is gone). All the
+        # workers, a tenant pool's (which reads no plain queue) included.
+        states = Counter(str(w.get_state()) for w in Worker.all(connection=rq_queue.connection))
         yield GaugeMetricFamily(
             "privclust_queue_depth",
             "Jobs waiting for a worker, in all the queues (one per tenant)",
