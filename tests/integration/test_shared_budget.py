@@ -1,4 +1,4 @@
-"""A budget a team shares, under load: 60 admissions at once from 10 keys (5 capped, one of them
+"""A budget a team shares, under load: 200 admissions at once from 10 keys (5 capped, one of them
 paced, under a dataset pace), through the admission service on the real database (SQLite, or
 PostgreSQL when PRIVCLUST_TEST_DATABASE_URL is set). No cap and no pace is exceeded, every
 refusal names the limit that was full, and `privclust ledger verify` finds every key's spend
@@ -34,7 +34,7 @@ DATASET_CAP = 1.5  # 36 jobs
 DATASET_PACE = 1.4  # 31 jobs a day (31/16 <= 1.96 < 32/16)
 KEY_CAP = 0.45  # 3 jobs (3/16 <= 0.2025 < 4/16)
 KEY_PACE = 0.36  # 2 jobs a day (2/16 <= 0.1296 < 3/16)
-PER_KEY = 6
+PER_KEY = 20  # 200 admissions at once, as many as the issue asked for
 
 
 def _team(db_url: str) -> list[uuid.UUID]:
