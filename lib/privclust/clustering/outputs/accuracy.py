@@ -17,12 +17,15 @@ cluster of N~/k rows, read from the method's last release of that centre:
   (bench/accuracy.py), reported as basis "calibrated".
 Every figure is in the space the job clusters in (the columns' own units for a ball, the scaled
 space for per-column bounds) and is then put in each column's units and as a fraction of its
-declared range. It describes noise only: a method that lands in the wrong basin (two segments
-merged) is further off, which the bench records.
+declared range. It describes noise only: `centre_error` adds the error the method leaves (a
+segmentation that differs from a non-private one's: privclust.clustering.outputs.centre_error),
+before the run from public facts (`expected_accuracy`) and after it from released values
+(`result_accuracy`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,8 +43,15 @@ from privclust.clustering.mechanisms.lloyd import (
     step_radius,
 )
 from privclust.clustering.mechanisms.projection import sum_weight_before_lloyd
+from privclust.clustering.outputs.centre_error import (
+    CentreError,
+    centre_error,
+    domain_spread,
+    loss_spread,
+)
 from privclust.clustering.run.options import DEFAULT_STEP_FRACTION
 from privclust.clustering.run.plan import RunPlan
+from privclust.clustering.run.result import ClusteringResult
 from privclust.clustering.run.summary_pricing import summary_sigmas
 
 # The measured ratio of the observed centre error to R sigma / n for the methods without a
@@ -85,8 +95,9 @@ class Space:
 
 @dataclass(frozen=True)
 class Accuracy:
-    """The expected accuracy of a planned job (see the module's docstring). `loss_se` and
-    `sizes_se` only with summaries: the loss's standard error taking its clip B at R^2 (the
+    """The expected accuracy of a planned job (see the module's docstring): `centre_std` the
+    noise's share alone, `centre_error` the band that holds the error the method leaves too
+    (privclust.clustering.outputs.centre_error). `loss_se` and `sizes_se` only with summaries: the loss's standard error taking its clip B at R^2 (the
     released centres fix B between R^2 and 4R^2; typically 1-1.7 R^2), in the space the loss is
     measured in, and the noise std of each noisy size."""
 
@@ -95,6 +106,9 @@ class Accuracy:
     loss_se: float | None
     sizes_se: float | None
     basis: str
+    centre_error: tuple[float, ...] = ()
+    centre_error_fraction: tuple[float, ...] = ()
+    spread_from: str = "domain"
 
     @property
     def worst_fraction(self) -> float:
@@ -137,15 +151,72 @@ def expected_accuracy(plan: RunPlan, space: Space) -> Accuracy:
         sizes_sigma, loss_sigma = summary_sigmas(plan.summary_mu)
         loss_se = space.radius**2 * loss_sigma / max(plan.n_rows, 1)
         sizes_se = sizes_sigma * Relation(plan.relation).count_sensitivity
+    noise = np.full(plan.n_cols, std)
     ranges = space.ranges
-    fractions = np.where(ranges > 0, std * space.units / np.where(ranges > 0, ranges, 1.0), 0.0)
+    fractions = np.where(ranges > 0, noise * space.units / np.where(ranges > 0, ranges, 1.0), 0.0)
+    spread = domain_spread(space.log_volume, plan.n_cols, plan.k)
+    band = centre_error(noise, spread, space.units, ranges, "domain")
     return Accuracy(
-        centre_std=tuple(float(v) for v in std * space.units),
+        centre_std=tuple(float(v) for v in noise * space.units),
         centre_std_fraction=tuple(float(v) for v in fractions),
         loss_se=loss_se,
         sizes_se=sizes_se,
         basis=basis,
+        centre_error=band.centre_error,
+        centre_error_fraction=band.centre_error_fraction,
+        spread_from=band.spread_from,
     )
+
+
+def plan_of(result: ClusteringResult) -> RunPlan:
+    """The plan a result ran (its public, released parameters), for the accuracy model."""
+    k, n_cols = np.shape(result.centers)
+    return RunPlan(
+        algorithm=result.algorithm,
+        n_rows=result.n_public,
+        n_cols=n_cols,
+        k=k,
+        mu=result.mu,
+        epsilon=result.epsilon,
+        delta=result.delta,
+        sigma=result.sigma,
+        releases=result.releases,
+        iterations=result.iterations,
+        variations=result.variations,
+        population_size=result.population_size,
+        projection_dim=result.projection_dim,
+        progress_total=0,
+        relation=result.relation,
+        count_mu=result.count_mu,
+        summary_mu=result.summary_mu,
+    )
+
+
+def released_accuracy(
+    planned: Accuracy, space: Space, loss: float | None, loss_se: float | None
+) -> Accuracy:
+    """A result's accuracy from its released values: the planned noise, and the segmentation's
+    spread read from the released loss (in the clustering space) when there is one; without a
+    loss, the estimate's band from public facts."""
+    if loss is None:
+        return planned
+    n_cols = len(space.units)
+    noise = np.asarray(planned.centre_std, dtype=np.float64) / space.units
+    spread = loss_spread(loss, loss_se, n_cols)
+    band: CentreError = centre_error(noise, spread, space.units, space.ranges, "loss")
+    return dataclasses.replace(
+        planned,
+        loss_se=loss_se,
+        centre_error=band.centre_error,
+        centre_error_fraction=band.centre_error_fraction,
+        spread_from=band.spread_from,
+    )
+
+
+def result_accuracy(result: ClusteringResult, space: Space) -> Accuracy:
+    """`released_accuracy` of a library run's result on a domain described by `space`."""
+    planned = expected_accuracy(plan_of(result), space)
+    return released_accuracy(planned, space, result.loss, result.loss_se)
 
 
 def smallest_epsilon(
