@@ -39,6 +39,7 @@ from privclust.clustering.mechanisms.grid import GRID_BITS, grid_sensitivity
 from privclust.clustering.mechanisms.lloyd import (
     count_multiplier,
     default_count_share,
+    default_lloyd_steps,
     joint_sensitivity,
     step_radius,
 )
@@ -48,6 +49,7 @@ from privclust.clustering.outputs.centre_error import (
     centre_error,
     domain_spread,
     loss_spread,
+    overlap_factor,
 )
 from privclust.clustering.run.options import DEFAULT_STEP_FRACTION
 from privclust.clustering.run.plan import RunPlan
@@ -137,6 +139,8 @@ def centre_noise(plan: RunPlan, space: Space) -> tuple[float, str]:
             weight = plan.releases - plan.iterations
             if plan.projection_dim is not None:  # its projected stage's counts and sums first
                 weight -= 1 + sum_weight_before_lloyd(plan.iterations)
+            else:  # the last of its default Lloyd steps: each priced alike
+                weight //= default_lloyd_steps(plan.iterations, d)
             weight = max(weight, 1)
         return step * joint * plan.sigma / math.sqrt(weight) / n, "final-mean-release"
     factor = CALIBRATED_FACTOR.get(plan.algorithm, max(CALIBRATED_FACTOR.values()))
@@ -193,16 +197,24 @@ def plan_of(result: ClusteringResult) -> RunPlan:
 
 
 def released_accuracy(
-    planned: Accuracy, space: Space, loss: float | None, loss_se: float | None
+    planned: Accuracy,
+    space: Space,
+    centres: np.ndarray,
+    loss: float | None,
+    loss_se: float | None,
 ) -> Accuracy:
     """A result's accuracy from its released values: the planned noise, and the segmentation's
-    spread read from the released loss (in the clustering space) when there is one; without a
-    loss, the estimate's band from public facts."""
+    spread read from the released loss (in the clustering space) and the released `centres`
+    (in the columns' units) when there is a loss; without one, the estimate's band from
+    public facts."""
     if loss is None:
         return planned
     n_cols = len(space.units)
-    noise = np.asarray(planned.centre_std, dtype=np.float64) / space.units
+    units = np.where(space.units > 0, space.units, 1.0)
+    noise = np.asarray(planned.centre_std, dtype=np.float64) / units
     spread = loss_spread(loss, loss_se, n_cols)
+    # Distances between centres in the clustering space (a box's scale; offsets do not matter).
+    spread *= overlap_factor(np.asarray(centres, dtype=np.float64) / units, spread)
     band: CentreError = centre_error(noise, spread, space.units, space.ranges, "loss")
     return dataclasses.replace(
         planned,
@@ -216,7 +228,7 @@ def released_accuracy(
 def result_accuracy(result: ClusteringResult, space: Space) -> Accuracy:
     """`released_accuracy` of a library run's result on a domain described by `space`."""
     planned = expected_accuracy(plan_of(result), space)
-    return released_accuracy(planned, space, result.loss, result.loss_se)
+    return released_accuracy(planned, space, result.centers, result.loss, result.loss_se)
 
 
 def smallest_epsilon(

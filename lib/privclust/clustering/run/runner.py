@@ -105,9 +105,10 @@ def released_count(
     n_rows: int, k: int, count_mu: float, rng: np.random.Generator, check_k: bool
 ) -> int:
     """A run's own noisy row count N~ = N + round(N(0, 1/count_mu^2)), released from `rng`:
-    max(N~, k), or with `check_k` N~ itself, a k above it refused (ClusteringInputError naming
-    k; only this count was released, and the refusal is a post-processing of it)."""
-    n_tilde = noise.release_count(n_rows, count_mu, rng)
+    max(N~, k), or with `check_k` N~ floored at 0 (as the service stores it), a k above it
+    refused (ClusteringInputError naming k; only this count was released, and the refusal is a
+    post-processing of it)."""
+    n_tilde = max(noise.release_count(n_rows, count_mu, rng), 0)
     if not check_k:
         return max(n_tilde, k)
     if k > n_tilde:
