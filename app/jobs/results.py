@@ -142,8 +142,7 @@ def result_accuracy(job: Job, context: ResultContext) -> Accuracy | None:
     if job.centers is None or context.space is None:
         return None
     planned = expected_accuracy(job_run_plan(job, context), context.space)
-    centres = np.asarray(job.centers, dtype=np.float64)
-    return released_accuracy(planned, context.space, centres, job.loss, job.loss_se)
+    return released_accuracy(planned, context.space, job.loss, job.loss_se)
 
 
 # The centres table's own columns; a dataset column of the same name is suffixed `_value`.

@@ -49,7 +49,6 @@ from privclust.clustering.outputs.centre_error import (
     centre_error,
     domain_spread,
     loss_spread,
-    overlap_factor,
 )
 from privclust.clustering.run.options import DEFAULT_STEP_FRACTION
 from privclust.clustering.run.plan import RunPlan
@@ -199,22 +198,18 @@ def plan_of(result: ClusteringResult) -> RunPlan:
 def released_accuracy(
     planned: Accuracy,
     space: Space,
-    centres: np.ndarray,
     loss: float | None,
     loss_se: float | None,
 ) -> Accuracy:
     """A result's accuracy from its released values: the planned noise, and the segmentation's
-    spread read from the released loss (in the clustering space) and the released `centres`
-    (in the columns' units) when there is a loss; without one, the estimate's band from
-    public facts."""
+    spread read from the released loss (in the clustering space) when there is one; without a
+    loss, the estimate's band from public facts."""
     if loss is None:
         return planned
     n_cols = len(space.units)
     units = np.where(space.units > 0, space.units, 1.0)
     noise = np.asarray(planned.centre_std, dtype=np.float64) / units
     spread = loss_spread(loss, loss_se, n_cols)
-    # Distances between centres in the clustering space (a box's scale; offsets do not matter).
-    spread *= overlap_factor(np.asarray(centres, dtype=np.float64) / units, spread)
     band: CentreError = centre_error(noise, spread, space.units, space.ranges, "loss")
     return dataclasses.replace(
         planned,
@@ -228,7 +223,7 @@ def released_accuracy(
 def result_accuracy(result: ClusteringResult, space: Space) -> Accuracy:
     """`released_accuracy` of a library run's result on a domain described by `space`."""
     planned = expected_accuracy(plan_of(result), space)
-    return released_accuracy(planned, space, result.centers, result.loss, result.loss_se)
+    return released_accuracy(planned, space, result.loss, result.loss_se)
 
 
 def smallest_epsilon(
