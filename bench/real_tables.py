@@ -39,11 +39,11 @@ from sklearn.cluster import KMeans
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from accuracy import bundled  # noqa: E402
+from accuracy import bundled
 
-from privclust.clustering import cluster, plan_run  # noqa: E402
-from privclust.clustering.data.scaling import Box  # noqa: E402
-from privclust.clustering.outputs.accuracy import (  # noqa: E402
+from privclust.clustering import cluster, plan_run
+from privclust.clustering.data.scaling import Box
+from privclust.clustering.outputs.accuracy import (
     Space,
     expected_accuracy,
     result_accuracy,

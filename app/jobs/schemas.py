@@ -133,7 +133,7 @@ class Accuracy(BaseModel):
         "noise and the error the method leaves (a segmentation that differs near the clusters' "
         "borders). Before a run from public facts (the spread of k clusters filling the "
         "declared domain); in a result from its released loss when it has one "
-        "(docs/algorithms.md, \"Centre error\")."
+        '(docs/algorithms.md, "Centre error").'
     )
     centre_error_fraction: list[float] = Field(
         description="The same, as a fraction of each column's declared range (a box's "

@@ -50,7 +50,9 @@ def test_the_estimate_band_holds_the_noise_and_the_domain_spread() -> None:
     fractions = np.asarray(accuracy.centre_error_fraction)
     assert accuracy.spread_from == "domain"
     assert np.all(fractions >= Z90 * np.asarray(accuracy.centre_std_fraction))
-    assert np.allclose(fractions, math.hypot(Z90 * accuracy.centre_std_fraction[0], 4 ** (-1 / 3) * UNIFORM_STD))
+    assert np.allclose(
+        fractions, math.hypot(Z90 * accuracy.centre_std_fraction[0], 4 ** (-1 / 3) * UNIFORM_STD)
+    )
     # In each column's units: the same fraction of its range.
     assert np.allclose(np.asarray(accuracy.centre_error), fractions * box.widths)
 
@@ -81,7 +83,9 @@ def test_a_library_result_band_contains_its_centres_distance_to_kmeans() -> None
     )  # fmt: skip
     band = np.asarray(result_accuracy(result, Space.box(Box.of([0, 0], [10, 100]))).centre_error)
     box = Box.of([0, 0], [10, 100])  # KMeans in the scaled space, where the job clusters
-    exact = box.to_original(KMeans(3, n_init=10, random_state=0).fit(box.to_scaled(X)).cluster_centers_)
+    exact = box.to_original(
+        KMeans(3, n_init=10, random_state=0).fit(box.to_scaled(X)).cluster_centers_
+    )
     centres = np.asarray(result.centers)
     nearest = centres[((exact[:, None] - centres[None]) ** 2).sum(axis=2).argmin(axis=1)]
     errors = np.abs(nearest - exact)

@@ -13,6 +13,8 @@ from privclust.clustering.mechanisms.grid import grid_sensitivity, relative_grid
 from privclust.clustering.mechanisms.lloyd import (
     count_multiplier,
     default_count_share,
+    default_lloyd_steps,
+    iterations_cap,
     moved_centres,
     reseed_beside,
 )
@@ -24,7 +26,6 @@ from privclust.clustering.methods.pe_lloyd import (
     plan_projected_releases,
     step_radii,
 )
-from privclust.clustering.mechanisms.lloyd import default_lloyd_steps, iterations_cap
 from privclust.clustering.run.plan import default_pe_iterations
 from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 from privclust.privacy.noise import COUNT_MU_FRACTION

@@ -15,7 +15,12 @@ from privclust.clustering.data.limits import check_domain
 from privclust.clustering.data.scaling import box_keywords
 from privclust.clustering.dispatch import cluster, plan_run
 from privclust.clustering.errors import ClusteringInputError, check_integer, data_shape
-from privclust.clustering.outputs.uncertainty import Caveat, ks_told_apart, loss_rises, sweep_warnings
+from privclust.clustering.outputs.uncertainty import (
+    Caveat,
+    ks_told_apart,
+    loss_rises,
+    sweep_warnings,
+)
 from privclust.clustering.run.options import resolve_privacy
 from privclust.clustering.run.result import ClusteringResult
 from privclust.clustering.run.runner import released_count

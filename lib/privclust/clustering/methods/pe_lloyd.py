@@ -340,11 +340,11 @@ def pe_lloyd(X: np.ndarray, k: int, **keywords: Unpack[PELloydKeywords]) -> Clus
     mu-GDP for the requested mu.
 
     Arguments as for pe_means (`iterations` and `variations` are PE-means's T and L; T's
-    default is capped: privclust.clustering.mechanisms.lloyd.iterations_cap), plus `lloyd_steps` (default 1, or
-    more from the capped T on: `default_lloyd_steps`) and `lloyd_share`, the share of mu^2 the Lloyd steps get (default
-    0.1, rounded to whole releases: see `lloyd_weight`) and `step_rule` (the clipping radius:
-    see `step_radii`). `progress(t, T + lloyd_steps)` is
-    called after each PE iteration and each Lloyd step.
+    default is capped: privclust.clustering.mechanisms.lloyd.iterations_cap), plus
+    `lloyd_steps` (default 1, or more from the capped T on: `default_lloyd_steps`) and
+    `lloyd_share`, the share of mu^2 the Lloyd steps get (default 0.1, rounded to whole
+    releases: see `lloyd_weight`) and `step_rule` (the clipping radius: see `step_radii`).
+    `progress(t, T + lloyd_steps)` is called after each PE iteration and each Lloyd step.
 
     Above PROJECT_ABOVE_DIM columns PE-means runs in a `projection_dim`-dimensional projection
     (default 16; T defaults to 14 there) and the clusters' noisy means lift its centres to the

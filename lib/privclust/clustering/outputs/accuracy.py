@@ -98,9 +98,10 @@ class Space:
 class Accuracy:
     """The expected accuracy of a planned job (see the module's docstring): `centre_std` the
     noise's share alone, `centre_error` the band that holds the error the method leaves too
-    (privclust.clustering.outputs.centre_error). `loss_se` and `sizes_se` only with summaries: the loss's standard error taking its clip B at R^2 (the
-    released centres fix B between R^2 and 4R^2; typically 1-1.7 R^2), in the space the loss is
-    measured in, and the noise std of each noisy size."""
+    (privclust.clustering.outputs.centre_error). `loss_se` and `sizes_se` only with
+    summaries: the loss's standard error taking its clip B at R^2 (the released centres fix B
+    between R^2 and 4R^2; typically 1-1.7 R^2), in the space the loss is measured in, and the
+    noise std of each noisy size."""
 
     centre_std: tuple[float, ...]
     centre_std_fraction: tuple[float, ...]
