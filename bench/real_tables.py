@@ -39,7 +39,7 @@ from sklearn.cluster import KMeans
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from accuracy import bundled
+from accuracy import Table, bundled
 
 from privclust.clustering import cluster, plan_run
 from privclust.clustering.data.scaling import Box
@@ -51,24 +51,6 @@ from privclust.clustering.outputs.accuracy import (
 
 EPSILONS = (0.5, 1.0, 3.0, 10.0)
 QUANTILE = 0.9
-
-
-@dataclass(frozen=True)
-class Table:
-    name: str
-    X: np.ndarray
-    k: int
-    lower: np.ndarray
-    upper: np.ndarray
-
-    @property
-    def delta(self) -> float:
-        return 1.0 / len(self.X) ** 1.1
-
-
-def sklearn_table(name: str) -> Table:
-    table = bundled(name)
-    return Table(name, table.X, table.k, table.lower, table.upper)
 
 
 def penguins() -> Table:
@@ -107,9 +89,9 @@ def flights() -> Table:
 
 
 TABLES: dict[str, Callable[[], Table]] = {
-    "wine": lambda: sklearn_table("wine"),
-    "breast_cancer": lambda: sklearn_table("breast_cancer"),
-    "digits": lambda: sklearn_table("digits"),
+    "wine": lambda: bundled("wine"),
+    "breast_cancer": lambda: bundled("breast_cancer"),
+    "digits": lambda: bundled("digits"),
     "penguins": penguins,
     "diamonds": diamonds,
     "flights": flights,

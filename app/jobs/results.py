@@ -17,6 +17,7 @@ from privclust.clustering.outputs.accuracy import (
     Accuracy,
     Space,
     expected_accuracy,
+    plan_from,
     released_accuracy,
 )
 from privclust.clustering.outputs.uncertainty import Caveat, figure_warnings, sizes_noise_std
@@ -116,23 +117,12 @@ def job_run_plan(job: Job, context: ResultContext) -> RunPlan:
     projection_dim = None
     if job.algorithm == Algorithm.PE_LLOYD and projects(n_cols):
         projection_dim = int(job.params.get("projection_dim") or DEFAULT_PROJECTION_DIM)
-    return RunPlan(
-        algorithm=job.algorithm,
+    return plan_from(
+        job,
         n_rows=context.n_rows,
         n_cols=n_cols,
-        k=job.k,
-        mu=job.mu,
-        epsilon=job.epsilon,
-        delta=job.delta,
-        sigma=job.sigma,
-        releases=job.releases,
-        iterations=job.iterations,
-        variations=0,
-        population_size=0,
-        projection_dim=projection_dim,
-        progress_total=job.progress_total,
         relation=context.relation,
-        summary_mu=job.summary_mu,
+        projection_dim=projection_dim,
     )
 
 

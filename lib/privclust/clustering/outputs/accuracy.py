@@ -172,27 +172,30 @@ def expected_accuracy(plan: RunPlan, space: Space) -> Accuracy:
     )
 
 
-def plan_of(result: ClusteringResult) -> RunPlan:
-    """The plan a result ran (its public, released parameters), for the accuracy model."""
-    k, n_cols = np.shape(result.centers)
+def plan_from(
+    source: object, *, n_rows: int, n_cols: int, relation: str, projection_dim: int | None
+) -> RunPlan:
+    """The public plan a run followed, from what it released (`source`: a result or a stored
+    job with its algorithm, k or centres, mu, epsilon, delta, sigma, releases, iterations and
+    summary_mu) and the public facts given, for the accuracy model."""
+    read = source.__getattribute__
     return RunPlan(
-        algorithm=result.algorithm,
-        n_rows=result.n_public,
+        algorithm=read("algorithm"),
+        n_rows=n_rows,
         n_cols=n_cols,
-        k=k,
-        mu=result.mu,
-        epsilon=result.epsilon,
-        delta=result.delta,
-        sigma=result.sigma,
-        releases=result.releases,
-        iterations=result.iterations,
-        variations=result.variations,
-        population_size=result.population_size,
-        projection_dim=result.projection_dim,
+        k=int(read("k")) if hasattr(source, "k") else len(read("centers")),
+        mu=read("mu"),
+        epsilon=read("epsilon"),
+        delta=read("delta"),
+        sigma=read("sigma"),
+        releases=read("releases"),
+        iterations=read("iterations"),
+        variations=0,
+        population_size=0,
+        projection_dim=projection_dim,
         progress_total=0,
-        relation=result.relation,
-        count_mu=result.count_mu,
-        summary_mu=result.summary_mu,
+        relation=relation,
+        summary_mu=read("summary_mu"),
     )
 
 
@@ -223,7 +226,14 @@ def released_accuracy(
 
 def result_accuracy(result: ClusteringResult, space: Space) -> Accuracy:
     """`released_accuracy` of a library run's result on a domain described by `space`."""
-    planned = expected_accuracy(plan_of(result), space)
+    plan = plan_from(
+        result,
+        n_rows=result.n_public,
+        n_cols=np.shape(result.centers)[1],
+        relation=result.relation,
+        projection_dim=result.projection_dim,
+    )
+    planned = expected_accuracy(plan, space)
     return released_accuracy(planned, space, result.loss, result.loss_se)
 
 
