@@ -188,7 +188,13 @@ class Privacy(BaseModel):
     mu: float
     epsilon: float
     delta: float
-    sigma: float = Field(description="Std of the Gaussian noise per release (sensitivity 1).")
+    sigma: float = Field(
+        description="The noise multiplier, a pure number: each release's Gaussian noise has "
+        "a standard deviation of sigma times that release's sensitivity, in the release's own "
+        "units (rows for a vote histogram or a count; the step radius, or the domain's radius "
+        "R, in the space the job clusters in for a sum). How far that moves a centre, in each "
+        "column's units, is `accuracy.centre_std`."
+    )
     iterations: int = Field(description="Number of Gaussian releases.")
     summary_mu: float | None = Field(
         default=None,
