@@ -30,7 +30,7 @@ function extentOf(values) {
 /**
  * The k centres over columns xi and yi, on round ticks: one <circle class="centre"> each, and
  * with `errors` (the result's `accuracy.centre_error`, per column) a cross of
- * <line class="error-bar"> through it spanning ± the band in both columns.
+ * <line class="centre-error"> through it spanning ± the band in both columns.
  */
 export function scatter(centers, columns, xi, yi, title, width = 640, errors = null) {
   const W = width, H = Math.round(Math.min(460, Math.max(300, width * 0.62))), L = 70, R = 20, T = 16, B = 52;
@@ -54,8 +54,8 @@ export function scatter(centers, columns, xi, yi, title, width = 640, errors = n
     const cx = X(c[xi]), cy = Y(c[yi]);
     if (errors) {
       svg.append(
-        s("line", { x1: X(c[xi] - ex), x2: X(c[xi] + ex), y1: cy, y2: cy, stroke: colour(i), class: "error-bar" }),
-        s("line", { x1: cx, x2: cx, y1: Y(c[yi] - ey), y2: Y(c[yi] + ey), stroke: colour(i), class: "error-bar" }),
+        s("line", { x1: X(c[xi] - ex), x2: X(c[xi] + ex), y1: cy, y2: cy, stroke: colour(i), class: "centre-error" }),
+        s("line", { x1: cx, x2: cx, y1: Y(c[yi] - ey), y2: Y(c[yi] + ey), stroke: colour(i), class: "centre-error" }),
       );
     }
     svg.append(
@@ -71,7 +71,7 @@ export function scatter(centers, columns, xi, yi, title, width = 640, errors = n
  * Parallel coordinates: one vertical axis per column, each spanning `ranges[j]` (the declared
  * domain; the centres' own extent when it is unknown) with round ticks at both ends and the
  * middle, and one <path class="centre"> per centre; with `errors` (per column) a
- * <line class="error-bar"> on every axis spanning ± the band around each centre, within the axis.
+ * <line class="centre-error"> on every axis spanning ± the band around each centre, within the axis.
  */
 export function parallel(centers, columns, title, ranges = null, width = 640, errors = null) {
   const d = columns.length;
@@ -116,7 +116,7 @@ export function parallel(centers, columns, title, ranges = null, width = 640, er
       const [lo, hi] = axes[j].span, within = (u) => Math.min(Math.max(u, lo), hi);
       const cx = x(j) + ((i % 5) - 2) * 2; // side by side, so that the bars of close centres show
       svg.append(s("line", { x1: cx, x2: cx, y1: axes[j].Y(within(v - errors[j])), y2: axes[j].Y(within(v + errors[j])),
-        stroke: colour(i), class: "error-bar" }));
+        stroke: colour(i), class: "centre-error" }));
     });
   });
   return svg;
