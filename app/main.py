@@ -40,11 +40,16 @@ from app.ops import endpoints as metrics
 from app.ops import health
 from app.ops.metrics import HttpMetrics, Metrics
 from app.sweeps import endpoints as sweeps
+from privclust.clustering.auto import describe_auto
 
 log = logging.getLogger("privclust.api")
 
-DESCRIPTION = """
-Differentially private k-means clustering (PE-means and HDPE-means) as a service.
+DESCRIPTION = (
+    """
+Differentially private k-means clustering as a service: PE-means, HDPE-means, FastLloyd, an
+LSH-tree coreset and pe-lloyd (PE-means, then noisy Lloyd steps); """
+    + describe_auto()
+    + """.
 
 Data owners upload a dataset with a **declared public domain** and a total privacy budget
 (epsilon, delta). Analysts submit clustering jobs; every job is a Gaussian mechanism whose
@@ -61,6 +66,7 @@ used exactly, and jobs are calibrated to replace-one neighbours (`relation`).
 Authenticate with `Authorization: Bearer <api key>`. Errors are RFC 9457
 `application/problem+json` documents with a stable `code`.
 """
+)
 
 
 def _operation_id(route: APIRoute) -> str:

@@ -23,6 +23,7 @@ from privclust.clustering import (
     RunPlan,
     plan_run,
 )
+from privclust.clustering.mechanisms.lloyd import DEFAULT_LLOYD_STEPS, default_lloyd_steps
 from privclust.clustering.outputs.accuracy import Accuracy, expected_accuracy, smallest_epsilon
 from privclust.clustering.run.options import (
     BudgetChoiceError,
@@ -216,6 +217,7 @@ def _job_plan(
             ("variations", req.variations),
             ("projection_dim", run.projection_dim),
             ("summary_fraction", req.summary_fraction if req.summaries else None),
+            ("lloyd_steps", _lloyd_steps(run)),
         )
         if value is not None
     }
@@ -235,10 +237,23 @@ def _job_plan(
     )
 
 
+def _lloyd_steps(run: RunPlan) -> int | None:
+    """The Lloyd steps a pe-lloyd plan in the full space takes (they depend on its T), kept
+    with the job so that a later change of the default cannot re-plan it differently."""
+    if run.algorithm != Algorithm.PE_LLOYD or run.projection_dim is not None:
+        return None
+    return default_lloyd_steps(run.iterations, run.n_cols)
+
+
 def run_options(job: Job) -> dict[str, Any]:
-    """The library arguments a job row fixes, as `plan_run` and `cluster` take them."""
+    """The library arguments a job row fixes, as `plan_run` and `cluster` take them. A
+    pe-lloyd job in the full space admitted before its Lloyd steps were kept took one."""
     params = job.params
+    steps = {}
+    if job.algorithm == Algorithm.PE_LLOYD and "projection_dim" not in params:
+        steps["lloyd_steps"] = int(params.get("lloyd_steps", DEFAULT_LLOYD_STEPS))
     return {
+        **steps,
         "algorithm": job.algorithm,
         "mu": job.mu,
         "iterations": job.iterations,

@@ -36,6 +36,8 @@ def job_and_context_for_tenant(
             Dataset.center,
             Dataset.radius,
             Dataset.count_public,
+            Dataset.n_rows,
+            Dataset.n_rows_dp,
         )
         .join(Dataset, Dataset.id == Job.dataset_id)
         .where(Job.id == job_id, Job.tenant == tenant)

@@ -10,22 +10,34 @@ from typing import Any
 import numpy as np
 
 from app.models import Dataset, DomainKind, Job
-from privclust.clustering import Relation
-from privclust.clustering.data.scaling import ORIGINAL_SPACE, SCALED_SPACE
+from privclust.clustering import Algorithm, Relation, RunPlan
+from privclust.clustering.data.scaling import ORIGINAL_SPACE, SCALED_SPACE, Box
+from privclust.clustering.methods.pe_lloyd import projects
+from privclust.clustering.outputs.accuracy import (
+    Accuracy,
+    Space,
+    expected_accuracy,
+    plan_from,
+    released_accuracy,
+)
 from privclust.clustering.outputs.uncertainty import Caveat, figure_warnings, sizes_noise_std
+from privclust.clustering.run.options import DEFAULT_PROJECTION_DIM
 
 
 @dataclass(frozen=True)
 class ResultContext:
     """The public facts about a job's dataset that its result is read with: the column names,
     where losses are measured, the declared range of every column (a box's bounds, or c +- R
-    for a ball) and the neighbouring relation."""
+    for a ball), the neighbouring relation, and the space and public row count the accuracy
+    model reads."""
 
     columns: list[str]
     loss_space: str
     lower: list[float]
     upper: list[float]
     relation: str
+    space: Space | None = None
+    n_rows: int = 1
 
     @classmethod
     def of(cls, dataset: Dataset) -> ResultContext:
@@ -38,6 +50,8 @@ class ResultContext:
             dataset.center,
             dataset.radius,
             dataset.count_public,
+            dataset.n_rows,
+            dataset.n_rows_dp,
         )
 
     @classmethod
@@ -50,21 +64,29 @@ class ResultContext:
         center: list[Any],
         radius: float,
         count_public: bool,
+        n_rows: int | None = None,
+        n_rows_dp: int | None = None,
     ) -> ResultContext:
-        """From a dataset's columns as one query reads them (app.jobs.repository)."""
+        """From a dataset's columns as one query reads them (app.jobs.repository); the row
+        count the dataset's jobs plan with (app.datasets.service.planning_count's rule)."""
         box = kind == DomainKind.BOX and lower is not None and upper is not None
         if box:
             assert lower is not None and upper is not None
             lo, hi = [float(v) for v in lower], [float(v) for v in upper]
+            space = Space.box(Box.of(lo, hi))
         else:
             lo = [float(c) - radius for c in center]
             hi = [float(c) + radius for c in center]
+            space = Space.ball(radius, len(columns))
+        planned = n_rows if count_public else n_rows_dp
         return cls(
             columns=list(columns),
             loss_space=SCALED_SPACE if box else ORIGINAL_SPACE,
             lower=lo,
             upper=hi,
             relation=(Relation.REPLACE_ONE if count_public else Relation.ADD_REMOVE).value,
+            space=space,
+            n_rows=max(int(planned or 1), 1),
         )
 
 
@@ -87,6 +109,30 @@ def result_warnings(job: Job, context: ResultContext) -> list[Caveat]:
         sizes=job.sizes,
         sizes_se=sizes_se(job, context.relation),
     )
+
+
+def job_run_plan(job: Job, context: ResultContext) -> RunPlan:
+    """The public plan a job ran, rebuilt from its stored parameters and its dataset's."""
+    n_cols = len(context.columns)
+    projection_dim = None
+    if job.algorithm == Algorithm.PE_LLOYD and projects(n_cols):
+        projection_dim = int(job.params.get("projection_dim") or DEFAULT_PROJECTION_DIM)
+    return plan_from(
+        job,
+        n_rows=context.n_rows,
+        n_cols=n_cols,
+        relation=context.relation,
+        projection_dim=projection_dim,
+    )
+
+
+def result_accuracy(job: Job, context: ResultContext) -> Accuracy | None:
+    """A succeeded job's accuracy from its released values (its loss, when it has one) and the
+    public plan (privclust.clustering.outputs.accuracy.released_accuracy)."""
+    if job.centers is None or context.space is None:
+        return None
+    planned = expected_accuracy(job_run_plan(job, context), context.space)
+    return released_accuracy(planned, context.space, job.loss, job.loss_se)
 
 
 # The centres table's own columns; a dataset column of the same name is suffixed `_value`.

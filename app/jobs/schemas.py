@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.jobs.results import ResultContext, result_warnings, sizes_se
+from app.jobs.results import ResultContext, result_accuracy, result_warnings, sizes_se
 from app.kit.schemas import JsonInt, ParamInt, RequestBody, coarse_time, from_attributes
 from app.ledger.schemas import Budget, KeyPricing
 from app.models import Job, JobStatus, Role
@@ -104,7 +104,9 @@ class FigureWarning(BaseModel):
         "size-below-noise",
         "domain-loose",
         "sweep-inconclusive",
+        "sweep-loss-rises",
         "suggested-k-largest",
+        "suggested-k-budget",
     ] = Field(description="A stable machine-readable name.")
     detail: str = Field(description="What it means, in a sentence.")
 
@@ -125,13 +127,30 @@ class Accuracy(BaseModel):
     """What the job's releases let one expect, from public facts only (docs/algorithms.md,
     "Expected accuracy")."""
 
-    centre_std: list[float] = Field(
-        description="Per column, in its own units: the standard deviation of the noise on a "
-        "released centre of a cluster of n_rows_dp / k rows."
+    centre_error: list[float] = Field(
+        description="Per column, in its own units: a band that should contain, about 9 times in "
+        "10, the distance from a released centre to where a non-private k-means puts it: the "
+        "noise and the error the method leaves (a segmentation that differs near the clusters' "
+        "borders). Before a run from public facts (the spread of k clusters filling the "
+        "declared domain); in a result from its released loss when it has one "
+        '(docs/algorithms.md, "Centre error").'
     )
-    centre_std_fraction: list[float] = Field(
+    centre_error_fraction: list[float] = Field(
         description="The same, as a fraction of each column's declared range (a box's "
         "upper - lower; a ball's diameter 2R)."
+    )
+    spread_from: Literal["domain", "loss"] = Field(
+        description="Where `centre_error` read the clusters' spread: `domain` (public facts "
+        "only: k clusters filling the declared domain) or `loss` (the released loss)."
+    )
+    centre_std: list[float] = Field(
+        description="Per column, in its own units: the standard deviation of the noise alone "
+        "on a released centre of a cluster of n_rows_dp / k rows (not the method's error: see "
+        "`centre_error`)."
+    )
+    centre_std_fraction: list[float] = Field(
+        description="The noise's standard deviation as a fraction of each column's declared "
+        "range (a box's upper - lower; a ball's diameter 2R)."
     )
     loss_se: float | None = Field(
         description="With summaries: the expected standard error of the private loss (taking "
@@ -152,6 +171,8 @@ class Accuracy(BaseModel):
         return from_attributes(
             cls,
             accuracy,
+            centre_error=list(accuracy.centre_error),
+            centre_error_fraction=list(accuracy.centre_error_fraction),
             centre_std=list(accuracy.centre_std),
             centre_std_fraction=list(accuracy.centre_std_fraction),
             loss_space=loss_space,
@@ -167,7 +188,13 @@ class Privacy(BaseModel):
     mu: float
     epsilon: float
     delta: float
-    sigma: float = Field(description="Std of the Gaussian noise per release (sensitivity 1).")
+    sigma: float = Field(
+        description="The noise multiplier, a pure number: each release's Gaussian noise has "
+        "a standard deviation of sigma times that release's sensitivity, in the release's own "
+        "units (rows for a vote histogram or a count; the step radius, or the domain's radius "
+        "R, in the space the job clusters in for a sum). How far that moves a centre, in each "
+        "column's units, is `accuracy.centre_std`."
+    )
     iterations: int = Field(description="Number of Gaussian releases.")
     summary_mu: float | None = Field(
         default=None,
@@ -206,6 +233,11 @@ class JobResult(BaseModel):
         description="With summaries: the standard deviation of the noise on each size.",
     )
     loss_space: LossSpace = Field(default="original", description=LOSS_SPACE)
+    accuracy: Accuracy | None = Field(
+        default=None,
+        description="What the released values say of the centres' accuracy: `centre_error` "
+        "from the released loss when there is one, else as the estimate's (post-processing).",
+    )
     warnings: list[FigureWarning] = Field(
         default_factory=list,
         description="Where a noisy figure is not informative: `loss-not-informative`, "
@@ -235,12 +267,14 @@ class JobOut(BaseModel):
         """The job as `role` may see it: its start and end to the minute for analysts."""
         result = None
         if job.status == JobStatus.SUCCEEDED and job.centers is not None:
+            figures = result_accuracy(job, context)
             result = from_attributes(
                 JobResult,
                 job,
                 columns=context.columns,
                 sizes_se=sizes_se(job, context.relation),
                 loss_space=context.loss_space,
+                accuracy=None if figures is None else Accuracy.of(figures, context.loss_space),
                 warnings=[FigureWarning.of(w) for w in result_warnings(job, context)],
             )
         progress = Progress(

@@ -73,6 +73,11 @@ def read(
     return Limits(dataset, row, key_row, now, key_id)
 
 
+def mu_and_epsilon(mu: float, delta: float) -> str:
+    """A budget figure as a refusal states it: mu, and epsilon at `delta` beside it."""
+    return f"mu={mu:.6g} (epsilon={bmath.epsilon_remaining(mu, delta):.4g} at delta={delta:.3g})"
+
+
 def cap_refusal(
     dataset: Dataset, running: RunningBudget, mu: float, needs: str
 ) -> BudgetExceeded | None:
@@ -83,8 +88,8 @@ def cap_refusal(
     remaining = bmath.remaining_mu_sq(running.used_sq, running.mu_cap)
     cap = running.mu_cap
     return BudgetExceeded(
-        f"{needs} but only mu={remaining:.6g} of the dataset's budget (mu_cap={cap:.6g}) "
-        "remains; nothing was charged",
+        f"{needs} but only {mu_and_epsilon(remaining, dataset.delta)} of the dataset's budget "
+        f"(mu_cap={cap:.6g}) remains; nothing was charged",
         cap="dataset",
         mu_requested=mu,
         mu_remaining=remaining,
@@ -99,8 +104,8 @@ def _key_cap_refusal(limits: Limits, mu: float, needs: str) -> BudgetExceeded | 
         return None
     remaining = bmath.remaining_mu_sq(key.used_sq, key.mu_cap)
     return KeyBudgetExceeded(
-        f"{needs} but only mu={remaining:.6g} of this key's cap on the dataset "
-        f"(mu_cap={key.mu_cap:.6g}) remains; nothing was charged",
+        f"{needs} but only {mu_and_epsilon(remaining, limits.key_delta)} of this key's cap on "
+        f"the dataset (mu_cap={key.mu_cap:.6g}) remains; nothing was charged",
         cap="key",
         key_id=str(limits.key_id),
         mu_requested=mu,
@@ -130,9 +135,10 @@ def _pace_refusal(
     allows = min(pace.mu, _lifetime_left(limits, scope))
     delta = limits.dataset.delta if scope == "dataset" else limits.key_delta
     return PaceExceeded(
-        f"{needs} but only mu={pace.remaining:.6g} of {whose} pace (mu={pace.mu:.6g} a "
-        f"{pace.period}) remains this {pace.period}; it renews at {renews.isoformat()} and will "
-        f"then allow mu={allows:.6g}, within the lifetime cap; nothing was charged",
+        f"{needs} but only {mu_and_epsilon(pace.remaining, delta)} of {whose} pace "
+        f"(mu={pace.mu:.6g} a {pace.period}) remains this {pace.period}; it renews at "
+        f"{renews.isoformat()} and will then allow {mu_and_epsilon(allows, delta)}, within the "
+        "lifetime cap; nothing was charged",
         cap=f"{scope}-pace",
         key_id=None if scope == "dataset" else str(limits.key_id),
         period=pace.period.value,

@@ -219,7 +219,9 @@ def reserve(
     """
     dataset = lock_for_admission(session, dataset_id)
     held = limits.read(session, dataset, actor, now or SYSTEM_CLOCK.now(), lock=True)
-    if refused := limits.refusal(held, job.mu, f"this job needs mu={job.mu:.6g}"):
+    if refused := limits.refusal(
+        held, job.mu, f"this job needs mu={job.mu:.6g} (epsilon={job.epsilon:.4g})"
+    ):
         raise refused
     kit_repo.add(session, job)
     # Every limit moves first (the dataset's running budget, the key's and the paces); the entry

@@ -204,7 +204,8 @@ def _budgets(budgets: list[repo.DatasetBudget]) -> Iterator[Metric]:
         spent[b.tenant] += math.sqrt(b.spent_sq)
         reserved[b.tenant] += math.sqrt(b.reserved_sq)
         remaining = math.sqrt(max(0.0, b.mu_cap**2 - b.spent_sq - b.reserved_sq))
-        low[b.tenant] += int(b.stored and remaining < LOW_BUDGET_SHARE * b.mu_cap)
+        # The console's scale: shares of mu^2 (what composes), not of mu.
+        low[b.tenant] += int(b.stored and remaining**2 < LOW_BUDGET_SHARE * b.mu_cap**2)
     families = (
         (
             "privclust_budget_mu_spent",
@@ -221,7 +222,8 @@ def _budgets(budgets: list[repo.DatasetBudget]) -> Iterator[Metric]:
         (
             "privclust_budget_datasets_low",
             f"The tenant's datasets with stored rows and less than {LOW_BUDGET_SHARE:.0%} of "
-            "their mu cap remaining",
+            "their budget left, as the console shows it (a share of mu_cap^2, since mu^2 adds "
+            "up over jobs)",
             low,
         ),
     )

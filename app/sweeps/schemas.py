@@ -98,12 +98,14 @@ class SweepOut(BaseModel):
     suggested_k: int | None = Field(
         description="The elbow of the noisy losses (docs/algorithms.md), once every job "
         "succeeded; null before, and null when the noisy losses cannot tell the ks apart "
-        "(`warnings` then has `sweep-inconclusive`)."
+        "(`warnings` then has `sweep-inconclusive`) or rise with k (`sweep-loss-rises`). It "
+        "depends on the budget: another budget may suggest another k (`suggested-k-budget`)."
     )
     warnings: list[FigureWarning] = Field(
         default_factory=list,
-        description="Once every job succeeded: `sweep-inconclusive` (no k suggested, and why) "
-        "or `suggested-k-largest`.",
+        description="Once every job succeeded: `sweep-inconclusive` or `sweep-loss-rises` (no "
+        "k suggested, and why), or `suggested-k-budget` (and `suggested-k-largest` when it is "
+        "the largest k).",
     )
     loss_space: LossSpace = Field(default="original", description=LOSS_SPACE)
     created_at: datetime

@@ -22,6 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from privclust.clustering import Algorithm, ClusteringResult, Relation, cluster
 from privclust.clustering.auto import describe_auto
 from privclust.clustering.data.scaling import Box
+from privclust.clustering.outputs.accuracy import Space, result_accuracy
 from privclust.clustering.outputs.uncertainty import run_warnings, sizes_noise_std
 from privclust.tables import read_rows
 
@@ -93,6 +94,11 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         "original" (a ball) or "scaled" (per-column bounds).
     warnings_ : list of (code, detail)
         Where a released figure is not informative (docs/algorithms.md, "Warnings").
+    centre_error_ : ndarray of shape (n_features_in_,)
+        Per column, in its units: a band that should contain, about 9 times in 10, the
+        distance from a released centre to where a non-private k-means puts it (noise and
+        segmentation: docs/algorithms.md, "Centre error"); read from the released loss with
+        summaries, from the declared domain without.
     n_features_in_ : int
     """
 
@@ -106,6 +112,7 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
     loss_se_: float | None
     loss_space_: str
     warnings_: list[tuple[str, str]]
+    centre_error_: np.ndarray
 
     def __init__(
         self,
@@ -199,6 +206,12 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.loss_space_ = result.loss_space
         lower, upper = self._ranges(result.centers.shape[1])
         self.warnings_ = [(c.code, c.detail) for c in run_warnings(result, lower, upper)]
+        n_cols = result.centers.shape[1]
+        if self.lower is not None:
+            space = Space.box(Box.of(self.lower, self.upper, n_cols))
+        else:
+            space = Space.ball(float(self.radius or 0.0), n_cols)
+        self.centre_error_ = np.array(result_accuracy(result, space).centre_error)
 
     def _ranges(self, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
         """Each column's declared range: the bounds, or c +- R for a ball."""
@@ -208,16 +221,20 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         radius = float(self.radius or 0.0)  # set: the fit declared a ball
         return c - radius, c + radius
 
-    def _nearest(self, X: np.ndarray) -> np.ndarray:
-        """Each row's nearest centre, compared where the fit clustered (for per-column bounds,
-        the scaled space)."""
+    def _in_fit_space(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """X's rows and the centres where the fit clustered and `loss_` is measured: for
+        per-column bounds the scaled space (each column over its declared range, rows clipped
+        into the box), else the columns' own units."""
         if self.lower is not None:
             box = Box.of(self.lower, self.upper, self.cluster_centers_.shape[1])
             scaled = box.to_scaled(np.asarray(X, dtype=np.float64))
-            return pairwise_distances_argmin(scaled, box.to_scaled(self.cluster_centers_)).astype(
-                np.intp
-            )
-        return pairwise_distances_argmin(X, self.cluster_centers_).astype(np.intp)
+            return scaled, box.to_scaled(self.cluster_centers_)
+        return np.asarray(X), self.cluster_centers_
+
+    def _nearest(self, X: np.ndarray) -> np.ndarray:
+        """Each row's nearest centre, compared where the fit clustered (`_in_fit_space`)."""
+        rows, centres = self._in_fit_space(X)
+        return pairwise_distances_argmin(rows, centres).astype(np.intp)
 
     def predict(self, X: Any) -> np.ndarray:
         """The index of the nearest private centre of each row."""
@@ -226,13 +243,18 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         return self._nearest(X)
 
     def transform(self, X: Any) -> np.ndarray:
-        """Euclidean distances of each row to the private centres, shape (n, n_clusters)."""
+        """Euclidean distances of each row to the private centres, shape (n, n_clusters), in
+        the space `predict` compares in and `loss_` is measured in (`loss_space_`: with
+        per-column bounds each column over its declared range), so that the nearest centre by
+        `transform` is `predict`'s."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False)
-        return euclidean_distances(X, self.cluster_centers_)
+        return euclidean_distances(*self._in_fit_space(X))
 
     def score(self, X: Any, y: Any = None) -> float:
-        """Minus the sum of squared distances of X's rows to their nearest centre (as KMeans).
+        """Minus the sum of squared distances of X's rows to their nearest centre (as KMeans),
+        in `transform`'s space: with per-column bounds the scaled one, so that score / n is
+        comparable with `loss_`.
 
         Computed from X, so not private: use it on data you may look at.
         """

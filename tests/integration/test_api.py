@@ -428,6 +428,9 @@ def test_submit_estimate_budget_exceeded_idempotency_and_cancel(client, keys, se
     problem = over.json()
     assert problem["code"] == "budget-exceeded"
     assert set(problem) >= {"mu_requested", "mu_remaining", "epsilon_remaining", "mu_cap"}
+    # The sentence speaks epsilon beside mu, both what the job needs and what remains.
+    assert "(epsilon=5)" in problem["detail"]
+    assert f"(epsilon={problem['epsilon_remaining']:.4g} at delta=" in problem["detail"]
     # The job sits in its tenant's queue under its own id.
     from app.kit import queue
 

@@ -190,9 +190,10 @@ def test_budget_figures_by_tenant(client: TestClient, keys, settings: Settings) 
     assert value(s, "privclust_budget_mu_spent", tenant="acme") == pytest.approx(math.hypot(0.2, 1))
     assert value(s, "privclust_budget_mu_reserved", tenant="acme") == 0
 
-    # A job that leaves less than 10% of the cap: the dataset is low until it is refunded.
+    # A job that leaves 9% of the cap as the console shows it (1 - 0.954^2 of mu_cap^2; mu=0.3
+    # remains, 30% of the cap in plain mu): the dataset is low until it is refunded.
     with session_scope(url) as session:
-        greedy = admit(session, other, jobs_service.JobRequest(k=2, mu=0.996))
+        greedy = admit(session, other, jobs_service.JobRequest(k=2, mu=0.954))
     assert greedy is not None
     s = scrape(client, keys["admin"])
     assert value(s, "privclust_budget_datasets_low", tenant="other") == 1

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from privclust.clustering import ALGORITHMS, choose_algorithm, cluster, plan_run
+from privclust.clustering.mechanisms.lloyd import iterations_cap
 from privclust.clustering.run.plan import default_pe_iterations
 from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 from privclust.privacy.noise import COUNT_MU_FRACTION
@@ -69,8 +70,10 @@ def test_without_a_public_count_auto_pays_for_it_and_spends_exactly_mu(
     )  # fmt: skip
     assert (result.iterations, result.releases) == (direct.iterations, direct.releases)
     assert result.sigma == pytest.approx(direct.sigma, rel=1e-12)
-    if result.algorithm in ("pe-means", "pe-lloyd"):
+    if result.algorithm == "pe-means":
         assert result.iterations == default_pe_iterations(4, epsilon)
+    if result.algorithm == "pe-lloyd":  # the same T up to its cap
+        assert result.iterations == min(default_pe_iterations(4, epsilon), iterations_cap(4))
 
 
 def test_auto_refuses_bad_arguments_before_any_noise(log: ReleaseLog) -> None:

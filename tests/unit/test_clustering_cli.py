@@ -67,9 +67,9 @@ def test_csv_in_csv_out_with_privacy_on_stderr(
     assert "delta=1e-06" in err and "epsilon=2.0" in err
     assert f"mu={mu_from_epsilon_delta(2.0, 1e-6)!r}" in err
     # auto at d = 3 runs pe-lloyd: PE-means's T = floor(4 sqrt(3)) = 6, doubled because
-    # epsilon = 2 > 1, then one Lloyd step priced as round(0.1 x 12 / 0.9) = 1 release.
+    # epsilon = 2 > 1 (its cap), then 4 Lloyd steps each priced as round(0.1 x 12 / (0.9 x 4)) = 1.
     assert err.startswith("pe-lloyd: ")
-    assert "sigma=" in err and "releases=13" in err and "iterations=12" in err
+    assert "sigma=" in err and "releases=16" in err and "iterations=12" in err
 
 
 def test_npy_in_json_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -117,8 +117,10 @@ def test_plan_prices_a_job_before_it_runs() -> None:
         250,
     )
     assert plan.population_size == 251 * 16 and plan.progress_total == 16
-    # epsilon > 1 scales T; mu alone does not.
-    assert plan_run(20_000, 16, 16, epsilon=2.5, delta=1e-6).iterations == 40
+    # epsilon > 1 scales T (pe-lloyd's up to twice its base, then 4 Lloyd steps); mu alone
+    # does not.
+    assert plan_run(20_000, 16, 16, algorithm="pe-means", epsilon=2.5, delta=1e-6).iterations == 40
+    assert plan_run(20_000, 16, 16, epsilon=2.5, delta=1e-6).iterations == 32
     assert plan_run(20_000, 16, 16, mu=3.0).iterations == 16
     high = plan_run(20_000, 64, 4, algorithm="hdpe-means", epsilon=1.0, delta=1e-6)
     assert (high.algorithm, high.iterations, high.releases, high.progress_total) == (
@@ -440,9 +442,13 @@ def test_the_planner_refuses_what_could_never_run() -> None:
     # Found by fuzzing the API: a huge epsilon scaled the default T to millions of iterations
     # (or overflowed), and a k whose smallest population exceeds the cap was admitted, charged
     # and then failed. Both are decided here, from public inputs, before anything is charged.
-    assert plan_run(200_000, 16, 16, epsilon=1e6, delta=1e-6).iterations == 256
-    assert plan_run(200_000, 16, 16, epsilon=1e308, delta=1e-6).iterations == 256
-    assert plan_run(200_000, 16, 16, epsilon=4.0, delta=1e-6).iterations == 64  # unchanged
+    # (pe-lloyd, auto's method, stops at twice its base: 32 at d = 16.)
+    for epsilon in (1e6, 1e308):
+        pe = plan_run(200_000, 16, 16, algorithm="pe-means", epsilon=epsilon, delta=1e-6)
+        assert pe.iterations == 256
+        assert plan_run(200_000, 16, 16, epsilon=epsilon, delta=1e-6).iterations == 32
+    pe = plan_run(200_000, 16, 16, algorithm="pe-means", epsilon=4.0, delta=1e-6)
+    assert pe.iterations == 64  # unchanged
     assert plan_run(200_000, 32, 1638, mu=1.0).population_size <= 8192
     with pytest.raises(ClusteringInputError) as info:
         plan_run(200_000, 32, 10_000, mu=1.0)

@@ -145,3 +145,21 @@ def test_a_public_row_count_switches_to_replace_one_neighbours() -> None:
     model = PrivateKMeans(n_clusters=2, epsilon=1.0, radius=5.0, count_public=True).fit(X)
     assert model.privacy_["relation"] == "replace-one"
     assert model.privacy_["count_mu"] is None and model.privacy_["n_rows_dp"] is None
+
+
+def test_with_per_column_bounds_transform_score_predict_and_loss_share_one_space() -> None:
+    # Two columns in units 1,000 times apart: in raw units the second would decide every
+    # distance. transform's nearest centre is predict's, and score / n is comparable with the
+    # (scaled) loss. The data's seed is fixed; the noise is not: the loss is within 5 of its
+    # standard errors (and 2% for the noisy count it divides by) but for about 6 fits in 10^7.
+    rng = np.random.default_rng(5)
+    means = np.array([[0.2, 200.0], [0.8, 200.0], [0.5, 800.0]])
+    X = means[rng.integers(0, 3, 3000)] + rng.normal(size=(3000, 2)) * [0.05, 50.0]
+    model = PrivateKMeans(3, epsilon=3.0, delta=1e-6, lower=[0, 0], upper=[1, 1000], summaries=True)
+    model.fit(X)
+    assert model.loss_space_ == "scaled"
+    assert np.array_equal(model.transform(X).argmin(axis=1), model.predict(X))
+    assert model.centre_error_.shape == (2,) and model.centre_error_[1] > model.centre_error_[0]
+    assert -model.score(X) / len(X) == pytest.approx(
+        model.loss_, abs=5 * model.loss_se_ + 0.02 * model.loss_
+    )

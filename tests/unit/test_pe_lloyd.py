@@ -13,6 +13,8 @@ from privclust.clustering.mechanisms.grid import grid_sensitivity, relative_grid
 from privclust.clustering.mechanisms.lloyd import (
     count_multiplier,
     default_count_share,
+    default_lloyd_steps,
+    iterations_cap,
     moved_centres,
     reseed_beside,
 )
@@ -55,8 +57,9 @@ def test_the_releases_compose_to_the_planned_mu(
         plan.releases,
         plan.iterations,
     )
-    # PE-means's own T (floor(4 sqrt(5)) = 8, times epsilon 2).
-    assert result.iterations == default_pe_iterations(5, epsilon) == 16
+    # PE-means's own T (floor(4 sqrt(5)) = 8, times epsilon 2: the cap, so 4 Lloyd steps by
+    # default).
+    assert result.iterations == default_pe_iterations(5, epsilon) == iterations_cap(5) == 16
     calls = log.calls
     if n_public is None:
         assert result.count_mu == pytest.approx(COUNT_MU_FRACTION * mu, rel=1e-15)
@@ -64,7 +67,7 @@ def test_the_releases_compose_to_the_planned_mu(
         calls = calls[1:]
     else:
         assert (result.count_mu, result.n_public) == (None, 1190)
-    n_steps = steps or 1
+    n_steps = steps or default_lloyd_steps(result.iterations, 5)
     votes, lloyd = calls[: result.iterations], calls[result.iterations :]
     assert len(lloyd) == n_steps
     assert all(s == 1.0 and sig == result.sigma for s, sig, _ in votes)

@@ -126,6 +126,7 @@ class ClusterKeywords(EvolutionKeywords, total=False):
     projection_dim: int
     summaries: bool
     summary_fraction: float | None
+    lloyd_steps: int | None
 
 
 def cluster(X: Rowset, k: int, **keywords: Unpack[ClusterKeywords]) -> ClusteringResult:

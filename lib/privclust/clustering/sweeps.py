@@ -15,7 +15,12 @@ from privclust.clustering.data.limits import check_domain
 from privclust.clustering.data.scaling import box_keywords
 from privclust.clustering.dispatch import cluster, plan_run
 from privclust.clustering.errors import ClusteringInputError, check_integer, data_shape
-from privclust.clustering.outputs.uncertainty import Caveat, ks_told_apart, sweep_warnings
+from privclust.clustering.outputs.uncertainty import (
+    Caveat,
+    ks_told_apart,
+    loss_rises,
+    sweep_warnings,
+)
 from privclust.clustering.run.options import resolve_privacy
 from privclust.clustering.run.result import ClusteringResult
 from privclust.clustering.run.runner import counted_rows, released_count
@@ -32,12 +37,16 @@ PLANNED_OPTIONS = ("iterations", "variations", "summary_fraction")
 
 
 def suggest_k(ks: Sequence[int], losses: Sequence[float], ses: Sequence[float]) -> int | None:
-    """The elbow of a sweep (`elbow_k`), or None when its noisy losses cannot tell its ks
-    apart (privclust.clustering.outputs.uncertainty.ks_told_apart: no two differ by more than noise
-    alone explains): then any suggestion would be the noise's."""
+    """The elbow of a sweep (`elbow_k`), or None when its noisy losses cannot support one: when
+    no larger k's loss is below a smaller k's by more than noise alone explains
+    (privclust.clustering.outputs.uncertainty.ks_told_apart), or when a larger k's is above a
+    smaller k's by more than that (`loss_rises`: the best loss never rises with k, so those
+    losses are the noise's). Any suggestion would then be the noise's."""
     if not (len(ks) == len(losses) == len(ses)) or len(ks) == 0:
         raise ValueError("ks, losses and ses must be non-empty and of equal length")
-    if not ks_told_apart(losses, ses):
+    order = sorted(range(len(ks)), key=lambda i: ks[i])
+    ordered, ordered_ses = [losses[i] for i in order], [ses[i] for i in order]
+    if loss_rises(ordered, ordered_ses) or not ks_told_apart(ordered, ordered_ses):
         return None
     return elbow_k(ks, losses, ses)
 

@@ -27,11 +27,16 @@ function extentOf(values) {
   return [lo - pad, hi + pad];
 }
 
-/** The k centres over columns xi and yi, on round ticks: one <circle class="centre"> each. */
-export function scatter(centers, columns, xi, yi, title, width = 640) {
+/**
+ * The k centres over columns xi and yi, on round ticks: one <circle class="centre"> each, and
+ * with `errors` (the result's `accuracy.centre_error`, per column) a cross of
+ * <line class="centre-error"> through it spanning ± the band in both columns.
+ */
+export function scatter(centers, columns, xi, yi, title, width = 640, errors = null) {
   const W = width, H = Math.round(Math.min(460, Math.max(300, width * 0.62))), L = 70, R = 20, T = 16, B = 52;
-  const xt = niceTicks(...extentOf(centers.map((c) => c[xi])));
-  const yt = niceTicks(...extentOf(centers.map((c) => c[yi])));
+  const ex = errors?.[xi] ?? 0, ey = errors?.[yi] ?? 0;
+  const xt = niceTicks(...extentOf(centers.flatMap((c) => [c[xi] - ex, c[xi] + ex])));
+  const yt = niceTicks(...extentOf(centers.flatMap((c) => [c[yi] - ey, c[yi] + ey])));
   const X = scale(xt.range, [L, W - R]);
   const Y = scale(yt.range, [H - B, T]);
   const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "plot", role: "img", "aria-label": title });
@@ -47,6 +52,12 @@ export function scatter(centers, columns, xi, yi, title, width = 640) {
   yTitle(svg, columns[yi], { T, H, B });
   centers.forEach((c, i) => {
     const cx = X(c[xi]), cy = Y(c[yi]);
+    if (errors) {
+      svg.append(
+        s("line", { x1: X(c[xi] - ex), x2: X(c[xi] + ex), y1: cy, y2: cy, stroke: colour(i), class: "centre-error" }),
+        s("line", { x1: cx, x2: cx, y1: Y(c[yi] - ey), y2: Y(c[yi] + ey), stroke: colour(i), class: "centre-error" }),
+      );
+    }
     svg.append(
       s("circle", { cx, cy, r: 7, fill: colour(i), class: "centre", dataset: { index: String(i) } },
         s("title", {}, `centre ${i + 1}: ${columns[xi]} = ${num(c[xi], 4)}, ${columns[yi]} = ${num(c[yi], 4)}`)),
@@ -59,9 +70,10 @@ export function scatter(centers, columns, xi, yi, title, width = 640) {
 /**
  * Parallel coordinates: one vertical axis per column, each spanning `ranges[j]` (the declared
  * domain; the centres' own extent when it is unknown) with round ticks at both ends and the
- * middle, and one <path class="centre"> per centre.
+ * middle, and one <path class="centre"> per centre; with `errors` (per column) a
+ * <line class="centre-error"> on every axis spanning ± the band around each centre, within the axis.
  */
-export function parallel(centers, columns, title, ranges = null, width = 640) {
+export function parallel(centers, columns, title, ranges = null, width = 640, errors = null) {
   const d = columns.length;
   const L = 56, R = 56, T = 40, B = 40, H = 380;
   const W = Math.max(width, L + R + (d > 12 ? 44 : 90) * (d - 1));
@@ -99,6 +111,13 @@ export function parallel(centers, columns, title, ranges = null, width = 640) {
     const path = c.map((v, j) => `${j ? "L" : "M"} ${x(j).toFixed(2)} ${axes[j].Y(v).toFixed(2)}`).join(" ");
     svg.append(s("path", { d: path, stroke: colour(i), class: "centre", dataset: { index: String(i) } },
       s("title", {}, `centre ${i + 1}: ${c.map((v, j) => `${columns[j]} ${num(v, 4)}`).join(", ")}`)));
+    if (!errors) return;
+    c.forEach((v, j) => {
+      const [lo, hi] = axes[j].span, within = (u) => Math.min(Math.max(u, lo), hi);
+      const cx = x(j) + ((i % 5) - 2) * 2; // side by side, so that the bars of close centres show
+      svg.append(s("line", { x1: cx, x2: cx, y1: axes[j].Y(within(v - errors[j])), y2: axes[j].Y(within(v + errors[j])),
+        stroke: colour(i), class: "centre-error" }));
+    });
   });
   return svg;
 }

@@ -31,6 +31,29 @@ from privclust.clustering.run.plan import RunPlan
 # the joint vector can overflow int64.
 MAX_COUNT_MULTIPLIER = 2**31
 
+# The default Lloyd steps of a run that starts from PE-means' centres (pe-lloyd):
+DEFAULT_LLOYD_STEPS = 1
+# PE-means' default T grows with epsilon (privclust.clustering.run.plan.default_pe_iterations)
+# up to ITERATIONS_CAP times its base floor(4 sqrt(d)); a run planned at that cap (epsilon >= 2
+# by default) takes LLOYD_STEPS_AT_CAP noisy Lloyd steps instead of one. Each PE iteration
+# scores every row against k L variations, a Lloyd step is one pass: on flights (327,346 x 5)
+# at epsilon 10 the uncapped T = 80 took 11.6x KMeans(n_init=10)'s time; T = 16 and 4 steps
+# 1.1-3.7x, with a loss 1.003-1.007x KMeans' (bench/RESULTS.md, "Centre error on real
+# tables").
+ITERATIONS_CAP = 2
+LLOYD_STEPS_AT_CAP = 4
+
+
+def iterations_cap(n_cols: int) -> int:
+    """PE-means' largest default T on d columns: ITERATIONS_CAP floor(4 sqrt(d))."""
+    return ITERATIONS_CAP * math.isqrt(16 * n_cols)
+
+
+def default_lloyd_steps(pe_iterations: int, n_cols: int) -> int:
+    """The default number of Lloyd steps after T PE iterations on d columns (public):
+    LLOYD_STEPS_AT_CAP from the capped T on, DEFAULT_LLOYD_STEPS below it."""
+    return LLOYD_STEPS_AT_CAP if pe_iterations >= iterations_cap(n_cols) else DEFAULT_LLOYD_STEPS
+
 
 def step_radius(t: int, radius: float, n_cols: int, k: int, step_fraction: float) -> float:
     """r_t: R in the first iteration, then min(R, alpha R / k^(1/d))."""

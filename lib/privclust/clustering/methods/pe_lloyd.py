@@ -48,8 +48,11 @@ from privclust.clustering.evolution.evolution import evolve
 from privclust.clustering.evolution.nearest import nearest_other_distances
 from privclust.clustering.evolution.vote_cells import VOTE_DTYPE
 from privclust.clustering.mechanisms.lloyd import (
+    DEFAULT_LLOYD_STEPS,
     count_multiplier,
     default_count_share,
+    default_lloyd_steps,
+    iterations_cap,
     largest_lloyd_sensitivity,
     lloyd_step,
     reseed_beside,
@@ -84,7 +87,6 @@ FASTLLOYD_STEP_RULE = Algorithm.FASTLLOYD.value
 STEP_RULES = (FASTLLOYD_STEP_RULE, DEFAULT_STEP_RULE)
 # The smallest per-cluster step radius, in units of R (two released centres may coincide).
 MIN_STEP_FRACTION = 1e-3
-DEFAULT_LLOYD_STEPS = 1
 DEFAULT_LLOYD_SHARE = 0.1
 MAX_LLOYD_STEPS = 10
 # A Lloyd step priced as more releases than this would be a tiny share of nothing useful; the
@@ -122,9 +124,14 @@ def variations_cap(n_cols: int) -> int | None:
 
 
 def default_iterations(n_cols: int, epsilon: float | None) -> int | None:
-    """PE-means's default T, which grows with epsilon (`default_pe_iterations`); None on the
-    projected path, whose T does not (`default_projected_iterations` of the projection)."""
-    return None if projects(n_cols) else default_pe_iterations(n_cols, epsilon)
+    """PE-means's default T, which grows with epsilon (`default_pe_iterations`) up to
+    `iterations_cap`; None on the projected path, whose T does not
+    (`default_projected_iterations` of the projection)."""
+    return None if projects(n_cols) else _capped_iterations(n_cols, epsilon)
+
+
+def _capped_iterations(n_cols: int, epsilon: float | None) -> int:
+    return min(default_pe_iterations(n_cols, epsilon), iterations_cap(n_cols))
 
 
 def lloyd_weight(pe_iterations: int, steps: int, share: float) -> int:
@@ -148,14 +155,15 @@ def step_radii(centres: np.ndarray, radius: float, k: int, rule: str) -> float |
 
 
 def plan_lloyd_releases(
-    pe_iterations: int, lloyd_steps: int | None, lloyd_share: float | None
+    pe_iterations: int,
+    lloyd_steps: int | None,
+    lloyd_share: float | None,
+    default_steps: int = DEFAULT_LLOYD_STEPS,
 ) -> tuple[int, int, int, int]:
     """(steps, weight, releases, progress_total) of a pe-lloyd run with T PE iterations:
-    T vote histograms plus `steps` Lloyd steps priced as `weight` releases each; progress is
-    reported after every PE iteration and every Lloyd step."""
-    steps = check_integer(
-        "lloyd_steps", DEFAULT_LLOYD_STEPS if lloyd_steps is None else lloyd_steps, 1
-    )
+    T vote histograms plus `steps` Lloyd steps (`default_steps` unless given) priced as
+    `weight` releases each; progress is reported after every PE iteration and every Lloyd step."""
+    steps = check_integer("lloyd_steps", default_steps if lloyd_steps is None else lloyd_steps, 1)
     if steps > MAX_LLOYD_STEPS:
         raise ClusteringInputError(
             "lloyd_steps", f"lloyd_steps must be at most {MAX_LLOYD_STEPS}, got {steps}"
@@ -206,10 +214,13 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
             projection_dim=p,
         )
     iterations = planned_iterations(
-        options, lambda: default_pe_iterations(basis.n_cols, basis.epsilon)
+        options, lambda: _capped_iterations(basis.n_cols, basis.epsilon)
     )
     _, _, releases, progress_total = plan_lloyd_releases(
-        iterations, options.lloyd_steps, options.lloyd_share
+        iterations,
+        options.lloyd_steps,
+        options.lloyd_share,
+        default_lloyd_steps(iterations, basis.n_cols),
     )
     return Releases(iterations=iterations, releases=releases, progress_total=progress_total)
 
@@ -229,10 +240,13 @@ def run(start: RunStart, options: Options) -> Outcome:
     PROJECT_ABOVE_DIM columns: `run_projected`)."""
     if start.plan.projection_dim is not None:
         return run_projected(start, options)
+    n_cols = start.points.shape[1]
     points, plan, radius = start.points, start.plan, start.radius
-    n_cols = points.shape[1]
     steps, weight, releases, _ = plan_lloyd_releases(
-        plan.iterations, options.lloyd_steps, options.lloyd_share
+        plan.iterations,
+        options.lloyd_steps,
+        options.lloyd_share,
+        default_lloyd_steps(plan.iterations, n_cols),
     )
     if releases != plan.releases:  # the plan and the run must price the same releases
         raise ArithmeticError("pe-lloyd release count does not match its plan")
@@ -325,11 +339,12 @@ def pe_lloyd(X: np.ndarray, k: int, **keywords: Unpack[PELloydKeywords]) -> Clus
     """Differentially private k-means centres of X by PE-means followed by noisy Lloyd steps;
     mu-GDP for the requested mu.
 
-    Arguments as for pe_means (`iterations` and `variations` are PE-means's T and L), plus
-    `lloyd_steps` (default 1) and `lloyd_share`, the share of mu^2 the Lloyd steps get (default
-    0.1, rounded to whole releases: see `lloyd_weight`) and `step_rule` (the clipping radius:
-    see `step_radii`). `progress(t, T + lloyd_steps)` is
-    called after each PE iteration and each Lloyd step.
+    Arguments as for pe_means (`iterations` and `variations` are PE-means's T and L; T's
+    default is capped: privclust.clustering.mechanisms.lloyd.iterations_cap), plus
+    `lloyd_steps` (default 1, or more from the capped T on: `default_lloyd_steps`) and
+    `lloyd_share`, the share of mu^2 the Lloyd steps get (default 0.1, rounded to whole
+    releases: see `lloyd_weight`) and `step_rule` (the clipping radius: see `step_radii`).
+    `progress(t, T + lloyd_steps)` is called after each PE iteration and each Lloyd step.
 
     Above PROJECT_ABOVE_DIM columns PE-means runs in a `projection_dim`-dimensional projection
     (default 16; T defaults to 14 there) and the clusters' noisy means lift its centres to the

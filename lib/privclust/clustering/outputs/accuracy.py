@@ -17,12 +17,15 @@ cluster of N~/k rows, read from the method's last release of that centre:
   (bench/accuracy.py), reported as basis "calibrated".
 Every figure is in the space the job clusters in (the columns' own units for a ball, the scaled
 space for per-column bounds) and is then put in each column's units and as a fraction of its
-declared range. It describes noise only: a method that lands in the wrong basin (two segments
-merged) is further off, which the bench records.
+declared range. It describes noise only: `centre_error` adds the error the method leaves (a
+segmentation that differs from a non-private one's: privclust.clustering.outputs.centre_error),
+before the run from public facts (`expected_accuracy`) and after it from released values
+(`result_accuracy`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,12 +39,20 @@ from privclust.clustering.mechanisms.grid import GRID_BITS, grid_sensitivity
 from privclust.clustering.mechanisms.lloyd import (
     count_multiplier,
     default_count_share,
+    default_lloyd_steps,
     joint_sensitivity,
     step_radius,
 )
 from privclust.clustering.mechanisms.projection import sum_weight_before_lloyd
+from privclust.clustering.outputs.centre_error import (
+    CentreError,
+    centre_error,
+    domain_spread,
+    loss_spread,
+)
 from privclust.clustering.run.options import DEFAULT_STEP_FRACTION
 from privclust.clustering.run.plan import RunPlan
+from privclust.clustering.run.result import ClusteringResult
 from privclust.clustering.run.summary_pricing import summary_sigmas
 
 # The measured ratio of the observed centre error to R sigma / n for the methods without a
@@ -85,16 +96,21 @@ class Space:
 
 @dataclass(frozen=True)
 class Accuracy:
-    """The expected accuracy of a planned job (see the module's docstring). `loss_se` and
-    `sizes_se` only with summaries: the loss's standard error taking its clip B at R^2 (the
-    released centres fix B between R^2 and 4R^2; typically 1-1.7 R^2), in the space the loss is
-    measured in, and the noise std of each noisy size."""
+    """The expected accuracy of a planned job (see the module's docstring): `centre_std` the
+    noise's share alone, `centre_error` the band that holds the error the method leaves too
+    (privclust.clustering.outputs.centre_error). `loss_se` and `sizes_se` only with
+    summaries: the loss's standard error taking its clip B at R^2 (the released centres fix B
+    between R^2 and 4R^2; typically 1-1.7 R^2), in the space the loss is measured in, and the
+    noise std of each noisy size."""
 
     centre_std: tuple[float, ...]
     centre_std_fraction: tuple[float, ...]
     loss_se: float | None
     sizes_se: float | None
     basis: str
+    centre_error: tuple[float, ...] = ()
+    centre_error_fraction: tuple[float, ...] = ()
+    spread_from: str = "domain"
 
     @property
     def worst_fraction(self) -> float:
@@ -123,6 +139,8 @@ def centre_noise(plan: RunPlan, space: Space) -> tuple[float, str]:
             weight = plan.releases - plan.iterations
             if plan.projection_dim is not None:  # its projected stage's counts and sums first
                 weight -= 1 + sum_weight_before_lloyd(plan.iterations)
+            else:  # the last of its default Lloyd steps: each priced alike
+                weight //= default_lloyd_steps(plan.iterations, d)
             weight = max(weight, 1)
         return step * joint * plan.sigma / math.sqrt(weight) / n, "final-mean-release"
     factor = CALIBRATED_FACTOR.get(plan.algorithm, max(CALIBRATED_FACTOR.values()))
@@ -137,15 +155,86 @@ def expected_accuracy(plan: RunPlan, space: Space) -> Accuracy:
         sizes_sigma, loss_sigma = summary_sigmas(plan.summary_mu)
         loss_se = space.radius**2 * loss_sigma / max(plan.n_rows, 1)
         sizes_se = sizes_sigma * Relation(plan.relation).count_sensitivity
+    noise = np.full(plan.n_cols, std)
     ranges = space.ranges
-    fractions = np.where(ranges > 0, std * space.units / np.where(ranges > 0, ranges, 1.0), 0.0)
+    fractions = np.where(ranges > 0, noise * space.units / np.where(ranges > 0, ranges, 1.0), 0.0)
+    spread = domain_spread(space.log_volume, plan.n_cols, plan.k)
+    band = centre_error(noise, spread, space.units, ranges, "domain")
     return Accuracy(
-        centre_std=tuple(float(v) for v in std * space.units),
+        centre_std=tuple(float(v) for v in noise * space.units),
         centre_std_fraction=tuple(float(v) for v in fractions),
         loss_se=loss_se,
         sizes_se=sizes_se,
         basis=basis,
+        centre_error=band.centre_error,
+        centre_error_fraction=band.centre_error_fraction,
+        spread_from=band.spread_from,
     )
+
+
+def plan_from(
+    source: object, *, n_rows: int, n_cols: int, relation: str, projection_dim: int | None
+) -> RunPlan:
+    """The public plan a run followed, from what it released (`source`: a result or a stored
+    job with its algorithm, k or centres, mu, epsilon, delta, sigma, releases, iterations and
+    summary_mu) and the public facts given, for the accuracy model."""
+    read = source.__getattribute__
+    return RunPlan(
+        algorithm=read("algorithm"),
+        n_rows=n_rows,
+        n_cols=n_cols,
+        k=int(read("k")) if hasattr(source, "k") else len(read("centers")),
+        mu=read("mu"),
+        epsilon=read("epsilon"),
+        delta=read("delta"),
+        sigma=read("sigma"),
+        releases=read("releases"),
+        iterations=read("iterations"),
+        variations=0,
+        population_size=0,
+        projection_dim=projection_dim,
+        progress_total=0,
+        relation=relation,
+        summary_mu=read("summary_mu"),
+    )
+
+
+def released_accuracy(
+    planned: Accuracy,
+    space: Space,
+    loss: float | None,
+    loss_se: float | None,
+) -> Accuracy:
+    """A result's accuracy from its released values: the planned noise, and the segmentation's
+    spread read from the released loss (in the clustering space) when there is one; without a
+    loss, the estimate's band from public facts."""
+    if loss is None:
+        return planned
+    n_cols = len(space.units)
+    units = np.where(space.units > 0, space.units, 1.0)
+    noise = np.asarray(planned.centre_std, dtype=np.float64) / units
+    spread = loss_spread(loss, loss_se, n_cols)
+    band: CentreError = centre_error(noise, spread, space.units, space.ranges, "loss")
+    return dataclasses.replace(
+        planned,
+        loss_se=loss_se,
+        centre_error=band.centre_error,
+        centre_error_fraction=band.centre_error_fraction,
+        spread_from=band.spread_from,
+    )
+
+
+def result_accuracy(result: ClusteringResult, space: Space) -> Accuracy:
+    """`released_accuracy` of a library run's result on a domain described by `space`."""
+    plan = plan_from(
+        result,
+        n_rows=result.n_public,
+        n_cols=np.shape(result.centers)[1],
+        relation=result.relation,
+        projection_dim=result.projection_dim,
+    )
+    planned = expected_accuracy(plan, space)
+    return released_accuracy(planned, space, result.loss, result.loss_se)
 
 
 def smallest_epsilon(

@@ -12,9 +12,15 @@ public (it follows from the plan's sigma, the declared domain and N~):
   seems to need, and every noisy figure pays for it (the noise scales with the domain). A
   centre whose noisy size is below noise is left out: its cluster may be empty and its
   position is then mostly noise, spread over the whole domain;
-- `sweep-inconclusive`: no two ks of a sweep have noisy losses further apart than noise alone
-  explains (`ks_told_apart`), so the sweep cannot tell its ks apart and suggests none;
-- `suggested-k-largest`: the suggestion is the largest k tried: the elbow may lie beyond it.
+- `sweep-inconclusive`: no larger k of a sweep has a noisy loss below a smaller k's by more
+  than noise alone explains (`ks_told_apart`), so the sweep cannot tell its ks apart and
+  suggests none;
+- `sweep-loss-rises`: a larger k has a noisy loss above a smaller k's by more than noise
+  explains (`loss_rises`). The k-means loss of the best k centres never rises with k, so such
+  losses measure the noise or a run that failed, not the data's structure: no k is suggested;
+- `suggested-k-largest`: the suggestion is the largest k tried: the elbow may lie beyond it;
+- `suggested-k-budget`: every suggestion reads noisy losses, so another budget (or another
+  sweep) may suggest another k.
 """
 
 from __future__ import annotations
@@ -120,12 +126,25 @@ def pair_threshold(n_losses: int) -> float:
 
 
 def ks_told_apart(losses: Sequence[float], ses: Sequence[float]) -> bool:
-    """Whether some two noisy losses differ by more than `pair_threshold` standard errors of
-    their difference: if the ks' true losses were all equal, noise alone would pass this
-    with a chance of at most SWEEP_FALSE_ALARM."""
+    """Whether the loss of some larger k (a later entry: losses in increasing order of k) is
+    below a smaller k's by more than `pair_threshold` standard errors of their difference: if
+    the ks' true losses were all equal, noise alone would pass this with a chance of at most
+    SWEEP_FALSE_ALARM."""
     z = pair_threshold(len(losses))
     return any(
-        abs(losses[i] - losses[j]) > z * math.hypot(ses[i], ses[j])
+        losses[i] - losses[j] > z * math.hypot(ses[i], ses[j])
+        for i, j in itertools.combinations(range(len(losses)), 2)
+    )
+
+
+def loss_rises(losses: Sequence[float], ses: Sequence[float]) -> bool:
+    """Whether the loss of some larger k (losses in increasing order of k) is above a smaller
+    k's by more than `pair_threshold` standard errors of their difference: the best loss never
+    rises with k, so this is the noise's (or a failed run's) doing, with a chance of at most
+    SWEEP_FALSE_ALARM when the true losses are equal."""
+    z = pair_threshold(len(losses))
+    return any(
+        losses[j] - losses[i] > z * math.hypot(ses[i], ses[j])
         for i, j in itertools.combinations(range(len(losses)), 2)
     )
 
@@ -133,8 +152,20 @@ def ks_told_apart(losses: Sequence[float], ses: Sequence[float]) -> bool:
 def sweep_warnings(
     ks: Sequence[int], losses: Sequence[float], ses: Sequence[float], suggested: int | None
 ) -> list[Caveat]:
-    """The notes of a finished sweep: why it suggests no k, or that its suggestion is its
-    largest k."""
+    """The notes of a finished sweep: why it suggests no k; or that its suggestion depends on
+    the budget, and when it is its largest k."""
+    order = sorted(range(len(ks)), key=lambda i: ks[i])
+    if suggested is None and loss_rises([losses[i] for i in order], [ses[i] for i in order]):
+        return [
+            Caveat(
+                "sweep-loss-rises",
+                "a larger k has a higher noisy loss than a smaller one, by more than noise alone "
+                f"explains ({pair_threshold(len(ks)):.2f} standard errors of their difference). "
+                "The best loss never rises with k, so these losses measure the noise (or a run "
+                "that failed), not the data: no k is suggested. A larger epsilon, more rows or "
+                "tighter declared bounds lower the noise.",
+            )
+        ]
     if suggested is None:
         spread = max(ses) if ses else 0.0
         return [
@@ -146,15 +177,23 @@ def sweep_warnings(
                 "larger epsilon, more rows or tighter declared bounds lower the noise.",
             )
         ]
+    notes = [
+        Caveat(
+            "suggested-k-budget",
+            f"the suggested k ({suggested}) is read from noisy losses: a sweep with another "
+            "budget, or the same one again, may suggest another k. Where the noise is small "
+            "next to the drops between ks it is stable.",
+        )
+    ]
     if len(ks) > 1 and suggested == max(ks):
-        return [
+        notes.append(
             Caveat(
                 "suggested-k-largest",
                 f"the suggested k ({suggested}) is the largest one tried: a larger k may lower "
                 "the loss further.",
             )
-        ]
-    return []
+        )
+    return notes
 
 
 def sizes_noise_std(summary_mu: float | None, relation: str) -> float | None:

@@ -109,11 +109,11 @@ def released_count(
 ) -> int:
     """A run's own noisy row count N~ = N + round(N(0, 1/count_mu^2)), released through the
     rows' door (a `RowCount` pass, sensitivity 1) from `rng`: max(N~, k), or with `check_k` N~
-    itself, a k above it refused (ClusteringInputError naming k; only this count was
-    released, and the refusal is a post-processing of it)."""
+    floored at 0 (as the service stores it), a k above it refused (ClusteringInputError naming
+    k; only this count was released, and the refusal is a post-processing of it)."""
     noises = (Gaussian(1.0, noise.count_sigma(count_mu)),)
     (released,) = rows.release(RowCount(), noises, rng)
-    n_tilde = int(released[0])
+    n_tilde = max(int(released[0]), 0)
     if not check_k:
         return max(n_tilde, k)
     if k > n_tilde:

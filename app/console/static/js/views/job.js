@@ -87,6 +87,7 @@ function details(job, ds, signal, draw) {
 function centresPicture(section, result, k, ds) {
   section.dataset.drawn = "true";
   const { centers, columns } = result;
+  const errors = result.accuracy?.centre_error ?? null;
   const d = columns.length;
   const options = (selected) => columns.map((c, i) => h("option", { value: String(i), selected: i === selected }, c));
   const kind = h("select", { name: "kind" },
@@ -108,28 +109,38 @@ function centresPicture(section, result, k, ds) {
       ? (ranges ? "Each axis spans its column's declared domain." : "Each axis spans the centres' own range.")
       : "";
     fitted(holder, (width) => (parallelView
-      ? parallel(centers, columns, title, ranges, width)
-      : scatter(centers, columns, Number(xCol.value), Number(yCol.value), title, width)));
+      ? parallel(centers, columns, title, ranges, width, errors)
+      : scatter(centers, columns, Number(xCol.value), Number(yCol.value), title, width, errors)));
   };
   for (const control of [kind, xCol, yCol]) control.addEventListener("change", redraw);
   section.replaceChildren(
     h("h2", { id: "centres-title" }, "Centres"),
-    h("p", { class: "muted" }, `${k} differentially private centres, in the data's original coordinates.`),
+    h("p", { class: "muted" }, `${k} differentially private centres, in the data's original coordinates.`,
+      errors ? " The bars span each centre's expected error: about 9 times in 10 a non-private k-means puts that centre within them (noise and segmentation together)." : ""),
     h("div", { class: "row" }, field("Picture", kind)),
     axes,
     holder,
     note,
     legend(centers.length),
-    h("details", {}, h("summary", {}, "Centres as numbers"), centresTable(centers, columns)),
+    h("details", {}, h("summary", {}, "Centres as numbers"), centresTable(centers, columns, errors)),
   );
   redraw();
 }
 
-function centresTable(centers, columns) {
+function centresTable(centers, columns, errors) {
+  const band = errors ? h("tr", { class: "muted" }, h("th", { scope: "row" }, "±"),
+    errors.map((e) => h("td", { class: "num" }, num(e, 2)))) : null;
   return h("div", { class: "scroll" }, h("table", { "aria-label": "Centres" },
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "#"), columns.map((c) => h("th", { scope: "col" }, c)))),
     h("tbody", {}, centers.map((c, i) => h("tr", {}, h("th", { scope: "row" }, String(i + 1)),
-      c.map((v) => h("td", { class: "num" }, num(v, 4))))))));
+      c.map((v, j) => h("td", { class: "num" }, errors ? withinError(v, errors[j]) : num(v, 4))))), band)));
+}
+
+/** A centre's coordinate to the digits its error supports: one digit finer than the band's first. */
+function withinError(v, e) {
+  if (!(e > 0)) return num(v, 4);
+  const exponent = Math.floor(Math.log10(e)) - 1;
+  return exponent >= 0 ? String(Math.round(v / 10 ** exponent) * 10 ** exponent) : v.toFixed(-exponent);
 }
 
 /**
