@@ -90,7 +90,8 @@ def test_serve_runs_the_readme_walkthrough_and_stops_cleanly(tmp_path: Path) -> 
             assert "Traceback" not in result.stderr
 
         # A job that cannot finish (the only worker is stopped): the poll gives up with a message.
-        (worker,) = [p for p in descendants(serve.pid) if "app.cli worker" in cmdline(p)]
+        # (`privclust worker` executes `python -m worker`, so that is the worker's command line.)
+        (worker,) = [p for p in descendants(serve.pid) if "-m worker" in cmdline(p)]
         os.kill(worker, signal.SIGSTOP)
         try:
             stuck = run_walkthrough(tmp_path, env, base, POLL_SECONDS="3")

@@ -103,7 +103,7 @@ def test_a_killed_worker_is_replaced_and_its_job_fails_charged(served: Served) -
     with served.client(owner_key) as owner, served.client(analyst_key) as analyst:
         dataset = _upload(owner, 20000, 8)
         long_job = running_long_job(analyst, dataset["id"], served.log)
-        worker = served.child("app.cli worker")
+        worker = served.child("-m worker")
         os.kill(worker, signal.SIGKILL)
         killed_at = time.monotonic()
 
@@ -116,7 +116,7 @@ def test_a_killed_worker_is_replaced_and_its_job_fails_charged(served: Served) -
             analyst, nxt.json()["id"], {"running", "succeeded", "failed"}, 30, served.log
         )
         assert taken["status"] != "failed", taken
-        assert served.child("app.cli worker") != worker
+        assert served.child("-m worker") != worker
 
         failed = wait_for_job(analyst, long_job["id"], {"failed", "succeeded"}, 60, served.log)
         assert failed["status"] == "failed" and "worker" in failed["error"], failed
