@@ -127,13 +127,8 @@ def _declared(new: NewDataset) -> ResolvedDomain:
 def enqueue(settings: Settings, dataset_id: uuid.UUID) -> None:
     """The import's RQ job, on the plain queue every worker reads (ids only; state lives in
     the database)."""
-    queue.get_queue(settings).enqueue_call(
-        func=TASK,
-        args=(str(dataset_id),),
-        job_id=rq_job_id(dataset_id),
-        timeout=settings.job_timeout_seconds,
-        result_ttl=0,
-        failure_ttl=7 * 24 * 3600,
+    queue.enqueue_task(
+        settings, queue.get_queue(settings), TASK, str(dataset_id), rq_job_id(dataset_id)
     )
 
 

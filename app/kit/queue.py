@@ -125,10 +125,17 @@ def enqueue_job(
     if queue is None and tenant is not None:
         queue = tenant_queue(settings, tenant)
         queue.connection.sadd(_known_queues_key(settings), queue.name)
-    (queue or get_queue(settings)).enqueue_call(
-        func=TASK,
-        args=(str(job_id),),
-        job_id=str(job_id),
+    enqueue_task(settings, queue or get_queue(settings), TASK, str(job_id), str(job_id))
+
+
+def enqueue_task(settings: Settings, queue: Queue, task: str, argument: str, rq_id: str) -> None:
+    """One task on `queue` under the deterministic RQ id `rq_id`, passed one id (never rows),
+    with the job time limit; RQ keeps no result (the database has the status) and keeps a
+    failure for a week."""
+    queue.enqueue_call(
+        func=task,
+        args=(argument,),
+        job_id=rq_id,
         timeout=settings.job_timeout_seconds,
         result_ttl=0,
         failure_ttl=7 * 24 * 3600,
