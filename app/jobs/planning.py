@@ -132,6 +132,7 @@ def _plan_run(
         dataset.n_cols,
         req.k,
         relation=count.relation,
+        contribution_bound=count.contribution_bound,
         algorithm=req.algorithm,
         epsilon=req.epsilon,
         delta=delta if req.epsilon is not None else None,
@@ -244,7 +245,14 @@ def still_as_charged(job: Job, count: datasets_service.PlanningCount, n_cols: in
     refused (and refunded: no noise yet) rather than run at a cost nobody was charged.
     """
     try:
-        plan = plan_run(count.n_rows, n_cols, job.k, relation=count.relation, **run_options(job))
+        plan = plan_run(
+            count.n_rows,
+            n_cols,
+            job.k,
+            relation=count.relation,
+            contribution_bound=count.contribution_bound,
+            **run_options(job),
+        )
     except ValueError:
         return False
     return (
@@ -261,7 +269,12 @@ def plan_mismatch(job: Job, dataset: Dataset) -> str | None:
     try:
         count = datasets_service.planning_count(dataset)
         plan = plan_run(
-            count.n_rows, dataset.n_cols, job.k, relation=count.relation, **run_options(job)
+            count.n_rows,
+            dataset.n_cols,
+            job.k,
+            relation=count.relation,
+            contribution_bound=count.contribution_bound,
+            **run_options(job),
         )
     except (ValueError, DatasetNotReady) as exc:
         return f"it cannot be planned: {exc}"

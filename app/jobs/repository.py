@@ -36,6 +36,7 @@ def job_and_context_for_tenant(
             Dataset.center,
             Dataset.radius,
             Dataset.count_public,
+            Dataset.table_spec,
         )
         .join(Dataset, Dataset.id == Job.dataset_id)
         .where(Job.id == job_id, Job.tenant == tenant)

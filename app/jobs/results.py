@@ -9,10 +9,12 @@ from typing import Any
 
 import numpy as np
 
+from app.datasets.table_terms import category_shares
 from app.models import Dataset, DomainKind, Job
 from privclust.clustering import Relation
 from privclust.clustering.data.scaling import ORIGINAL_SPACE, SCALED_SPACE
 from privclust.clustering.outputs.uncertainty import Caveat, figure_warnings, sizes_noise_std
+from privclust.tabular import TableSpec
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,8 @@ class ResultContext:
     lower: list[float]
     upper: list[float]
     relation: str
+    # The dataset's table terms (privclust.tabular.TableSpec.public(); None: a plain table).
+    table_spec: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, dataset: Dataset) -> ResultContext:
@@ -38,6 +42,7 @@ class ResultContext:
             dataset.center,
             dataset.radius,
             dataset.count_public,
+            dataset.table_spec,
         )
 
     @classmethod
@@ -50,6 +55,7 @@ class ResultContext:
         center: list[Any],
         radius: float,
         count_public: bool,
+        table_spec: dict[str, Any] | None = None,
     ) -> ResultContext:
         """From a dataset's columns as one query reads them (app.jobs.repository)."""
         box = kind == DomainKind.BOX and lower is not None and upper is not None
@@ -65,7 +71,19 @@ class ResultContext:
             lower=lo,
             upper=hi,
             relation=(Relation.REPLACE_ONE if count_public else Relation.ADD_REMOVE).value,
+            table_spec=table_spec,
         )
+
+
+def result_category_shares(
+    job: Job, context: ResultContext
+) -> list[dict[str, dict[str, float]]] | None:
+    """Each centre's share of each category of the dataset's categorical columns
+    (app.datasets.table_terms.category_shares: post-processing of the released centres)."""
+    if job.centers is None:
+        return None
+    spec = TableSpec.of(context.table_spec)
+    return category_shares([list(c) for c in job.centers], context.columns, spec)
 
 
 def sizes_se(job: Job, relation: str) -> float | None:

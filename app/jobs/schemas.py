@@ -8,7 +8,12 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.jobs.results import ResultContext, result_warnings, sizes_se
+from app.jobs.results import (
+    ResultContext,
+    result_category_shares,
+    result_warnings,
+    sizes_se,
+)
 from app.kit.schemas import JsonInt, ParamInt, RequestBody, coarse_time, from_attributes
 from app.ledger.schemas import Budget, RefusedBy
 from app.models import Job, JobStatus, Role
@@ -206,6 +211,12 @@ class JobResult(BaseModel):
         description="With summaries: the standard deviation of the noise on each size.",
     )
     loss_space: LossSpace = Field(default="original", description=LOSS_SPACE)
+    category_shares: list[dict[str, dict[str, float]]] | None = Field(
+        default=None,
+        description="With categorical columns: per centre, `{column: {category: share}}`, the "
+        "centre's one-hot coordinates clipped to [0, 1] and renormalised (post-processing of "
+        "the released centre).",
+    )
     warnings: list[FigureWarning] = Field(
         default_factory=list,
         description="Where a noisy figure is not informative: `loss-not-informative`, "
@@ -241,6 +252,7 @@ class JobOut(BaseModel):
                 columns=context.columns,
                 sizes_se=sizes_se(job, context.relation),
                 loss_space=context.loss_space,
+                category_shares=result_category_shares(job, context),
                 warnings=[FigureWarning.of(w) for w in result_warnings(job, context)],
             )
         progress = Progress(
