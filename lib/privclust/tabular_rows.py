@@ -107,8 +107,8 @@ class TableShaper:
             at = int(np.flatnonzero(codes == -2)[0])
             row = first + at
             raise TableError(
-                f"{self._where(row)}, column {column!r}: {str(values[at])[:40]!r} is not one of "
-                "the declared categories.",
+                f"{self._where(row)}, column {column!r}: the value is not one of the declared "
+                'categories (missing="reject"; declare it, or missing="drop-row" or "fill").',
                 field="categories",
                 code="undeclared-category",
                 row=row,

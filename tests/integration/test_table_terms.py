@@ -155,3 +155,55 @@ def test_a_npy_with_nan_is_filled_by_the_declared_policy(client, keys) -> None:
     )
     assert ds["n_cols"] == 2 and ds["missing"] == "fill" and ds["fill"] == {"x0": 1.5}
     assert ds["table_counts"]["rows_filled"] == 40
+
+
+@pytest.fixture
+def lake_settings(settings, tmp_path, monkeypatch):
+    """The tests' settings, with imports allowed from a local `lake` folder."""
+    from app.kit.config import get_settings
+
+    monkeypatch.setenv("PRIVCLUST_IMPORT_SOURCES", str(tmp_path / "lake"))
+    get_settings.cache_clear()
+    return get_settings()
+
+
+def test_an_import_takes_the_same_table_terms(lake_settings, keys, tmp_path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from app.main import create_app
+    from worker.imports import run_import
+
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    units = [f"u{i // 5}" for i in range(300)]  # 60 units of 5 rows, kept to 2 each
+    plan = [["basic", "premium", None][i % 3] for i in range(300)]
+    amount = [float(i % 7) if i % 11 else None for i in range(300)]
+    table = pa.table({"who": units, "amount": amount, "plan": plan})
+    pq.write_table(table, lake / "part-0.parquet")
+    form = {
+        "name": "lake",
+        "epsilon": "2",
+        "delta": "1e-6",
+        "source": str(lake),
+        "lower": "[0]",
+        "upper": "[10]",
+        "privacy_unit": "who",
+        "max_rows_per_unit": "2",
+        "missing": "fill",
+        "categories": json.dumps({"plan": ["basic", "premium"]}),
+    }
+    with TestClient(create_app(lake_settings)) as client:
+        r = client.post(
+            "/v1/datasets",
+            headers=auth(keys["owner"]),
+            files={k: (None, v) for k, v in form.items()},
+        )
+        assert r.status_code == 202, r.text
+        assert run_import(r.json()["id"]) == "ready"
+        ds = client.get(f"/v1/datasets/{r.json()['id']}", headers=auth(keys["owner"])).json()
+    assert ds["columns"] == ["amount", "plan=basic", "plan=premium"]
+    assert (ds["n_rows"], ds["privacy_unit"], ds["max_rows_per_unit"]) == (120, "who", 2)
+    assert ds["domain"]["lower"] == [0.0, 0.0, 0.0] and ds["domain"]["upper"] == [10.0, 5.0, 5.0]
+    assert ds["table_counts"]["rows_dropped_unit_bound"] == 180
+    assert ds["table_counts"]["rows_filled"] > 0

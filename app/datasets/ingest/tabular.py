@@ -11,7 +11,7 @@ until the end, when each unit keeps at most m of them, chosen with the secure ge
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,6 +24,7 @@ from app.datasets.ingest.checks import binary_row, select_columns
 from app.datasets.ingest.csv import read_csv_header
 from app.datasets.ingest.parquet import check_numeric, open_parquet
 from app.datasets.ingest.reader import RowSink, Upload
+from app.datasets.ingest.source import SourceFile, opened_source
 from app.kit.errors import InvalidParameter, UploadError
 from privclust.privacy.noise import secure_generator
 from privclust.tabular import TableError, TableSpec, check_columns
@@ -267,6 +268,43 @@ class _NpySink:
     def append(self, block: npt.NDArray[np.float64]) -> None:
         self.shaping.put(Block(block, {}, None, self.first))
         self.first += block.shape[0]
+
+
+def import_table(
+    files: list[SourceFile],
+    wanted: list[str] | None,
+    table: TableIngest,
+    writer: RowSink,
+    progress: Callable[[float], None],
+    check_file: Callable[[str], None],
+) -> list[str]:
+    """An import's Parquet files read, shaped and stored as `ingest_table` does an upload's
+    (rows counted from 1 across the source's files); return the stored columns' names."""
+    shaping = _Shaping(writer, table)
+    stored: list[str] | None = None
+    total, done = sum(f.size for f in files) or 1, 0
+    first = 1
+    try:
+        for file in files:
+            check_file(file.url)
+            with opened_source(file) as parquet:
+                numeric, text, read = _roles(table.spec, list(parquet.schema_arrow.names), wanted)
+                check_numeric(parquet.schema_arrow, numeric, f"In {file.name}: ")
+                if stored is None:
+                    stored = shaping.begin(numeric)
+                for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, columns=read):
+                    shaping.put(_block(batch, numeric, text, table.spec.privacy_unit, first))
+                    first += batch.num_rows
+            done += file.size
+            progress(done / total)
+        shaping.finish()
+    except TableError as exc:
+        raise table_error(exc) from None
+    except pa.ArrowException as exc:
+        raise UploadError(f"The source cannot be read ({type(exc).__name__}).") from None
+    if stored is None:
+        raise UploadError("The source has no rows.", code="empty-dataset")
+    return stored
 
 
 def csv_row(row: int) -> str:
