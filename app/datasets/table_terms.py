@@ -23,6 +23,19 @@ from privclust.tabular_rows import ShapeCounts
 ROW_UNIT = "row"
 
 
+def protects(spec: TableSpec) -> str:
+    """What a job's mu protects on a dataset of these terms, in words (the estimate says it)."""
+    if spec.privacy_unit is None:
+        return (
+            "one row, not one person: a person with r rows in this dataset is protected only "
+            "at r times this mu (declare privacy_unit at upload to protect people)"
+        )
+    return (
+        f"all the rows of one {spec.privacy_unit!r} (at most {spec.max_rows_per_unit} kept per "
+        "unit): this mu is per unit, and every release carries that many times a row's noise"
+    )
+
+
 def _json_object(raw: str | None, field: str) -> dict[str, Any]:
     if raw is None or raw.strip() == "":
         return {}

@@ -13,6 +13,7 @@ from typing import Any
 
 from app.datasets import service as datasets_service
 from app.datasets.domain import accuracy_space
+from app.datasets.table_terms import protects
 from app.kit.errors import DatasetNotReady, InvalidParameter
 from app.kit.query import body_digest
 from app.models import Dataset, Job
@@ -25,6 +26,7 @@ from privclust.clustering import (
 )
 from privclust.clustering.outputs.accuracy import Accuracy, expected_accuracy, smallest_epsilon
 from privclust.privacy import gdp
+from privclust.tabular import TableSpec
 
 MAX_K = 10_000
 
@@ -71,6 +73,8 @@ class JobPlan:
     summary_mu: float | None = None
     # What the job's releases let one expect of its centres (and summaries), from public facts.
     accuracy: Accuracy | None = None
+    # What its mu protects: one row, or one unit's rows (app.datasets.table_terms.protects).
+    protects: str = ""
 
 
 def privacy_error(exc: gdp.PrivacyParameterError) -> InvalidParameter:
@@ -120,7 +124,8 @@ def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
             field = "epsilon"
         raise InvalidParameter(str(exc), field=_FIELDS.get(field, field)) from exc
     accuracy = expected_accuracy(run, accuracy_space(dataset))
-    return _job_plan(req, run, epsilon, delta, accuracy)
+    spec = TableSpec.of(dataset.table_spec)
+    return replace(_job_plan(req, run, epsilon, delta, accuracy), protects=protects(spec))
 
 
 def _plan_run(

@@ -274,6 +274,10 @@ class Estimate(BaseModel):
     algorithm: AlgorithmName
     privacy: Privacy
     accuracy: Accuracy = Field(description="What to expect of the job's centres and summaries.")
+    protects: str = Field(
+        description="What the job's mu protects, in words: one row (not one person) unless the "
+        "dataset declared a privacy unit, else all the rows of one unit."
+    )
     admissible: bool = Field(description="Whether the job would be admitted now.")
     budget: Budget = Field(description="The budget now.")
     budget_after: Budget = Field(description="The budget if the job were admitted now.")

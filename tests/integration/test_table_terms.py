@@ -81,12 +81,15 @@ def test_a_unit_is_charged_m_times_a_row_by_the_estimate(client, keys) -> None:
     # Every row its own unit: nothing is refused, everything is released, at the unit's cost.
     assert by_unit["n_cols"] == 1 and by_unit["table_counts"]["rows_dropped_unit_bound"] == 0
     body = {"k": 2, "epsilon": 1.0, "algorithm": "pe-means"}
-    plans = [
+    estimates = [
         client.post(
             f"/v1/datasets/{d['id']}/jobs/estimate", headers=auth(keys["analyst"]), json=body
-        ).json()["privacy"]
+        ).json()
         for d in (by_row, by_unit)
     ]
+    assert estimates[0]["protects"].startswith("one row, not one person")
+    assert estimates[1]["protects"].startswith("all the rows of one 'id' (at most 5")
+    plans = [e["privacy"] for e in estimates]
     assert plans[0]["mu"] == plans[1]["mu"]
     assert plans[1]["sigma"] == pytest.approx(5 * plans[0]["sigma"], rel=1e-6)
 
