@@ -8,7 +8,6 @@ is public, like the domain, except what the ingest counted (`owner_counts`).
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import replace
 from typing import Any
 
@@ -129,26 +128,3 @@ def owner_counts(counts: ShapeCounts, spec: TableSpec) -> dict[str, int] | None:
     if spec.plain:
         return None
     return {name: int(value) for name, value in vars(counts).items()}
-
-
-def category_shares(
-    centres: list[list[float]], columns: list[str], spec: TableSpec
-) -> list[dict[str, dict[str, float]]] | None:
-    """Per centre, each categorical column's share of each category: the centre's one-hot
-    coordinates (in the columns' own units) clipped to [0, 1] and renormalised; uniform where
-    they all clip to 0. Post-processing of the released centres."""
-    if not spec.categories:
-        return None
-    index = {name: j for j, name in enumerate(columns)}
-    out: list[dict[str, dict[str, float]]] = []
-    for centre in centres:
-        shares: dict[str, dict[str, float]] = {}
-        for column, values in spec.categories.items():
-            raw = [min(max(float(centre[index[f"{column}={v}"]]), 0.0), 1.0) for v in values]
-            total = math.fsum(raw)
-            shares[column] = {
-                v: (r / total if total > 0 else 1.0 / len(values))
-                for v, r in zip(values, raw, strict=True)
-            }
-        out.append(shares)
-    return out

@@ -9,12 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from app.datasets.table_terms import category_shares
 from app.models import Dataset, DomainKind, Job
 from privclust.clustering import Relation
 from privclust.clustering.data.scaling import ORIGINAL_SPACE, SCALED_SPACE
 from privclust.clustering.outputs.uncertainty import Caveat, figure_warnings, sizes_noise_std
-from privclust.tabular import TableSpec
+from privclust.tabular import TableSpec, category_shares
 
 
 @dataclass(frozen=True)

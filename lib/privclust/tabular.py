@@ -177,3 +177,29 @@ def check_columns(spec: TableSpec, names: Sequence[str], data: Sequence[str]) ->
     if not numeric and not spec.categories:
         raise TableError("no data columns are left", field="columns")
     return numeric
+
+
+def category_shares(
+    centres: Sequence[Sequence[float]], columns: Sequence[str], spec: TableSpec
+) -> list[dict[str, dict[str, float]]] | None:
+    """Per centre, each categorical column's share of each category: the centre's one-hot
+    coordinates (in the columns' own units) clipped to [0, 1] and renormalised; uniform where
+    they all clip to 0. Post-processing of released centres (None without categories)."""
+    if not spec.categories:
+        return None
+    index = {name: j for j, name in enumerate(columns)}
+    out: list[dict[str, dict[str, float]]] = []
+    for centre in centres:
+        shares: dict[str, dict[str, float]] = {}
+        for column, values in spec.categories.items():
+            raw = [
+                min(max(float(centre[index[f"{column}{ONE_HOT_SEPARATOR}{v}"]]), 0.0), 1.0)
+                for v in values
+            ]
+            total = math.fsum(raw)
+            shares[column] = {
+                v: (r / total if total > 0 else 1.0 / len(values))
+                for v, r in zip(values, raw, strict=True)
+            }
+        out.append(shares)
+    return out
