@@ -162,9 +162,21 @@ def _opentelemetry() -> TelemetryConfig:
     return {"tracing": on, "metrics": on, "logs": on}
 
 
+_ROUTERS = (
+    health.router,
+    metrics.router,
+    keys.router,
+    keys.me_router,
+    datasets.router,
+    ledger_endpoints.router,
+    key_endpoints.router,
+    jobs.router,
+    sweeps.router,
+)
+
+
 def create_app(settings: Settings | None = None, clock: Clock | None = None) -> FastAPI:
-    """The API. `clock` is what time it is for paces (app.kit.clock): the wall clock unless a
-    test gives its own."""
+    """The API; `clock` tells the time for paces (app.kit.clock): the wall clock by default."""
     settings = settings or get_settings()
 
     @asynccontextmanager
@@ -204,24 +216,14 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.cors_origins,
-            allow_methods=["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
+            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"],
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
-            expose_headers=["Idempotent-Replayed"],
+            expose_headers=["Idempotent-Replayed", "X-Next-Cursor"],
             max_age=600,
         )
     # Outermost, so its latency includes the upload gate and CORS.
     app.add_middleware(HttpMetrics, metrics=app.state.metrics)
-    for router in (
-        health.router,
-        metrics.router,
-        keys.router,
-        keys.me_router,
-        datasets.router,
-        ledger_endpoints.router,
-        key_endpoints.router,
-        jobs.router,
-        sweeps.router,
-    ):
+    for router in _ROUTERS:
         app.include_router(router)
     app.mount("/console", console.static_app(), name="console")
     _polish_openapi(app)

@@ -6,6 +6,9 @@ object storage holds them (app.datasets.storage); then the same job runs
 - in process: the partitions read into one working copy (the RQ worker without a cluster);
 - on a LocalCluster of `--workers` worker processes (one thread each): every pass a map over
   the partitions, summed here.
+The cluster's engine is the service's: its cache planned from the workers' memory limits
+(app.kit.cluster.fit_cache), and its waits given up after 60 s with no worker able to run a task
+(app.kit.cluster_watch), so a run that outgrows the workers ends instead of waiting for ever.
 It prints wall time, the peak RSS of this process and of each Dask worker process, and whether
 both runs released the same centres from the same seeded generator (they must: the passes'
 statistics are exact). The cluster runs first, so this process's peak in its row is the
@@ -28,6 +31,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from app.datasets.storage.rows import RowPartition
+from app.kit.cluster import fit_cache
+from app.kit.cluster_watch import ClusterWatch
 from privclust.clustering import cluster
 from privclust.clustering.data.rows import PartitionedTable
 from privclust.distributed import DaskEngine
@@ -118,7 +123,9 @@ def main() -> None:
                 ) as lc,
                 Client(lc) as client,
             ):
-                engine = DaskEngine(client)
+                engine = DaskEngine(client, wait=ClusterWatch(client, stall_seconds=60))
+                fit_cache(engine, parts, D)
+                print(f"cache per worker: {engine.cache_bytes >> 20} MiB", flush=True)
                 t = time.perf_counter()
                 there = cluster(
                     PartitionedTable(parts, D, engine),

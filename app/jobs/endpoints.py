@@ -138,10 +138,7 @@ def jobs_get(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOut:
 @router.get(
     "/jobs/{job_id}/centres",
     response_model=list[CentreRow],
-    responses={
-        **table_responses("One row per released centre."),
-        **responses(401, 403, 404, 409, 422),
-    },
+    responses=table_responses("One row per released centre.", 401, 403, 404, 409, 422),
     summary="A succeeded job's centres as a flat table (JSON rows or CSV), for dashboards",
 )
 def jobs_centres(

@@ -15,7 +15,7 @@ from app.jobs.results import (
     sizes_se,
 )
 from app.kit.schemas import JsonInt, ParamInt, RequestBody, coarse_time, from_attributes
-from app.ledger.schemas import Budget, RefusedBy
+from app.ledger.schemas import Budget, KeyPricing
 from app.models import Job, JobStatus, Role
 from privclust.clustering import Algorithm
 from privclust.clustering.auto import describe_auto
@@ -270,7 +270,7 @@ class JobOut(BaseModel):
         )
 
 
-class Estimate(BaseModel):
+class Estimate(KeyPricing):
     algorithm: AlgorithmName
     privacy: Privacy
     accuracy: Accuracy = Field(description="What to expect of the job's centres and summaries.")
@@ -281,17 +281,6 @@ class Estimate(BaseModel):
     admissible: bool = Field(description="Whether the job would be admitted now.")
     budget: Budget = Field(description="The budget now.")
     budget_after: Budget = Field(description="The budget if the job were admitted now.")
-    refused_by: RefusedBy | None = Field(
-        default=None,
-        description="When not admissible: the limit that would refuse it (`dataset`: the "
-        "dataset's cap; `key`: your key's cap; `dataset-pace` or `key-pace`: a pace).",
-    )
-    key_budget: Budget | None = Field(
-        default=None, description="Your key's cap on the dataset now, if it has one."
-    )
-    key_budget_after: Budget | None = Field(
-        default=None, description="Your key's cap if this were admitted now (what it leaves)."
-    )
 
 
 class CentreRow(BaseModel):

@@ -24,8 +24,15 @@ _lock = threading.Lock()
 _clients: dict[str, Any] = {}
 
 
-# A task holds about this many copies of its partition at once (read, prepared, temporaries).
-TASK_COPIES = 4
+# What a worker process holds besides the run's cache and tasks (Python, NumPy, Dask, Arrow).
+WORKER_BASE_BYTES = 256 << 20
+# A task holds about this many copies of its partition at once (read, prepared, temporaries):
+# on 10,000,000 x 16 in 1,048,576-row partitions, hdpe-means' workers (one thread, 2 GiB) peaked
+# at 1,749 MB with a 512 MiB cache (bench/RESULTS.md), about 7 partitions above the base.
+TASK_COPIES = 7
+# The share of a worker's memory limit that the base, the tasks and the cache may use: Dask's
+# own spill target (its pause threshold is 0.8).
+WORKER_MEMORY_SHARE = 0.6
 # How long /readyz and a metrics scrape wait for the Dask scheduler's answer.
 CLUSTER_PROBE_SECONDS = 2.0
 # How often a job that waits for a running worker at its start asks the scheduler again.
@@ -138,8 +145,9 @@ def wait_for_running_worker(client: Any, seconds: float) -> WorkerView:
 
 def fit_cache(engine: Engine, partitions: Sequence[Partition], n_cols: int) -> None:
     """Keep no more of a run's prepared rows in a worker's memory than fits beside its tasks:
-    at most a quarter of the smallest worker's memory limit, and at most half of it less what
-    its threads' tasks hold at once (TASK_COPIES of the largest partition each)."""
+    within WORKER_MEMORY_SHARE of the smallest worker's memory limit, less the process's base
+    and what its threads' tasks hold at once (TASK_COPIES of the largest partition each); the
+    rest of the run's partitions go to the worker's disk."""
     from privclust.distributed import DaskEngine
 
     if not isinstance(engine, DaskEngine):
@@ -148,14 +156,21 @@ def fit_cache(engine: Engine, partitions: Sequence[Partition], n_cols: int) -> N
         view = scheduler_view(engine.client)
     except Exception:  # the stall watch will say what is wrong with the scheduler
         return
-    if view.memory_limit is None:  # no limit set on the workers: the setting stands
-        return
     largest = max(int(p.n_rows) for p in partitions) * n_cols * 8
-    working = view.threads * TASK_COPIES * largest
-    fits = max(0, min(view.memory_limit // 4, view.memory_limit // 2 - working))
+    fits = cache_that_fits(view, largest, engine.cache_bytes)
     if fits < engine.cache_bytes:
         log.info("cache of %d MiB per worker (its memory limit allows no more)", fits >> 20)
         engine.cache_bytes = fits
+
+
+def cache_that_fits(view: WorkerView, largest_partition_bytes: int, wanted: int) -> int:
+    """The bytes of prepared rows a worker may keep (see `fit_cache`); `wanted` when the
+    workers have no memory limit."""
+    if view.memory_limit is None:
+        return wanted
+    working = view.threads * TASK_COPIES * largest_partition_bytes
+    fits = int(view.memory_limit * WORKER_MEMORY_SHARE) - WORKER_BASE_BYTES - working
+    return max(0, min(wanted, fits))
 
 
 def drop_dead_runs(client: Any, keep: KeepRuns) -> list[str]:

@@ -162,7 +162,7 @@ class Settings(BaseSettings):
         ge=0,
         description="Prepared partitions each Dask worker process keeps for a running job's "
         "later passes, in MiB (0: read every partition from storage at every pass). At most "
-        "a quarter of the smallest worker's memory limit, less what its tasks need.",
+        "what fits in 60% of the smallest worker's memory limit beside its tasks.",
     )
     dask_stall_seconds: float = Field(
         default=120.0,

@@ -17,6 +17,8 @@ from fastapi import Query, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 
+from app.kit.problems import responses
+
 CSV_MEDIA_TYPE = "text/csv"
 
 TableFormat = Annotated[
@@ -71,11 +73,13 @@ def table_response(
     return JSONResponse(jsonable_encoder(data), headers=sent)
 
 
-def table_responses(description: str) -> dict[int | str, dict[str, Any]]:
-    """The OpenAPI of a table's 200: JSON rows (the route's response_model) or CSV."""
+def table_responses(description: str, *statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI `responses=` of a table's route: its 200 as JSON rows (the route's
+    response_model) or CSV, and the problems it can return (app.kit.problems.responses)."""
     return {
         200: {
             "description": description,
             "content": {CSV_MEDIA_TYPE: {"schema": {"type": "string"}}},
-        }
+        },
+        **responses(*statuses),
     }

@@ -154,10 +154,9 @@ def ledger_get(
 @router.get(
     "/{dataset_id}/ledger/table",
     response_model=list[LedgerEntryOut],
-    responses={
-        **table_responses("The entries as flat rows; `X-Next-Cursor` continues the table."),
-        **responses(401, 403, 404, 422),
-    },
+    responses=table_responses(
+        "The entries as flat rows; `X-Next-Cursor` continues the table.", 401, 403, 404, 422
+    ),
     summary="The ledger as a flat table (JSON rows or CSV), for dashboards",
 )
 def ledger_table(

@@ -6,12 +6,12 @@ import uuid
 
 from fastapi import APIRouter, Request, Response
 
-from app.datasets import service as datasets_service
 from app.keys.auth import TenantKey, require
 from app.kit.deps import ClockDep, SessionDep, UnitOfWorkRoute
 from app.kit.problems import responses
 from app.kit.tables import TableFormat, table_response, table_responses
 from app.ledger import key_caps
+from app.ledger import service as ledger
 from app.ledger.schemas import KeyBudgetOut, KeyBudgetRow, KeyCapPut
 from app.models import Role
 
@@ -36,7 +36,7 @@ def budget_key_put(
     fit both this cap and the dataset's (409 `key-budget-exceeded` names the key's cap and
     what is left of it). What the key already spent counts; the cap can never go below it."""
     require(key, Role.OWNER)
-    dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
+    dataset = ledger.tenant_dataset(session, dataset_id, key.tenant)
     view = key_caps.set_key_cap(session, dataset, key_id, body.setting(), key.id, clock.now())
     return KeyBudgetOut.of(view)
 
@@ -50,7 +50,7 @@ def budget_key_get(
     dataset_id: uuid.UUID, key_id: uuid.UUID, session: SessionDep, key: TenantKey, clock: ClockDep
 ) -> KeyBudgetOut:
     """The key's cap on the dataset, what its jobs spent and what is left (404 without a cap)."""
-    dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
+    dataset = ledger.tenant_dataset(session, dataset_id, key.tenant)
     return KeyBudgetOut.of(key_caps.key_cap(session, dataset, key_id, clock.now()))
 
 
@@ -65,17 +65,16 @@ def budget_key_delete(
     """Lift the key's cap (and its pace): it shares what the dataset has left again (the
     dataset's cap still holds). Answers with the cap as it was."""
     require(key, Role.OWNER)
-    dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
+    dataset = ledger.tenant_dataset(session, dataset_id, key.tenant)
     return KeyBudgetOut.of(key_caps.lift_key_cap(session, dataset, key_id, clock.now()))
 
 
 @router.get(
     "/{dataset_id}/budget/keys",
     response_model=list[KeyBudgetRow],
-    responses={
-        **table_responses("One row per capped key: its cap, spend, what is left, its pace."),
-        **responses(401, 403, 404, 422),
-    },
+    responses=table_responses(
+        "One row per capped key: its cap, spend, what is left, its pace.", 401, 403, 404, 422
+    ),
     summary="Every capped key's budget as a flat table (JSON rows or CSV), for dashboards",
 )
 def budget_keys_table(
@@ -87,6 +86,6 @@ def budget_keys_table(
     fmt: TableFormat = None,
 ) -> Response:
     """Reading spends nothing."""
-    dataset = datasets_service.get_dataset(session, dataset_id, key.tenant)
+    dataset = ledger.tenant_dataset(session, dataset_id, key.tenant)
     rows = [key_caps.as_dict(v) for v in key_caps.key_caps(session, dataset, clock.now())]
     return table_response(request, fmt, rows, list(KeyBudgetRow.model_fields))

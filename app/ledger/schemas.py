@@ -52,6 +52,23 @@ class Budget(BaseModel):
         return None if view is None else cls.of(view)
 
 
+class KeyPricing(BaseModel):
+    """What an estimate adds for the limits beyond the dataset's cap: which would refuse, and
+    the asking key's cap before and after."""
+
+    refused_by: RefusedBy | None = Field(
+        default=None,
+        description="When not admissible: the limit that would refuse it (`dataset`: the "
+        "dataset's cap; `key`: your key's cap; `dataset-pace` or `key-pace`: a pace).",
+    )
+    key_budget: Budget | None = Field(
+        default=None, description="Your key's cap on the dataset now, if it has one."
+    )
+    key_budget_after: Budget | None = Field(
+        default=None, description="Your key's cap if this were admitted now (what it leaves)."
+    )
+
+
 class BudgetDetail(Budget):
     """The budget with its pace and each capped key's cap and spend (the budget's own view)."""
 

@@ -1,9 +1,10 @@
 """The per-dataset privacy budget ledger: admission, commit, refund and cap changes.
 
 The ledger is append-only and hash-chained (app.ledger.chain): the audit trail. Reads and
-admissions use the dataset's running budget (app.ledger.state.RunningBudget), which `_append`
-moves, with the chain's head, in the same transaction as each entry, and only it appends
-entries. `privclust ledger verify` (app.ledger.verify) replays, follows the chain and compares.
+admissions use the dataset's running budget (app.ledger.state.RunningBudget), which the
+functions here move, with the chain's head, in the same transaction as each entry they append
+(app.ledger.entries.append), and only they append entries. `privclust ledger verify`
+(app.ledger.verify) replays, follows the chain and compares.
 Jobs, and the noisy row count released at upload, spend mu (Gaussian DP); the dataset's delta
 is fixed by its cap, and releases compose as sqrt(sum mu_i^2).
 """
@@ -15,7 +16,6 @@ import re
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -23,8 +23,9 @@ from app.kit import repository as kit_repo
 from app.kit.clock import SYSTEM_CLOCK
 from app.kit.db.session import IMMEDIATE
 from app.kit.errors import Conflict, InvalidParameter, NotFound
-from app.ledger import chain, limits
+from app.ledger import limits
 from app.ledger import repository as repo
+from app.ledger.entries import append, dataset_entry, job_entry
 from app.ledger.repository import EntryFilter
 from app.ledger.state import BudgetView, LedgerState, RunningBudget, budget_view, new_row, replay
 from app.models import Dataset, DatasetBudget, Job, LedgerEntry, LedgerKind
@@ -116,25 +117,6 @@ def _locked_budget(session: Session, dataset_id: uuid.UUID) -> DatasetBudget:
     return row
 
 
-def _append(
-    session: Session, row: DatasetBudget, entry: LedgerEntry, moved: RunningBudget | None = None
-) -> None:
-    """Append `entry` to its dataset's ledger and hash chain, moving the running budget to
-    `moved` in the same transaction (None: an audit entry, which leaves it as it is).
-
-    The caller holds the budget's lock (`row`, from `_locked_budget`, or a row not yet
-    committed), so the entries of one dataset are appended one at a time and each one's
-    `prev_hash` is the hash of the entry before it."""
-    if moved is not None:
-        moved.write_to(row)
-    row.updated_at = entry.created_at = kit_repo.now()
-    entry.prev_hash = row.last_hash
-    entry.entry_hash = chain.seal(row.last_hash, entry, RunningBudget.of_row(row))
-    row.last_hash = entry.entry_hash
-    kit_repo.add(session, entry)
-    session.flush()  # the row's new head is written before anything reads the row again
-
-
 def open_dataset_budget(
     session: Session, dataset: Dataset, actor: uuid.UUID | None, *, with_count: bool = True
 ) -> None:
@@ -147,10 +129,10 @@ def open_dataset_budget(
     opened = RunningBudget(mu_cap=dataset.mu_cap)
     cap = {"mu": dataset.mu_cap, "epsilon": dataset.epsilon, "delta": dataset.delta}
     entry = dataset_entry(dataset.id, LedgerKind.CAP, actor, "initial budget", **cap)
-    _append(session, row, entry, opened)
+    append(session, row, entry, opened)
     if dataset.count_mu is not None and with_count:
         entry = _count_entry(dataset, actor, "noisy row count released at upload")
-        _append(session, row, entry, opened.released(dataset.count_mu))
+        append(session, row, entry, opened.released(dataset.count_mu))
 
 
 def _count_entry(dataset: Dataset, actor: uuid.UUID | None, note: str) -> LedgerEntry:
@@ -172,7 +154,7 @@ def charge_count(session: Session, dataset: Dataset, actor: uuid.UUID | None) ->
     mu = dataset.count_mu
     refuse_unless_admissible(dataset, current, mu, f"the noisy row count needs mu={mu:.6g}")
     entry = _count_entry(dataset, actor, "noisy row count released at import")
-    _append(session, row, entry, current.released(mu))
+    append(session, row, entry, current.released(mu))
 
 
 # session.info key: (the transaction, {dataset id: its row}) of the budget locks it holds.
@@ -244,7 +226,7 @@ def reserve(
     # is then chained over the budget as moved.
     limits.charge(held, job.mu)
     entry = job_entry(job, LedgerKind.RESERVE, _charge_note(job), actor, **release_cost(job))
-    _append(session, held.row, entry)
+    append(session, held.row, entry)
     return job
 
 
@@ -278,7 +260,7 @@ def commit(session: Session, job: Job) -> None:
     row = _locked_budget(session, job.dataset_id)
     current = RunningBudget.of_row(row)
     entry = job_entry(job, LedgerKind.COMMIT, mu=job.mu, sigma=job.sigma, releases=job.releases)
-    _append(session, row, entry, None if reserved is None else current.committed(reserved))
+    append(session, row, entry, None if reserved is None else current.committed(reserved))
 
 
 def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None) -> None:
@@ -293,7 +275,7 @@ def refund(session: Session, job: Job, note: str, actor: uuid.UUID | None = None
     limits.move_key(session, job.dataset_id, job.created_by, "refunded", reserved)
     row = _locked_budget(session, job.dataset_id)
     entry = job_entry(job, LedgerKind.REFUND, note, actor, mu=job.mu)
-    _append(session, row, entry, RunningBudget.of_row(row).refunded(reserved))
+    append(session, row, entry, RunningBudget.of_row(row).refunded(reserved))
 
 
 def record(
@@ -307,30 +289,7 @@ def record(
     is chained like every entry, under the budget's lock (taken last, as every writer does)."""
     if kind not in (LedgerKind.SUCCEEDED, LedgerKind.FAILED, LedgerKind.CANCELLED):
         raise ValueError(f"{kind!r} changes the budget; it is not an audit-only entry")
-    _append(session, _locked_budget(session, job.dataset_id), job_entry(job, kind, note, actor))
-
-
-def job_entry(
-    job: Job,
-    kind: LedgerKind | str,
-    note: str | None = None,
-    actor: uuid.UUID | None = None,
-    **cost: Any,
-) -> LedgerEntry:
-    """An entry about `job` (on its dataset, under its sweep if any), with the part of its
-    cost the kind records (`cost`: mu, sigma, releases, epsilon, delta)."""
-    return dataset_entry(
-        job.dataset_id, kind, actor, note, job_id=job.id, sweep_id=job.sweep_id, **cost
-    )
-
-
-def dataset_entry(
-    dataset_id: uuid.UUID, kind: LedgerKind | str, actor: uuid.UUID | None, note: str | None,
-    **columns: Any,
-) -> LedgerEntry:  # fmt: skip
-    """An entry on a dataset's ledger; `columns` are the rest of its columns (the job and
-    sweep it is about, and what it costs)."""
-    return LedgerEntry(dataset_id=dataset_id, kind=kind, actor_key_id=actor, note=note, **columns)
+    append(session, _locked_budget(session, job.dataset_id), job_entry(job, kind, note, actor))
 
 
 def check_cap(epsilon: float, delta: float) -> float:
@@ -409,5 +368,5 @@ def change_cap(
     dataset.epsilon, dataset.delta, dataset.mu_cap = epsilon, delta, mu_cap
     cap = {"mu": mu_cap, "epsilon": epsilon, "delta": delta}
     entry = dataset_entry(dataset_id, LedgerKind.CAP, actor, "cap changed by owner", **cap)
-    _append(session, row, entry, capped)
+    append(session, row, entry, capped)
     return dataset

@@ -9,9 +9,10 @@
   and each scrape sums. Without it (an app in a test) values live in memory in this process.
 - `privclust_build_info` says which version answers.
 
-Nothing here is a row's content. Budget figures are labelled by tenant; nothing is labelled by
-dataset or job. Upload bytes grow with the exact row counts of uploads, which analysts must not
-learn, so the endpoint is for admin keys only (docs/operations.md).
+Nothing here is a row's content. Budget figures are labelled by tenant (a capped key's also by
+its key id); nothing is labelled by dataset or job. Upload bytes grow with the exact row counts
+of uploads, which analysts must not learn, so the endpoint is for admin keys only
+(docs/operations.md).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
-from app.models import Dataset, Job, JobStatus, LedgerEntry, LedgerKind
+from app.models import Dataset, Job, JobStatus, KeyBudget, LedgerEntry, LedgerKind
 from app.models import DatasetBudget as RunningBudget
 
 
@@ -112,4 +112,17 @@ def dataset_budgets(session: Session) -> list[DatasetBudget]:
     return [
         DatasetBudget(str(t), bool(stored), float(cap), float(Fraction(s)), float(Fraction(r)))
         for t, stored, cap, s, r in rows
+    ]
+
+
+def key_budgets_left(session: Session) -> list[tuple[str, str, float]]:
+    """(tenant, key id, mu left) for every key cap: sqrt(cap^2 - spent^2 - reserved^2) of the
+    key's running budget on one dataset, floored at 0."""
+    rows = session.execute(
+        select(Dataset.tenant, KeyBudget.key_id, KeyBudget.mu_cap, KeyBudget.spent_sq,
+               KeyBudget.reserved_sq).join(Dataset, Dataset.id == KeyBudget.dataset_id)
+    ).all()  # fmt: skip
+    return [
+        (str(t), str(k), max(0.0, float(cap) ** 2 - float(Fraction(s) + Fraction(r))) ** 0.5)
+        for t, k, cap, s, r in rows
     ]

@@ -128,6 +128,7 @@ class StateCollector(Collector):
             active, deleted = repo.dataset_counts(session)
             budgets = repo.dataset_budgets(session)
             oldest = repo.oldest_jobs(session)
+            keys_left = repo.key_budgets_left(session)
             session.rollback()
         yield _jobs(counts)
         yield _oldest(*oldest)
@@ -149,6 +150,7 @@ class StateCollector(Collector):
         datasets.add_metric(["deleted"], deleted)
         yield datasets
         yield from _budgets(budgets)
+        yield _key_budgets(keys_left)
 
 
 def _jobs(rows: Sequence[tuple[str, str, int]]) -> Metric:
@@ -228,6 +230,22 @@ def _budgets(budgets: list[repo.DatasetBudget]) -> Iterator[Metric]:
         for tenant in sorted(values):
             family.add_metric([tenant], values[tenant])
         yield family
+
+
+def _key_budgets(keys_left: Sequence[tuple[str, str, float]]) -> Metric:
+    """Per capped key: the least mu any of its caps leaves (a key capped on several datasets is
+    first stopped by the cap with the least left)."""
+    least: dict[tuple[str, str], float] = {}
+    for tenant, key, left in keys_left:
+        least[tenant, key] = min(left, least.get((tenant, key), math.inf))
+    family = GaugeMetricFamily(
+        "privclust_key_budget_mu_remaining",
+        "Mu a capped API key may still spend: the least left under any of its caps per dataset",
+        labels=["tenant", "key_id"],
+    )
+    for (tenant, key), left in sorted(least.items()):
+        family.add_metric([tenant, key], left)
+    return family
 
 
 def _read_or_down(

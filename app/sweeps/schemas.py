@@ -21,7 +21,7 @@ from app.jobs.schemas import (
     StatusName,
 )
 from app.kit.schemas import RequestBody, from_attributes, integral
-from app.ledger.schemas import Budget, RefusedBy
+from app.ledger.schemas import Budget, KeyPricing
 from app.models import Job, JobStatus, Sweep
 from privclust.clustering import Algorithm
 
@@ -66,23 +66,12 @@ class SweepJobEstimate(BaseModel):
     accuracy: Accuracy = Field(description="What to expect of this job's centres and loss.")
 
 
-class SweepEstimate(BaseModel):
+class SweepEstimate(KeyPricing):
     privacy: SweepPrivacy
     jobs: list[SweepJobEstimate] = Field(description="Each job's plan, in increasing k.")
     admissible: bool = Field(description="Whether the whole sweep would be admitted now.")
     budget: Budget = Field(description="The budget now.")
     budget_after: Budget = Field(description="The budget if the sweep were admitted now.")
-    refused_by: RefusedBy | None = Field(
-        default=None,
-        description="When not admissible: the limit that would refuse it (`dataset`: the "
-        "dataset's cap; `key`: your key's cap; `dataset-pace` or `key-pace`: a pace).",
-    )
-    key_budget: Budget | None = Field(
-        default=None, description="Your key's cap on the dataset now, if it has one."
-    )
-    key_budget_after: Budget | None = Field(
-        default=None, description="Your key's cap if this were admitted now (what it leaves)."
-    )
 
 
 class SweepPoint(BaseModel):

@@ -25,6 +25,7 @@ from privclust.clustering import Algorithm, suggest_k
 from privclust.clustering.data.scaling import ORIGINAL_SPACE
 from privclust.clustering.outputs.uncertainty import Caveat, sweep_warnings
 from privclust.clustering.run.summary_pricing import SWEEP_SUMMARY_FRACTION
+from privclust.clustering.sweeps import plan_sweep as plan_sweep_split
 from privclust.privacy import gdp
 
 MAX_KS = 32
@@ -76,7 +77,7 @@ def plan_sweep(dataset: Dataset, req: SweepRequest) -> SweepPlan:
         else:
             total = gdp.mu_from_epsilon_delta(req.epsilon, delta)  # type: ignore[arg-type]
             epsilon = float(req.epsilon)  # type: ignore[arg-type]
-        job_mu = gdp.equal_share(total, len(req.ks))
+        job_mu = plan_sweep_split(total, len(req.ks)).job_mu
     except gdp.PrivacyParameterError as exc:
         raise jobs_service.privacy_error(exc) from exc
     plans = []

@@ -29,15 +29,9 @@ from __future__ import annotations
 
 import ctypes
 import io
-import os
 import pickle
-import tempfile
-import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import cloudpickle
@@ -52,15 +46,12 @@ from privclust.clustering.data.rows import (
     Statistic,
     add_totals,
 )
+from privclust.worker_cache import CACHE, DEFAULT_LEASE_SECONDS, RunRows
 
 # Per worker process: the prepared partitions of the runs in progress, newest last.
 DEFAULT_CACHE_BYTES = 512 << 20
 # Partitions whose per-row outputs (the owner's labels) are in flight at once.
 _LABELS_IN_FLIGHT = 4
-# A worker drops a run's cached partitions once no task has read them for this long.
-DEFAULT_LEASE_SECONDS = 600.0
-# How often a worker process looks for runs whose lease ran out.
-_REAP_EVERY_SECONDS = 30.0
 
 # Waits until every future of a pass is done (or raises to end the run).
 Wait = Callable[[Sequence[Any]], None]
@@ -85,121 +76,6 @@ class _NoGenerators(cloudpickle.Pickler):
 def check_no_generator(statistic: object) -> None:
     """Refuse a statistic that holds a random generator (anywhere inside it)."""
     _NoGenerators(io.BytesIO(), protocol=pickle.HIGHEST_PROTOCOL).dump(statistic)
-
-
-@dataclass(frozen=True)
-class _RunRows:
-    """What every task of a run reads: its partitions' preparation, the run's cache key, and
-    how much of its prepared rows a worker keeps (`cache_bytes` in memory; the rest, with
-    `spill`, on the worker's local disk)."""
-
-    run: str
-    reading: Reading
-    cache_bytes: int
-    spill: bool = True
-    lease_seconds: float = DEFAULT_LEASE_SECONDS
-
-
-class _PartCache:
-    """A worker process's prepared partitions, by (run, partition index).
-
-    A run's passes read every partition in turn, so an LRU smaller than the run would miss
-    every time: partitions are kept in memory while they fit under the run's `cache_bytes` and
-    never evicted for newer ones; the others are written once to the worker's local directory
-    as prepared .npy files and read back at later passes (read, not memory-mapped, so a
-    process's resident memory stays at one partition). Both are dropped when the run ends
-    (`drop`), or when no task has read the run for its lease (`reap`, every
-    _REAP_EVERY_SECONDS in a thread of the worker process); a worker that dies takes its memory
-    with it and Dask removes its directory."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.lock = threading.Lock()
-        self.parts: dict[tuple[str, int], Part] = {}
-        self.spilled: dict[tuple[str, int], Path] = {}
-        self.clock = clock
-        # Per run: (when a task last read it, its lease in seconds).
-        self.leases: dict[str, tuple[float, float]] = {}
-        self.reaper: threading.Thread | None = None
-
-    def get(self, run: _RunRows, index: int, partition: Partition) -> Part:
-        key = (run.run, index)
-        with self.lock:
-            self.leases[run.run] = (self.clock(), run.lease_seconds)
-            part = self.parts.get(key)
-            path = self.spilled.get(key)
-        if part is not None:
-            return part
-        if path is not None and path.exists():
-            return Part(np.load(path, allow_pickle=False))
-        part = Part(run.reading.prepare(partition.read()))
-        with self.lock:
-            held = sum(p.points.nbytes for k, p in self.parts.items() if k[0] == run.run)
-            if held + part.points.nbytes <= run.cache_bytes:
-                self.parts[key] = part
-                return part
-        if run.spill:
-            self._spill(key, part.points)
-        return part
-
-    def _spill(self, key: tuple[str, int], points: np.ndarray) -> None:
-        path = _local_directory() / f"privclust-{key[0]}-{key[1]}.npy"
-        partial = path.with_suffix(".part")
-        with open(partial, "wb") as f:
-            np.save(f, points, allow_pickle=False)
-        os.replace(partial, path)
-        with self.lock:
-            self.spilled[key] = path
-
-    def drop(self, run: str) -> int:
-        with self.lock:
-            self.leases.pop(run, None)
-            keys = [key for key in self.parts if key[0] == run]
-            for key in keys:
-                del self.parts[key]
-            files = [key for key in self.spilled if key[0] == run]
-            for key in files:
-                self.spilled.pop(key).unlink(missing_ok=True)
-        return len(keys) + len(files)
-
-    def runs(self) -> set[str]:
-        """The runs this process holds partitions of (in memory or spilled)."""
-        with self.lock:
-            return {key[0] for key in self.parts} | {key[0] for key in self.spilled}
-
-    def reap(self) -> list[str]:
-        """Drop every run whose lease ran out; the runs dropped."""
-        now = self.clock()
-        with self.lock:
-            expired = [run for run, (at, lease) in self.leases.items() if now - at > lease]
-        for run in expired:
-            self.drop(run)
-        return expired
-
-    def start_reaper(self) -> None:
-        """Reap in a daemon thread of this process from now on (once per process)."""
-        with self.lock:
-            if self.reaper is not None:
-                return
-            self.reaper = threading.Thread(target=self._reap_forever, daemon=True)
-        self.reaper.start()
-
-    def _reap_forever(self) -> None:
-        while True:
-            time.sleep(_REAP_EVERY_SECONDS)
-            self.reap()
-
-
-def _local_directory() -> Path:
-    """The Dask worker's own scratch directory (this process's temporary one elsewhere)."""
-    try:
-        from dask.distributed import get_worker
-
-        return Path(get_worker().local_directory)
-    except (ImportError, ValueError):
-        return Path(tempfile.gettempdir())
-
-
-_CACHE = _PartCache()
 
 
 # glibc's malloc options (mallopt): the trim and memory-map thresholds.
@@ -232,13 +108,13 @@ def _tune_malloc() -> None:
 
 
 def _partition_total(
-    index: int, partition: Partition, run: _RunRows, statistic: Statistic
+    index: int, partition: Partition, run: RunRows, statistic: Statistic
 ) -> tuple[np.ndarray, ...]:
     """On a worker: one partition's exact statistic."""
     _tune_malloc()
     if run.cache_bytes > 0 or run.spill:
-        _CACHE.start_reaper()
-    return statistic(_CACHE.get(run, index, partition))
+        CACHE.start_reaper()
+    return statistic(CACHE.get(run, index, partition))
 
 
 def _partition_rows(partition: Partition, reading: Reading, per_row: PerRow) -> np.ndarray:
@@ -262,11 +138,11 @@ def _done(futures: Sequence[Any]) -> None:
 
 
 def _cached_runs() -> list[str]:
-    return sorted(_CACHE.runs())
+    return sorted(CACHE.runs())
 
 
 def _drop_runs(runs: Sequence[str]) -> int:
-    return sum(_CACHE.drop(run) for run in runs)
+    return sum(CACHE.drop(run) for run in runs)
 
 
 def cached_runs(client: Any) -> dict[str, list[str]]:
@@ -301,7 +177,7 @@ class DaskRows(Rows):
         # No cache at all (0, no spill): every pass reads every partition from storage again.
         # The run is named after its owner, so that the owner's next run can tell a dead one.
         name = f"{engine.owner}.{uuid.uuid4().hex}"
-        self.run = _RunRows(name, reading, cache_bytes, spill, engine.lease_seconds)
+        self.run = RunRows(name, reading, cache_bytes, spill, engine.lease_seconds)
 
     def _placement(self) -> list[str | None]:
         """A worker for each partition (any other may take it): the same one at every pass,

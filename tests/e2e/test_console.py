@@ -114,8 +114,16 @@ def test_console_budget_ledger_costs_charts_and_roles(
         expect(legend).to_contain_text("Reserved")
         expect(legend).to_contain_text("Spent")
         expect(page.locator(".budget .composition")).to_contain_text("add in squares")
+        # Beside the gauge: the pace (none yet) and the key caps, and what the cap guarantees.
+        expect(page.get_by_label("Pace and key caps")).to_contain_text("lifetime guarantee")
+        expect(page.get_by_role("heading", name="Spending per key")).to_be_visible()
         with stack.client(owner_key) as api:
             ds = api.get("/v1/datasets").json()["items"][0]
+            # A cap on the owner's own key, wider than the dataset's: the price says what a job
+            # leaves of it.
+            me = api.get("/v1/me").json()["id"]
+            cap = api.put(f"/v1/datasets/{ds['id']}/budget/keys/{me}", json={"mu": 50.0})
+            assert cap.status_code == 200, cap.text
         b = ds["budget"]
         remaining = round(100 * b["mu_remaining"] ** 2 / b["mu_cap"] ** 2)
         assert gauge.get_attribute("aria-valuenow") == str(remaining)
@@ -131,6 +139,7 @@ def test_console_budget_ledger_costs_charts_and_roles(
         expect(preview).to_contain_text("This job would cost ε 2")
         expect(preview).to_contain_text("of the budget")
         expect(preview.get_by_role("meter", name="Budget after this job")).to_be_visible()
+        expect(preview).to_contain_text("of your key's cap")
         expect(preview).not_to_contain_text("null")
         page.get_by_label("Private summaries: also release").check()
         expect(preview).to_contain_text("goes to the private summaries")

@@ -211,7 +211,7 @@ def test_main_job_through_the_generated_client(stack: Stack, generated: Loader) 
         assert gaps.max() < 1.0, (gaps, centers)
 
         budget = budget_get.sync(ds.id, client=analyst)
-        assert isinstance(budget, models.Budget)
+        assert isinstance(budget, models.BudgetDetail) and budget.keys == []
         assert budget.mu_spent == pytest.approx(math.hypot(ds.count_mu, job.privacy.mu))
         assert budget.mu_reserved == 0.0 and budget.jobs == 1
         ledger = ledger_get.sync(ds.id, client=analyst)
@@ -236,6 +236,33 @@ def test_main_job_through_the_generated_client(stack: Stack, generated: Loader) 
         assert problem["mu_requested"] > problem["mu_remaining"]
         after = budget_get.sync(ds.id, client=analyst)
         assert (after.mu_spent, after.mu_reserved, after.jobs) == (budget.mu_spent, 0.0, 1)
+    _tables_and_key_caps(load, stack, owner_key, analyst_key, ds, job)
+
+
+def _tables_and_key_caps(
+    load: Loader, stack: Stack, owner_key: str, analyst_key: str, ds: Any, job: Any
+) -> None:
+    """The key-cap operations and the flat tables (JSON rows), through the generated client."""
+    models = load("models")
+    with _connect(load, stack, analyst_key) as analyst:
+        me = load("api.keys.keys_me").sync(client=analyst)
+        rows = load("api.jobs.jobs_centres").sync(job.id, client=analyst)
+        assert [r.centre for r in rows] == [0, 1, 2]
+        assert [[r["x"], r["y"]] for r in rows] == job.result.centers
+        entries = load("api.budget.ledger_table").sync(ds.id, client=analyst, key_id=me.id)
+        assert [e.kind.value for e in entries] == ["reserve"]
+    with _connect(load, stack, owner_key) as owner:
+        cap = models.KeyCapPut(mu=1.0, pace=models.PaceIn(period=models.PaceInPeriod.DAY, mu=0.5))
+        put = load("api.budget.budget_key_put").sync(ds.id, me.id, client=owner, body=cap)
+        assert isinstance(put, models.KeyBudgetOut) and put.jobs == 1
+        assert put.pace.period.value == "day" and put.mu_spent > 0
+        got = load("api.budget.budget_key_get").sync(ds.id, me.id, client=owner)
+        assert got.mu_remaining == put.mu_remaining
+        (row,) = load("api.budget.budget_keys_table").sync(ds.id, client=owner)
+        assert (row.key_id, row.mu_remaining, row.pace_mu) == (me.id, put.mu_remaining, 0.5)
+        lifted = load("api.budget.budget_key_delete").sync(ds.id, me.id, client=owner)
+        assert lifted.key_id == me.id
+        assert load("api.budget.budget_get").sync(ds.id, client=owner).keys == []
 
 
 def test_error_responses_parse_into_the_generated_problem_model(

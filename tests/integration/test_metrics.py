@@ -206,6 +206,28 @@ def test_budget_figures_by_tenant(client: TestClient, keys, settings: Settings) 
     assert value(s, "privclust_budget_mu_reserved", tenant="other") == 0
 
 
+def test_a_capped_keys_remaining_budget_is_its_least_left(client: TestClient, keys) -> None:
+    owner, analyst = auth(keys["owner"]), auth(keys["analyst"])
+    me = client.get("/v1/me", headers=analyst).json()["id"]
+    datasets = [
+        uploaded(client, keys["owner"], csv_bytes(np.zeros((50, 2))), epsilon=4)["id"]
+        for _ in range(2)
+    ]
+    for dataset, cap in zip(datasets, (1.0, 0.6), strict=True):
+        path = f"/v1/datasets/{dataset}/budget/keys/{me}"
+        assert client.put(path, headers=owner, json={"mu": cap}).status_code == 200
+    job = {"k": 2, "mu": 0.8}
+    assert client.post(f"/v1/datasets/{datasets[0]}/jobs", headers=analyst, json=job).is_success
+    s = scrape(client, keys["admin"])
+    left = value(s, "privclust_key_budget_mu_remaining", tenant="acme", key_id=me)
+    assert left == pytest.approx(0.6)  # each cap leaves 0.6: sqrt(1 - 0.8^2), and 0.6 untouched
+    job = {"k": 2, "mu": 0.5}
+    assert client.post(f"/v1/datasets/{datasets[1]}/jobs", headers=analyst, json=job).is_success
+    s = scrape(client, keys["admin"])
+    left = value(s, "privclust_key_budget_mu_remaining", tenant="acme", key_id=me)
+    assert left == pytest.approx(math.sqrt(0.36 - 0.25))
+
+
 def test_live_workers_come_from_rqs_worker_registry(
     client: TestClient, keys, tmp_path: Path
 ) -> None:

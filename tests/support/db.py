@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -74,17 +75,11 @@ def make_dataset(
 
 
 def admit(
-    session: Session,
-    dataset_id: uuid.UUID,
-    req: jobs_service.JobRequest,
-    idempotency_key: str | None = None,
-    *,
-    actor: uuid.UUID | None = None,
-    clock: Clock = SYSTEM_CLOCK,
+    session: Session, dataset_id: uuid.UUID, req: jobs_service.JobRequest, *args: Any, **kw: Any
 ) -> tuple[uuid.UUID, bool] | None:
-    """One admission exactly as the API does it (by `actor`'s key, at `clock`'s time). None
+    """One admission exactly as the API does it (the arguments of `admit_or_refusal`). None
     when a budget refuses (`admit_or_refusal` says which)."""
-    admitted = admit_or_refusal(session, dataset_id, req, idempotency_key, actor=actor, clock=clock)
+    admitted = admit_or_refusal(session, dataset_id, req, *args, **kw)
     return None if isinstance(admitted, BudgetExceeded) else admitted
 
 
@@ -97,7 +92,8 @@ def admit_or_refusal(
     actor: uuid.UUID | None = None,
     clock: Clock = SYSTEM_CLOCK,
 ) -> tuple[uuid.UUID, bool] | BudgetExceeded:
-    """`admit`, with the refusal (the dataset's cap, a key's cap or a pace) when refused."""
+    """One admission exactly as the API does it, by `actor`'s key at `clock`'s time: (the job's
+    id, created), or the refusal (the dataset's cap, a key's cap or a pace)."""
     dataset = session.get(Dataset, dataset_id)
     assert dataset is not None
     ledger.begin_budget_transaction(session)

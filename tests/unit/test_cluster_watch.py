@@ -7,17 +7,17 @@ import numpy as np
 
 from app.kit.cluster_watch import worker_view
 from privclust.clustering.data.rows import Reading
-from privclust.distributed import _PartCache, _RunRows
+from privclust.worker_cache import PartCache, RunRows
 from tests.support.dask import Block
 
 
-def _identity(*statuses: str, executing: int = 0) -> dict:
+def _identity(*statuses: str, executing: int = 0, threads: int = 2) -> dict:
     return {
         "workers": {
             f"tcp://w{i}": {
                 "status": status,
                 "memory_limit": 2 << 30,
-                "nthreads": 2,
+                "nthreads": threads,
                 "metrics": {"task_counts": {"executing": executing}},
             }
             for i, status in enumerate(statuses)
@@ -52,12 +52,12 @@ class _Clock:
 
 def test_a_worker_drops_a_run_that_no_task_has_read_for_its_lease() -> None:
     clock = _Clock()
-    cache = _PartCache(clock)
+    cache = PartCache(clock)
     reading = Reading(radius=10.0, center=None)
     rows = np.arange(40, dtype=np.float64).reshape(20, 2)
     # Room for one partition of each run in memory: the other is spilled to disk.
-    dead = _RunRows("job-a.1", reading, cache_bytes=160, spill=True, lease_seconds=60)
-    live = _RunRows("job-b.1", reading, cache_bytes=160, spill=True, lease_seconds=60)
+    dead = RunRows("job-a.1", reading, cache_bytes=160, spill=True, lease_seconds=60)
+    live = RunRows("job-b.1", reading, cache_bytes=160, spill=True, lease_seconds=60)
     for i in range(2):
         cache.get(dead, i, Block(rows[10 * i : 10 * i + 10]))
     spilled = list(cache.spilled.values())
@@ -69,3 +69,23 @@ def test_a_worker_drops_a_run_that_no_task_has_read_for_its_lease() -> None:
     assert cache.runs() == {"job-b.1"} and not spilled[0].exists()
     clock.now = 111.0
     assert cache.reap() == ["job-b.1"] and cache.runs() == set()
+
+
+def test_the_cache_fits_beside_the_tasks_in_the_smallest_workers_memory() -> None:
+    from app.kit.cluster import WORKER_BASE_BYTES, cache_that_fits
+
+    mib, gib = 1 << 20, 1 << 30
+    budget = int(0.6 * 2 * gib) - WORKER_BASE_BYTES  # 2 GiB workers, Dask's spill target
+    one_thread = worker_view(_identity("running", "running", threads=1))
+    # 1,000,000 x 16 float64 partitions (122 MiB): a task holds 7 copies.
+    partition = 1_000_000 * 16 * 8
+    assert cache_that_fits(one_thread, partition, 512 * mib) == budget - 7 * partition
+    assert 100 * mib < budget - 7 * partition < 128 * mib
+    # Two threads: two tasks' copies, and no room left for a cache (the rows go to disk).
+    two_threads = worker_view(_identity("running", "running", threads=2))
+    assert cache_that_fits(two_threads, partition, 512 * mib) == 0
+    # Small partitions: never more than asked for.
+    assert cache_that_fits(one_thread, mib, 100 * mib) == 100 * mib
+    assert cache_that_fits(one_thread, mib, 4 * gib) == budget - 7 * mib
+    no_limit = worker_view({"workers": {"tcp://w": {"status": "running", "nthreads": 1}}})
+    assert cache_that_fits(no_limit, partition, 512 * mib) == 512 * mib

@@ -12,7 +12,9 @@ from privclust.clustering import ClusteringInputError, cluster, plan_run, sugges
 from privclust.clustering.data import rows
 from privclust.clustering.outputs import summaries as sm
 from privclust.clustering.run import summary_pricing as pricing
-from privclust.privacy.gdp import equal_share, mu_from_epsilon_delta
+from privclust.clustering.sweeps import plan_sweep
+from privclust.privacy.gdp import equal_share, mu_from_epsilon_delta, remaining_after
+from privclust.privacy.noise import COUNT_MU_FRACTION
 from tests.support.clustering import ReleaseLog
 from tests.support.data import blobs
 from tests.support.metrics import kmeans_loss
@@ -301,6 +303,17 @@ def test_a_summary_share_needs_summaries() -> None:
         rng=np.random.default_rng(0),
     )
     assert result.summary_mu == pytest.approx(0.5, rel=1e-15)
+
+
+def test_a_sweeps_split_is_one_plan_for_the_library_and_the_service() -> None:
+    # A public count: m equal shares of the whole mu.
+    public = plan_sweep(1.0, 4)
+    assert (public.mu, public.count_mu, public.job_mu) == (1.0, None, equal_share(1.0, 4))
+    # A library sweep's own count first, then m equal shares of the rest; all within mu.
+    own = plan_sweep(1.0, 4, own_count=True)
+    assert own.count_mu == COUNT_MU_FRACTION
+    assert own.job_mu == equal_share(remaining_after(1.0, COUNT_MU_FRACTION), 4)
+    assert math.sqrt(4 * own.job_mu**2 + own.count_mu**2) <= 1.0
 
 
 def test_a_sweep_checks_every_k_before_drawing_noise(log: ReleaseLog) -> None:

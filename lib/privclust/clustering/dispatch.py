@@ -173,14 +173,23 @@ def cluster_box(
 
 
 def cluster_options(X: Rowset, k: int, options: Options) -> ClusteringResult:
-    """`cluster` with its arguments as one Options; with a contribution bound m, run at the
-    per-row mu / m and say the unit's mu (privclust.clustering.units)."""
+    """`cluster` with its arguments as one Options: the centres (`_centres`), then, with
+    summaries, their sizes and loss (`_with_summaries`), one after the other; with a
+    contribution bound m, run at the per-row mu / m and say the unit's mu
+    (privclust.clustering.units)."""
     if options.contribution_bound != 1:
         return as_charged(cluster_options(X, k, per_row_options(options)), options)
     if options.summaries:
         return _with_summaries(X, k, options)
     if options.summary_fraction is not None:
         raise ClusteringInputError("summary_fraction", "summary_fraction needs summaries=True")
+    return _centres(X, k, options)
+
+
+def _centres(X: Rowset, k: int, options: Options) -> ClusteringResult:
+    """The centres of a run without summaries: the method the caller named, or the one "auto"
+    chooses from the public count (a library call under add/remove neighbours without one
+    first releases its own: `_auto_with_own_count`)."""
     n_rows, n_cols = data_shape(X)
     check_domain(options.radius, options.center, n_cols)  # before any noise, the count's too
     replace_one = options.relation == Relation.REPLACE_ONE
@@ -217,8 +226,8 @@ def _auto_with_own_count(
     validate everything with a stand-in count (no noise drawn yet), release N~ as
     runner.plan_for_rows would, then run the choice on what is left of the mu."""
     k = check_integer("k", k, 1)
-    plan_options(k, n_cols, k, options)
-    job_mu, job_epsilon, job_delta = resolve_privacy(options.epsilon, options.delta, options.mu)
+    stand_in = plan_options(k, n_cols, k, options)  # every argument checked, the budget resolved
+    job_mu, job_epsilon, job_delta = stand_in.mu, stand_in.epsilon, stand_in.delta
     count_mu = noise.COUNT_MU_FRACTION * job_mu
     n_tilde = released_count(n_rows, k, count_mu, noise.job_generator(options.rng), options.check_k)
     method = METHODS[resolve_algorithm(Algorithm.AUTO, n_cols, n_rows=n_tilde, k=k, mu=job_mu)]
@@ -250,7 +259,7 @@ def _with_summaries(X: Rowset, k: int, options: Options) -> ClusteringResult:
     count = n_rows if replace_one else max(int(options.n_public or k), 1)
     chosen = resolve_algorithm(options.algorithm, n_cols, n_rows=count, k=k, mu=job_mu)
     known_count = options.n_public is not None or replace_one
-    result = cluster_options(
+    result = _centres(
         X,
         k,
         dataclasses.replace(

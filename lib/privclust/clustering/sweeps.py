@@ -92,6 +92,26 @@ class SweepResult:
         return sweep_warnings(self.ks, losses, ses, self.suggested_k)
 
 
+@dataclass(frozen=True)
+class SweepSplit:
+    """A sweep's budget split: the whole sweep's `mu`, the part its own noisy row count spends
+    (`count_mu`: a library sweep without a public count; None otherwise), and each run's equal
+    share of the rest, `job_mu` (mu / sqrt(m) for m runs, rounded down)."""
+
+    mu: float
+    count_mu: float | None
+    job_mu: float
+
+
+def plan_sweep(mu: float, runs: int, *, own_count: bool = False) -> SweepSplit:
+    """How a sweep of `runs` summarised runs splits `mu`: the library's sweep and the service's
+    sweeps both split it here. With `own_count`, COUNT_MU_FRACTION of mu goes to the sweep's
+    own noisy row count first, shared by every run."""
+    count_mu = noise.COUNT_MU_FRACTION * mu if own_count else None
+    rest = mu if count_mu is None else remaining_after(mu, count_mu)
+    return SweepSplit(mu=mu, count_mu=count_mu, job_mu=equal_share(rest, runs))
+
+
 def check_ks(ks: Sequence[object]) -> tuple[int, ...]:
     """Distinct integers k >= 1, in increasing order (at least two, at most 32)."""
     values = [check_integer("k", k, 1) for k in ks]
@@ -148,15 +168,17 @@ def sweep(
             summaries=True,
             **{name: options[name] for name in PLANNED_OPTIONS if name in options},
         )
-    count_mu = None
-    budget = total_mu
-    if relation != Relation.REPLACE_ONE and n_public is None:
-        count_mu = noise.COUNT_MU_FRACTION * total_mu
+    own_count = relation != Relation.REPLACE_ONE and n_public is None
+    split = plan_sweep(total_mu, len(values), own_count=own_count)
+    if split.count_mu is not None:
         n_public = released_count(
-            n_rows, max(values), count_mu, noise.job_generator(rng), options.get("check_k", False)
+            n_rows,
+            max(values),
+            split.count_mu,
+            noise.job_generator(rng),
+            options.get("check_k", False),
         )
-        budget = remaining_after(total_mu, count_mu)
-    job_mu = equal_share(budget, len(values))
+    job_mu = split.job_mu
     results = tuple(
         cluster(
             X,
@@ -172,7 +194,7 @@ def sweep(
         )
         for k in values
     )
-    return _swept(values, results, total_mu, job_mu, count_mu)
+    return _swept(values, results, total_mu, job_mu, split.count_mu)
 
 
 def _stand_in_count(k: int, n_rows: int, n_public: int | None, relation: str) -> int:

@@ -152,6 +152,34 @@ async function main(): Promise<void> {
   const ledger = ok(await analyst.GET("/v1/datasets/{dataset_id}/ledger", { params: { path } }), "ledger");
   assert.equal(budget.jobs, 1);
 
+  // The centres as a flat table (JSON rows; CSV with ?format=csv), the same numbers.
+  const jobPath = { job_id: job.id };
+  const rows = ok(await analyst.GET("/v1/jobs/{job_id}/centres", { params: { path: jobPath } }), "centres");
+  assert.ok(Array.isArray(rows));
+  assert.deepEqual(
+    rows.map((r) => r.centre),
+    job.result.centers.map((_, i) => i),
+  );
+  assert.equal(rows[0]?.["age"], job.result.centers[0]?.[0]);
+
+  // The owner caps the analyst's key on this dataset, reads the cap back, and lifts it.
+  const me = ok(await analyst.GET("/v1/me", {}), "me");
+  const capPath = { dataset_id: dataset.id, key_id: me.id };
+  const capped = ok(
+    await owner.PUT("/v1/datasets/{dataset_id}/budget/keys/{key_id}", {
+      params: { path: capPath },
+      body: { mu: 2, pace: { period: "week", mu: 1 } },
+    }),
+    "key cap",
+  );
+  assert.equal(capped.jobs, 1);
+  assert.equal(capped.pace?.period, "week");
+  const lifted = ok(
+    await owner.DELETE("/v1/datasets/{dataset_id}/budget/keys/{key_id}", { params: { path: capPath } }),
+    "lift",
+  );
+  assert.equal(lifted.mu_cap, capped.mu_cap);
+
   // Over the remaining budget: 409, parsed as the generated Problem type.
   const greedy = await analyst.POST("/v1/datasets/{dataset_id}/jobs", {
     params: { path },

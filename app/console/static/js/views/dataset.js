@@ -6,6 +6,7 @@ import { h, num, shortId, time } from "../dom.js";
 import { datasetPanels } from "../extensions.js";
 import { budgetGauge, pct, share } from "../gauges.js";
 import { emptyState, importState, listAll, liveJobsTable, notRunnable, pause, showError } from "../ui.js";
+import { budgetLimits, spendingByKey } from "../limits.js";
 import { jobForm } from "./jobform.js";
 
 const KINDS = {
@@ -33,9 +34,10 @@ export async function datasetView(main, { params: [id], signal, me }) {
       .catch((err) => { if (err?.name !== "AbortError") showError(err, "Could not follow the import"); });
   }
   const panels = datasetPanels.map((panel) => panel(ds, { signal, me })).filter(Boolean);
-  const gauges = (b) => budgetGauge(b, { countMu: ds.count_mu });
+  const gauges = (b) => [budgetGauge(b, { countMu: ds.count_mu }), budgetLimits(b)];
   const budgetBox = h("div", {}, gauges(budget));
   const ledgerBox = h("div", {}, timeline(ledger.entries, budget.mu_cap));
+  const spendBox = h("div", {}, spendingByKey(ledger.entries));
   // A job that ends moves the budget (a refund) and the ledger: show them as they are now.
   const onFinish = async () => {
     try {
@@ -43,8 +45,9 @@ export async function datasetView(main, { params: [id], signal, me }) {
         api(`/v1/datasets/${id}/budget`, { signal }),
         api(`/v1/datasets/${id}/ledger`, { signal }),
       ]);
-      budgetBox.replaceChildren(gauges(b));
+      budgetBox.replaceChildren(...gauges(b));
       ledgerBox.replaceChildren(timeline(l.entries, b.mu_cap));
+      spendBox.replaceChildren(spendingByKey(l.entries));
     } catch (err) {
       showError(err, "Could not refresh the budget");
     }
@@ -58,6 +61,8 @@ export async function datasetView(main, { params: [id], signal, me }) {
         h("h2", { id: "budget-title" }, "Privacy budget"), budgetBox),
       h("section", { "aria-labelledby": "ledger-title", class: "card" },
         h("h2", { id: "ledger-title" }, "Ledger"), ledgerBox)),
+    h("section", { "aria-labelledby": "spend-title", class: "card" },
+      h("h2", { id: "spend-title" }, "Spending per key"), spendBox),
     h("section", { "aria-labelledby": "new-job-title", class: "card" },
       h("h2", { id: "new-job-title" }, "New job"),
       notRunnable(ds, "jobs") || jobForm(ds, budget)),

@@ -6,6 +6,7 @@
 import { api, apiSchema, idempotencyKey } from "../api.js";
 import { field, h, markInvalid, num, richText } from "../dom.js";
 import { budgetBar, pct, share } from "../gauges.js";
+import { keyPriceLines } from "../limits.js";
 import { clearError, cost, problemText, showError } from "../ui.js";
 
 const MODES = [
@@ -137,6 +138,7 @@ export function jobForm(ds, budget) {
         ? h("p", {}, "Budget after it: ", h("strong", {}, `ε ${num(after.epsilon_remaining)}`),
           ` of ${num(after.epsilon)} left (μ ${num(after.mu_remaining)} of ${num(after.mu_cap)}; ε does not add up job by job).`)
         : h("p", {}, `Only μ ${num(est.budget.mu_remaining)} (ε ${num(est.budget.epsilon_remaining)}) remains.`),
+      ...keyPriceLines(est),
       accuracyLines(est.accuracy, ds.columns),
     ].filter(Boolean);
   }
