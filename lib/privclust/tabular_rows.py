@@ -70,7 +70,7 @@ class TableShaper:
         self.counts.rows_read += n
         self._refuse_infinite(block)
         missing = np.isnan(block.numeric)
-        codes = {c: self._codes(c, v, block.first_row) for c, v in block.text.items()}
+        codes = {c: self._codes(c, v) for c, v in block.text.items()}
         bad = missing.any(axis=1)
         for c in codes:
             bad |= codes[c] < 0
@@ -99,22 +99,10 @@ class TableShaper:
                 column=column,
             )
 
-    def _codes(self, column: str, values: npt.NDArray[np.object_], first: int) -> np.ndarray:
+    def _codes(self, column: str, values: npt.NDArray[np.object_]) -> np.ndarray:
         """Each value's index among the column's categories; -1 missing, -2 undeclared."""
         index = {v: i for i, v in enumerate(self.spec.categories[column])}
-        codes = np.array([-1 if v is None else index.get(str(v), -2) for v in values], dtype=int)
-        if self.spec.missing == "reject" and (codes == -2).any():
-            at = int(np.flatnonzero(codes == -2)[0])
-            row = first + at
-            raise TableError(
-                f"{self._where(row)}, column {column!r}: the value is not one of the declared "
-                'categories (missing="reject"; declare it, or missing="drop-row" or "fill").',
-                field="categories",
-                code="undeclared-category",
-                row=row,
-                column=column,
-            )
-        return codes
+        return np.array([-1 if v is None else index.get(str(v), -2) for v in values], dtype=int)
 
     def _unit_missing(self, block: Block) -> npt.NDArray[np.bool_]:
         n = block.numeric.shape[0]
@@ -129,16 +117,28 @@ class TableShaper:
         codes: Mapping[str, np.ndarray],
         unit_missing: npt.NDArray[np.bool_],
     ) -> None:
-        """Under `reject`, the first missing cell in reading order (row, then column)."""
-        cells = [(missing[:, j], c) for j, c in enumerate(self.numeric)]
-        cells += [(codes[c] == -1, c) for c in codes]
+        """Under `reject`, the first missing or undeclared cell in reading order (row, then
+        column); the message never quotes the value."""
+        cells = [(missing[:, j], c, False) for j, c in enumerate(self.numeric)]
+        for c in codes:
+            cells += [(codes[c] == -1, c, False), (codes[c] == -2, c, True)]
         if self.spec.privacy_unit is not None:
-            cells.append((unit_missing, self.spec.privacy_unit))
-        firsts = [(int(np.flatnonzero(m)[0]), c) for m, c in cells if m.any()]
+            cells.append((unit_missing, self.spec.privacy_unit, False))
+        order = {c: j for j, c in enumerate([*self.numeric, *codes, self.spec.privacy_unit])}
+        firsts = [(int(np.flatnonzero(m)[0]), order[c], c, u) for m, c, u in cells if m.any()]
         if not firsts:
             return
-        at, column = min(firsts, key=lambda item: item[0])
+        at, _, column, undeclared = min(firsts)
         row = block.first_row + at
+        if undeclared:
+            raise TableError(
+                f"{self._where(row)}, column {column!r}: the value is not one of the declared "
+                'categories (missing="reject"; declare it, or missing="drop-row" or "fill").',
+                field="categories",
+                code="undeclared-category",
+                row=row,
+                column=column,
+            )
         raise TableError(
             f'{self._where(row)}, column {column!r}: the value is missing (missing="reject"; '
             'declare missing="drop-row" or "fill" to accept gaps).',

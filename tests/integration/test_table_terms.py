@@ -210,3 +210,35 @@ def test_an_import_takes_the_same_table_terms(lake_settings, keys, tmp_path) -> 
     assert ds["domain"]["lower"] == [0.0, 0.0, 0.0] and ds["domain"]["upper"] == [10.0, 5.0, 5.0]
     assert ds["table_counts"]["rows_dropped_unit_bound"] == 180
     assert ds["table_counts"]["rows_filled"] > 0
+
+
+def test_a_parquet_upload_with_nulls_and_an_undeclared_category(client, keys) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table(
+        {
+            "x": [1.0, None, 3.0, 4.0, float("nan"), 6.0] * 10,
+            "plan": ["a", "b", "gold", None, "a", "b"] * 10,
+        }
+    )
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    terms = {"categories": '{"plan": ["a", "b"]}', "lower": "[0]", "upper": "[10]"}
+    dropped = uploaded(
+        client,
+        keys["owner"],
+        buffer.getvalue(),
+        filename="t.parquet",
+        radius=None,
+        missing="drop-row",
+        **terms,
+    )
+    # Rows 2 (null), 3 (gold), 4 (null plan) and 5 (NaN) of every six are dropped.
+    assert dropped["table_counts"]["rows_dropped_missing"] == 40
+    assert dropped["columns"] == ["x", "plan=a", "plan=b"]
+    refused = upload(
+        client, keys["owner"], buffer.getvalue(), filename="t.parquet", radius=None, **terms
+    )
+    assert refused["status"] == 422
+    assert (refused["body"]["field"], refused["body"]["row"]) == ("missing", 2)
