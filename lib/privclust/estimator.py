@@ -228,10 +228,9 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             X = read_table(Path(X), spec, columns)
         elif not hasattr(X, "columns") and not hasattr(X, "column_names"):
             array = np.asarray(X, dtype=np.float64)
+            if array.ndim != 2:
+                raise ValueError(f"X must be 2-D (rows, columns), got shape {array.shape}")
             X = {f"x{j}": array[:, j] for j in range(array.shape[1])}
-            import pyarrow as pa
-
-            X = pa.table(X)
         try:
             return shape_table(X, spec, self._domain(), columns, groups)
         except TableError as exc:

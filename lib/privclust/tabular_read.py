@@ -64,21 +64,16 @@ def shape_table(
     """Shape a pyarrow table (or a pandas DataFrame) by `spec`; `groups` gives each row's unit
     when the table has no unit column. `domain` is `cluster`'s (a ball, or `lower`/`upper` for
     the numeric columns only). TableError names what is refused."""
-    import pyarrow as pa
-
     # With `groups` the units come from the caller, not a column: m is checked by `m_of`.
     check_spec(spec if groups is None else replace(spec, max_rows_per_unit=None))
-    if not isinstance(table, pa.Table):
-        table = pa.Table.from_pandas(table, preserve_index=False)
-    names = [str(n) for n in table.column_names]
+    table = _as_columns(table)
+    names = list(table)
     data = columns if columns is not None else [n for n in names if n != spec.privacy_unit]
     numeric = check_columns(spec, names, data)
     centre = _centre(domain, len(numeric))
     shaper = TableShaper(spec, numeric, centre)
-    values = np.column_stack(
-        [_floats(table.column(c)) for c in numeric] or [np.empty((table.num_rows, 0))]
-    )
-    text = {c: _text(table.column(c)) for c in data if c in spec.categories}
+    values = np.column_stack([_floats(table[c]) for c in numeric] or [np.empty((_rows(table), 0))])
+    text = {c: _text(table[c]) for c in data if c in spec.categories}
     units = _units(table, spec, groups)
     bound = 1 if units is None else m_of(spec)
     rows, kept_units = shaper.shape(Block(values, text, units, 1))
@@ -108,15 +103,41 @@ def _units(table: Any, spec: TableSpec, groups: Any) -> np.ndarray | None:
             raise TableError("give groups or privacy_unit, not both", field="groups")
         m_of(spec)
         units = np.asarray(groups, dtype=object)
-        if units.shape != (table.num_rows,):
+        if units.shape != (_rows(table),):
             raise TableError("groups needs one unit per row", field="groups")
         return units
     if spec.privacy_unit is None:
         return None
-    return _text(table.column(spec.privacy_unit))
+    return _text(table[spec.privacy_unit])
+
+
+def _as_columns(table: Any) -> dict[str, Any]:
+    """A table's columns by name: a pyarrow table's (as Arrow arrays), a DataFrame's or a dict
+    of arrays (as numpy arrays, NaN or None for a missing value)."""
+    if hasattr(table, "column_names"):  # a pyarrow table
+        return {str(n): table.column(n) for n in table.column_names}
+    if hasattr(table, "columns") and hasattr(table, "dtypes"):  # a pandas DataFrame
+        return {str(c): _frame_column(table[c]) for c in table.columns}
+    return {str(name): np.asarray(values) for name, values in table.items()}
+
+
+def _frame_column(series: Any) -> np.ndarray:
+    import pandas as pd
+
+    if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series):
+        return np.asarray(series.to_numpy(dtype=np.float64, na_value=np.nan))
+    return np.asarray([None if pd.isna(v) else v for v in series], dtype=object)
+
+
+def _rows(table: dict[str, Any]) -> int:
+    return len(next(iter(table.values()))) if table else 0
 
 
 def _floats(column: Any) -> np.ndarray:
+    if isinstance(column, np.ndarray):
+        if column.dtype.kind not in "iuf":
+            raise TableError(f"a column of type {column.dtype} is not numeric", field="categories")
+        return column.astype(np.float64)
     import pyarrow as pa
 
     if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
@@ -126,6 +147,11 @@ def _floats(column: Any) -> np.ndarray:
 
 
 def _text(column: Any) -> np.ndarray:
+    if isinstance(column, np.ndarray):
+        return np.array(
+            [None if v is None or (isinstance(v, float) and v != v) else v for v in column],
+            dtype=object,
+        )
     import pyarrow as pa
 
     as_text = column if pa.types.is_string(column.type) else column.cast(pa.string())
