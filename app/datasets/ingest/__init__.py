@@ -100,7 +100,7 @@ def ingest_file(
     try:
         # The rows of an early ingest (started while the upload arrived), if they fit.
         selected = adopt_early_rows(
-            src if table is None or table.spec.plain else None,
+            _adoptable(src, table),
             filename=filename,
             content_type=content_type,
             columns=columns,
@@ -125,6 +125,17 @@ def ingest_file(
     return IngestedMatrix(
         stored=writer.stored, n_rows=writer.n_rows, n_cols=len(selected), columns=list(selected)
     )
+
+
+def _adoptable(src: IO[bytes], table: TableIngest | None) -> IO[bytes] | None:
+    """`src`, whose early ingest may be adopted; None for a table with terms, whose early
+    ingest (of plain numbers) is stopped: such a table is read and shaped from the start."""
+    if table is None or table.spec.plain:
+        return src
+    early = getattr(src, "early", None)
+    if early is not None:
+        early.cancel()
+    return None
 
 
 def ingest_rows(
