@@ -121,7 +121,7 @@ function centresPicture(section, result, k, ds) {
     note,
     legend(centers.length),
     h("details", {}, h("summary", {}, "Centres as numbers"), centresTable(centers, columns)),
-    result.category_shares ? shareTable(result.category_shares) : null,
+    ...(result.category_shares ? [shareTable(result.category_shares)] : []),
   );
   redraw();
 }
