@@ -242,3 +242,30 @@ def test_a_parquet_upload_with_nulls_and_an_undeclared_category(client, keys) ->
     )
     assert refused["status"] == 422
     assert (refused["body"]["field"], refused["body"]["row"]) == ("missing", 2)
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        b"x,plan\nabc,a\n",
+        b"x,plan\n1,a\n2\n",
+        b"x,plan\n1,a,3\n",
+        b'x,plan\n"1,a\n',
+        b"x,plan\n1,\xff\n",
+    ],
+)
+def test_a_malformed_table_with_terms_is_a_problem_not_a_crash(settings, client, keys, rows):
+    up = upload(
+        client,
+        keys["owner"],
+        rows,
+        radius=None,
+        lower="[0]",
+        upper="[10]",
+        categories='{"plan": ["a"]}',
+        missing="drop-row",
+    )
+    assert up["status"] == 400, up
+    assert up["body"]["code"] in ("non-numeric-value", "invalid-file")
+    assert client.get("/v1/datasets", headers=auth(keys["owner"])).json()["items"] == []
+    assert stored_files(settings) == []

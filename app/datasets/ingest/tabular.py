@@ -177,31 +177,35 @@ def _csv(upload: Upload, wanted: list[str] | None, shaping: _Shaping) -> list[st
     numeric, text, read = _roles(shaping.table.spec, names, wanted)
     stored = shaping.begin(numeric, csv_row)
     types = {c: (pa.float64() if c in numeric else pa.string()) for c in read}
-    stream = pa_csv.open_csv(
-        upload.reader,
-        read_options=pa_csv.ReadOptions(column_names=names, block_size=1 << 20),
-        parse_options=pa_csv.ParseOptions(newlines_in_values=True, ignore_empty_lines=True),
-        convert_options=pa_csv.ConvertOptions(
-            column_types=types,
-            include_columns=read,
-            null_values=MISSING_MARKERS,
-            strings_can_be_null=True,
-            quoted_strings_can_be_null=True,
-        ),
-    )
-    _put_all(_arrow_batches(stream, names), shaping, numeric, text)
+    _put_all(_csv_batches(upload, names, types, read), shaping, numeric, text)
     return stored
 
 
-def _arrow_batches(stream: Iterator[pa.RecordBatch], names: list[str]) -> Iterator[pa.RecordBatch]:
+def _csv_batches(
+    upload: Upload, names: list[str], types: dict[str, pa.DataType], read: list[str]
+) -> Iterator[pa.RecordBatch]:
+    """The CSV's batches; what pyarrow refuses (at the first block or a later one) is an
+    UploadError naming the column where it says which."""
     try:
-        yield from stream
+        yield from pa_csv.open_csv(
+            upload.reader,
+            read_options=pa_csv.ReadOptions(column_names=names, block_size=1 << 20),
+            parse_options=pa_csv.ParseOptions(newlines_in_values=True, ignore_empty_lines=True),
+            convert_options=pa_csv.ConvertOptions(
+                column_types=types,
+                include_columns=read,
+                null_values=MISSING_MARKERS,
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=True,
+            ),
+        )
     except pa.ArrowException as exc:
         found = _ARROW_COLUMN.search(str(exc))
         column = names[int(found.group(1))] if found and int(found.group(1)) < len(names) else None
+        converting = "conversion error" in str(exc)
         raise UploadError(
             f"The table cannot be read: {str(exc)[:300]}",
-            code="non-numeric-value",
+            code="non-numeric-value" if converting else "invalid-file",
             column=column,
         ) from None
 
