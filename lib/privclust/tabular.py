@@ -173,6 +173,12 @@ def check_columns(spec: TableSpec, names: Sequence[str], data: Sequence[str]) ->
                 f"column {column!r} is not among the table's columns",
                 field=("categories" if column in spec.categories else "fill"),
             )
+    clash = sorted(set(spec.one_hot_columns()) & set(names))
+    if clash:
+        raise TableError(
+            f"the one-hot column {clash[0]!r} would have the name of a column of the table",
+            field="categories",
+        )
     numeric = [c for c in data if c not in spec.categories and c != spec.privacy_unit]
     if not numeric and not spec.categories:
         raise TableError("no data columns are left", field="columns")
