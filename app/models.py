@@ -147,6 +147,12 @@ class Dataset(Base):
     progress: Mapped[float | None] = mapped_column(Float, default=None)
     heartbeat_at: Mapped[datetime | None] = mapped_column(default=None)
     failure_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    # The table terms (privclust.tabular.TableSpec.public(): the privacy unit and its m, the
+    # missing-value policy and fills, the categories and their weight), public; null: a plain
+    # table whose unit is one row. `ingest_counts`: what the policy and the unit bound did to
+    # the rows (owner-only, like n_rows).
+    table_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    ingest_counts: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
 
 
 class Sweep(Base):

@@ -168,6 +168,7 @@ def _cluster(
             progress=_progress_writer(run, heartbeat),
             n_public=queued.count.n_rows,
             relation=queued.count.relation,
+            contribution_bound=queued.count.contribution_bound,
             **jobs_service.run_options(job),
         )
         jobs_service.check_ran_as_charged(job, queued.count, result)

@@ -30,7 +30,9 @@ from typing import Any
 
 # The names only: the package loads numpy and the methods on first use of a function, so that
 # `privclust worker` can still limit BLAS threads before numpy loads.
+from app.commands.cluster_table import add_table_arguments, read_rows_of, table_spec
 from privclust.clustering import Algorithm, Relation
+from privclust.tabular import category_shares
 
 DEFAULT_DELTA = 1e-6
 
@@ -107,6 +109,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--variations", type=int, help="override the initial variations per centre")
     p.add_argument("--projection-dim", type=int, default=16, help="HDPE projection dimension")
     p.add_argument("--format", choices=["csv", "json"], default="csv", help="output format")
+    add_table_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -174,10 +177,8 @@ def run(args: argparse.Namespace) -> int:
     if args.mu is not None and args.delta is not None:
         print("privclust cluster: error: --delta goes with --epsilon, not --mu", file=sys.stderr)
         return 2
-    from privclust.tables import read_rows
-
     try:
-        X, columns = read_rows(args.file, args.columns)
+        X, columns = read_rows_of(args, _domain)
     except (OSError, ValueError, ArithmeticError) as exc:
         print(f"privclust cluster: error: cannot read {args.file}: {exc}", file=sys.stderr)
         return 2
@@ -211,12 +212,14 @@ def _run_once(args: argparse.Namespace, X: Any, columns: list[str], delta: float
             relation=_relation(args),
             summaries=args.summaries,
             check_k=True,  # k above the noisy row count is refused, as the service does
+            contribution_bound=args.contribution_bound,
             **domain,
         )
     except (ClusteringInputError, PrivacyParameterError) as exc:
         return _error(exc)
     privacy = result.privacy_spent()
     centres = result.centers.tolist()
+    shares = category_shares(centres, columns, table_spec(args))
     summary: dict[str, Any] | None = None
     if result.sizes is not None:
         summary = {
@@ -235,6 +238,8 @@ def _run_once(args: argparse.Namespace, X: Any, columns: list[str], delta: float
             "centers": centres,
             "privacy": privacy,
         }
+        if shares is not None:
+            document["category_shares"] = shares
         if summary is not None:
             document.update(summary)
         print(json.dumps(document, indent=2))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, Request, Response, UploadFile
 from pydantic import BaseModel, Field
@@ -18,6 +18,7 @@ from app.datasets.domain import (
     parse_json_vector,
 )
 from app.datasets.schemas import DatasetOut
+from app.datasets.table_terms import parse_table_spec
 from app.keys.auth import TenantKey, require
 from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, UnitOfWorkRoute
 from app.kit.errors import InvalidParameter
@@ -119,6 +120,52 @@ class DatasetUpload(BaseModel):
         "charged), n_rows_dp is the exact N, and jobs are calibrated to replace-one "
         "neighbours. Not with count_mu.",
     )
+    privacy_unit: str | None = Field(
+        default=None,
+        max_length=200,
+        description="The column that identifies one unit of privacy (a person, a customer): "
+        "each unit keeps at most `max_rows_per_unit` of its rows (chosen uniformly at random) "
+        "and every release is calibrated for one unit's rows; the column is not stored. "
+        "Without it the guarantee protects one row, not one person.",
+        json_schema_extra=_absent_not_null,
+    )
+    max_rows_per_unit: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000,
+        description="m, required with `privacy_unit`: the most rows one unit keeps. Every "
+        "release's noise grows m-fold (the guarantee protects all of a unit's rows).",
+        json_schema_extra=_absent_not_null,
+    )
+    missing: Literal["reject", "drop-row", "fill"] | None = Field(
+        default=None,
+        description="Missing values (empty CSV fields, NA, NaN, null, Parquet nulls, NaN in "
+        "a .npy; an undeclared category): `reject` (the default: 422 naming the row and "
+        "column), `drop-row`, or `fill` (with `fill`; a column not named gets its domain's "
+        "centre). Never computed from the data.",
+        json_schema_extra=_absent_not_null,
+    )
+    fill: str | None = Field(
+        default=None,
+        description='With missing="fill": a JSON object of fill values per column, e.g. '
+        '{"age": 40, "plan": "basic"}; each inside its declared domain.',
+        json_schema_extra=_absent_not_null,
+    )
+    categories: str | None = Field(
+        default=None,
+        description="Categorical columns and their categories, a JSON object (public), e.g. "
+        '{"plan": ["basic", "premium"]}: each is one-hot encoded; needs `lower`/`upper` for '
+        "the numeric columns only.",
+        json_schema_extra=_absent_not_null,
+    )
+    category_weight: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="The weight w of a one-hot coordinate, where each numeric column spans "
+        "[0, 1]: two rows that differ in one category are w*sqrt(2) apart. Default 0.2.",
+        json_schema_extra=_absent_not_null,
+    )
 
 
 class _StreamedUploadRoute(UnitOfWorkRoute):
@@ -216,6 +263,14 @@ def _requested(form: DatasetUpload) -> datasets_service.NewDataset:
         columns=parse_json_names(form.columns),
         count_mu=form.count_mu,
         count_public=form.count_public,
+        table=parse_table_spec(
+            missing=form.missing,
+            fill=form.fill,
+            categories=form.categories,
+            category_weight=form.category_weight,
+            privacy_unit=form.privacy_unit,
+            max_rows_per_unit=form.max_rows_per_unit,
+        ),
     )
 
 

@@ -36,6 +36,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.datasets import repository as repo
 from app.datasets import sources, storage
 from app.datasets.domain import DomainClip, DomainSpec, ResolvedDomain, resolve_domain
+from app.datasets.table_terms import owner_counts, stored_domain
 from app.datasets.terms import NewDataset, check_terms, dataset_row
 from app.kit import queue
 from app.kit import repository as kit_repo
@@ -45,7 +46,9 @@ from app.kit.db.session import unit_of_work
 from app.kit.errors import Conflict, PrivclustError, ServiceUnavailable
 from app.ledger import service as ledger
 from app.models import ApiKey, Dataset, DatasetStatus, DomainKind
+from privclust.clustering.units import per_row_mu
 from privclust.privacy import noise
+from privclust.tabular import TableSpec
 
 if TYPE_CHECKING:  # the ingest imports pyarrow: loaded by the worker's first import
     from app.datasets.ingest import IngestedMatrix
@@ -117,7 +120,9 @@ def _declared(new: NewDataset) -> ResolvedDomain:
     `columns`, a box, or a centre: a mismatch among them is a 422 now), else a ball whose
     centre is settled once the source's columns are read."""
     spec = new.domain
-    width = next((len(v) for v in (new.columns, spec.lower, spec.center) if v is not None), None)
+    # With table terms the bounds are the numeric columns' only: `columns` may name others.
+    named = None if not new.table.plain else new.columns
+    width = next((len(v) for v in (named, spec.lower, spec.center) if v is not None), None)
     if width is not None:
         return resolve_domain(spec, width)
     assert spec.radius is not None
@@ -153,7 +158,7 @@ def run_import(
     except Exception as exc:
         return fail(sessions, dataset_id, failure_reason(exc))
     try:
-        charged = _charge(sessions, dataset_id, matrix, domain)
+        charged = _charge(sessions, dataset_id, matrix, domain, dataset.ingest_counts)
     except ImportStopped:
         storage.delete_rows(matrix.stored)
         return _status(sessions, dataset_id)
@@ -229,11 +234,13 @@ def _copy(
 ) -> tuple[IngestedMatrix, ResolvedDomain]:
     """Read the source into the service's storage, checked and clipped; the rows stored and
     the domain resolved for their width."""
-    from app.datasets.ingest import IngestedMatrix
+    from app.datasets.ingest import IngestedMatrix, TableIngest
     from app.datasets.ingest.source import import_parquet, list_files
+    from app.datasets.ingest.tabular import import_table
 
     assert dataset.source is not None
-    clip = DomainClip(_spec_of(dataset))
+    table = TableSpec.of(dataset.table_spec)
+    clip = DomainClip(stored_domain(_spec_of(dataset), table))
     writer = storage.new_rows_writer(
         settings.resolved_storage_url,
         storage.rows_name(dataset.id),
@@ -244,13 +251,17 @@ def _copy(
     try:
         sources.check_readable(dataset.source, settings)  # the settings may have changed
         files = list_files(dataset.source)
-        columns = import_parquet(
-            files,
-            list(dataset.columns) or None,
-            writer,
-            beat,
-            check_file=lambda url: sources.check_readable(url, settings),
-        )
+
+        def check(url: str) -> None:
+            sources.check_readable(url, settings)
+
+        wanted = list(dataset.columns) or None
+        if table.plain:
+            columns = import_parquet(files, wanted, writer, beat, check_file=check)
+        else:
+            shaping = TableIngest(table, _spec_of(dataset))
+            columns = import_table(files, wanted, shaping, writer, beat, check)
+            dataset.ingest_counts = owner_counts(shaping.counts, table)
         writer.commit()
     except BaseException:
         writer.discard()
@@ -272,6 +283,7 @@ def _charge(
     dataset_id: uuid.UUID,
     rows: IngestedMatrix,
     domain: ResolvedDomain,
+    counts: dict[str, int] | None = None,
 ) -> tuple[int, float] | None:
     """Record the stored rows and charge the count, committed; (N, count_mu) for the release
     still to draw, or None when the owner declared the count public (ready now)."""
@@ -284,6 +296,7 @@ def _charge(
         if dataset.status != DatasetStatus.IMPORTING or dataset.n_rows is not None:
             raise ImportStopped()
         dataset.n_rows, dataset.n_cols, dataset.columns = rows.n_rows, rows.n_cols, rows.columns
+        dataset.ingest_counts = counts
         dataset.center, dataset.radius, dataset.domain_kind = (
             domain.center,
             domain.radius,
@@ -295,7 +308,9 @@ def _charge(
             dataset.n_rows_dp, dataset.status = rows.n_rows, DatasetStatus.READY
             return None
         ledger.charge_count(session, dataset, dataset.created_by)
-        return rows.n_rows, dataset.count_mu
+        # A unit of m rows moves the count by up to m: released at the per-row count_mu / m.
+        bound = TableSpec.of(dataset.table_spec).contribution_bound
+        return rows.n_rows, per_row_mu(dataset.count_mu, bound)
 
 
 def fail(sessions: sessionmaker[Session], dataset_id: uuid.UUID, reason: str) -> str:

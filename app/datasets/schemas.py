@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from app.datasets import service as datasets_service
 from app.datasets.domain import is_box
+from app.datasets.table_terms import ROW_UNIT
 from app.ledger.schemas import Budget
 from app.models import Dataset, DatasetStatus, DomainKind, Role
+from privclust.tabular import TableSpec
 
 
 class Domain(BaseModel):
@@ -101,6 +103,36 @@ class DatasetOut(BaseModel):
     columns: list[str] = Field(
         description="The column names (while importing: the `columns` asked for, if any)."
     )
+    privacy_unit: str = Field(
+        description="What one unit of privacy is: `row` (the guarantee protects one row, not "
+        "one person: a person with many rows is protected only at their number of rows times "
+        "the charged mu), or the name of the column that identified each unit at upload (a "
+        "person, a customer; the column itself was not stored)."
+    )
+    max_rows_per_unit: int | None = Field(
+        description="m: the most rows one unit kept (each unit's rows beyond m were dropped, "
+        "chosen uniformly at random); every release is calibrated for neighbours that differ "
+        "by one unit's up to m rows. Null when the unit is a row."
+    )
+    missing: Literal["reject", "drop-row", "fill"] = Field(
+        description="How missing values were handled: refused, rows dropped, or filled."
+    )
+    fill: dict[str, float | str] = Field(
+        description="The declared fill values (a column not named: its domain's centre)."
+    )
+    categories: dict[str, list[str]] = Field(
+        description="The declared categories of each categorical column (one-hot encoded as "
+        "`column=value` columns)."
+    )
+    category_weight: float | None = Field(
+        description="The weight w of a one-hot coordinate where columns are scaled onto [0, 1] "
+        "(null without categories)."
+    )
+    table_counts: dict[str, int] | None = Field(
+        default=None,
+        description="What the missing-value policy and the unit bound did (rows read, dropped "
+        "or filled): in the owner's view only, like n_rows.",
+    )
     domain: Domain
     budget: Budget
     created_at: datetime
@@ -128,8 +160,23 @@ class DatasetOut(BaseModel):
             warnings=datasets_service.dataset_warnings(ds),
             n_cols=ds.n_cols if datasets_service.is_ready(ds) else None,
             columns=list(ds.columns),
+            **table_fields(ds, owner),
             domain=Domain.of(ds),
             budget=Budget.of(view.budget),
             created_at=ds.created_at,
             deleted_at=ds.deleted_at,
         )
+
+
+def table_fields(ds: Dataset, owner: bool) -> dict[str, Any]:
+    """A dataset's table terms as the API shows them (the counts to its owner only)."""
+    spec = TableSpec.of(ds.table_spec)
+    return {
+        "privacy_unit": spec.privacy_unit or ROW_UNIT,
+        "max_rows_per_unit": spec.max_rows_per_unit,
+        "missing": spec.missing,
+        "fill": dict(spec.fill),
+        "categories": {c: list(v) for c, v in spec.categories.items()},
+        "category_weight": spec.category_weight if spec.categories else None,
+        "table_counts": ds.ingest_counts if owner else None,
+    }

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from app.datasets import imports, storage
 from app.datasets import repository as repo
 from app.datasets.domain import DomainClip, ResolvedDomain
+from app.datasets.table_terms import owner_counts, release_count, stored_domain
 from app.datasets.terms import NewDataset, Terms, check_count_options, check_terms, dataset_row
 from app.kit import repository as kit_repo
 from app.kit.config import Settings
@@ -26,7 +27,7 @@ from app.kit.errors import DatasetNotReady
 from app.ledger import service as ledger
 from app.ledger.service import BudgetView
 from app.models import ApiKey, Dataset, DatasetStatus
-from privclust.privacy import noise
+from privclust.tabular import TableSpec
 
 if TYPE_CHECKING:  # the ingest imports pyarrow: loaded by the first upload, not at start-up
     from app.datasets.ingest import IngestedMatrix
@@ -44,6 +45,9 @@ class PlanningCount:
 
     n_rows: int
     relation: Relation
+    # m: the most rows one unit of privacy has (1: the unit is a row); every release of the
+    # dataset's jobs is calibrated for it (privclust.clustering.units).
+    contribution_bound: int = 1
 
 
 def relation_of(dataset: Dataset) -> Relation:
@@ -85,9 +89,9 @@ def planning_count(dataset: Dataset) -> PlanningCount:
     """
     require_ready(dataset)
     assert dataset.n_rows is not None and dataset.n_rows_dp is not None
-    if dataset.count_public:
-        return PlanningCount(n_rows=dataset.n_rows, relation=relation_of(dataset))
-    return PlanningCount(n_rows=max(dataset.n_rows_dp, 1), relation=relation_of(dataset))
+    bound = TableSpec.of(dataset.table_spec).contribution_bound
+    n_rows = dataset.n_rows if dataset.count_public else max(dataset.n_rows_dp, 1)
+    return PlanningCount(n_rows=n_rows, relation=relation_of(dataset), contribution_bound=bound)
 
 
 def dataset_warnings(dataset: Dataset) -> list[str]:
@@ -131,11 +135,15 @@ def create_dataset(
     declares N public (`count_public`). On any error nothing is left behind: no rows, no
     dataset, no ledger entry; object storage that cannot be reached is a 503.
     """
-    from app.datasets.ingest import ingest_file  # heavy (pyarrow); only uploads need it
+    from app.datasets.ingest import (
+        TableIngest,
+        ingest_file,  # heavy (pyarrow); only uploads need it
+    )
 
     terms = check_terms(new)
     dataset_id = uuid.uuid4()
-    clip = DomainClip(new.domain)
+    clip = DomainClip(stored_domain(new.domain, new.table))
+    table = TableIngest(new.table, new.domain)
     writer = storage.new_rows_writer(
         settings.resolved_storage_url,
         storage.rows_name(dataset_id),
@@ -151,10 +159,12 @@ def create_dataset(
         columns=new.columns,
         max_bytes=settings.max_upload_bytes,
         writer=writer,
+        table=table,
     )
     try:
         assert clip.domain is not None
         dataset = _record(session, dataset_id, owner, new, terms, matrix, clip.domain)
+        dataset.ingest_counts = owner_counts(table.counts, new.table)
         # The answer's inputs are read before the commit: if they cannot be, nothing was created.
         created = DatasetView(dataset, ledger.budget(session, dataset))
         session.commit()
@@ -188,7 +198,8 @@ def _record(
         n_rows_dp = matrix.n_rows
     else:
         # Stored floored at 0 (post-processing); jobs plan with at least 1.
-        n_rows_dp = max(noise.release_count(matrix.n_rows, terms.count_mu), 0)
+        # Per unit of privacy: a unit of m rows moves the count by up to m.
+        n_rows_dp = max(release_count(matrix.n_rows, terms.count_mu, new.table), 0)
     dataset = dataset_row(
         dataset_id,
         owner,

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 import math
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.datasets.domain import DomainSpec, ResolvedDomain, check_domain_shape
+from app.datasets.table_terms import (
+    check_count_per_unit,
+    check_table_domain,
+    check_table_spec,
+    stored_spec,
+)
 from app.kit.errors import InvalidParameter
 from app.ledger import service as ledger
 from app.models import ApiKey, Dataset
 from privclust.privacy import noise
+from privclust.tabular import TableSpec
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,8 @@ class NewDataset:
     columns: list[str] | None = None
     count_mu: float | None = None
     count_public: bool = False
+    # The privacy unit, missing values and categories (app.datasets.table_terms).
+    table: TableSpec = field(default_factory=TableSpec)
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,9 @@ def check_terms(new: NewDataset) -> Terms:
     )
     ledger.representable_view(new.epsilon, new.delta, opening)
     check_domain_shape(new.domain)
+    check_table_spec(new.table)
+    check_table_domain(new.table, new.domain)
+    check_count_per_unit(count_cost, new.table)
     return Terms(name=name, mu_cap=mu_cap, count_mu=count_cost)
 
 
@@ -118,5 +130,6 @@ def dataset_row(
         delta=new.delta,
         mu_cap=terms.mu_cap,
         created_by=owner.id,
+        table_spec=stored_spec(new.table),
         **rows,
     )

@@ -118,6 +118,7 @@ def jobs_estimate(
         algorithm=est.plan.algorithm,
         privacy=Privacy.of(est.plan),
         accuracy=Accuracy.of(est.plan.accuracy, est.loss_space),
+        protects=est.plan.protects,
         admissible=est.admissible,
         budget=Budget.of(est.budget_before),
         budget_after=Budget.of(est.budget_after),

@@ -13,6 +13,7 @@ from typing import Any
 
 from app.datasets import service as datasets_service
 from app.datasets.domain import accuracy_space
+from app.datasets.table_terms import protects
 from app.kit.errors import DatasetNotReady, InvalidParameter
 from app.kit.query import body_digest
 from app.models import Dataset, Job
@@ -31,6 +32,7 @@ from privclust.clustering.run.options import (
     check_budget_choice,
 )
 from privclust.privacy import gdp
+from privclust.tabular import TableSpec
 
 MAX_K = 10_000
 
@@ -77,6 +79,8 @@ class JobPlan:
     summary_mu: float | None = None
     # What the job's releases let one expect of its centres (and summaries), from public facts.
     accuracy: Accuracy | None = None
+    # What its mu protects: one row, or one unit's rows (app.datasets.table_terms.protects).
+    protects: str = ""
 
 
 def privacy_error(exc: gdp.PrivacyParameterError) -> InvalidParameter:
@@ -134,7 +138,8 @@ def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
             field = "epsilon"
         raise InvalidParameter(str(exc), field=_FIELDS.get(field, field)) from exc
     accuracy = expected_accuracy(run, accuracy_space(dataset))
-    return _job_plan(req, run, epsilon, delta, accuracy)
+    spec = TableSpec.of(dataset.table_spec)
+    return replace(_job_plan(req, run, epsilon, delta, accuracy), protects=protects(spec))
 
 
 def _plan_run(
@@ -146,6 +151,7 @@ def _plan_run(
         dataset.n_cols,
         req.k,
         relation=count.relation,
+        contribution_bound=count.contribution_bound,
         algorithm=req.algorithm,
         epsilon=req.epsilon,
         delta=delta if req.epsilon is not None else None,
@@ -271,7 +277,14 @@ def still_as_charged(job: Job, count: datasets_service.PlanningCount, n_cols: in
     refused (and refunded: no noise yet) rather than run at a cost nobody was charged.
     """
     try:
-        plan = plan_run(count.n_rows, n_cols, job.k, relation=count.relation, **run_options(job))
+        plan = plan_run(
+            count.n_rows,
+            n_cols,
+            job.k,
+            relation=count.relation,
+            contribution_bound=count.contribution_bound,
+            **run_options(job),
+        )
     except ValueError:
         return False
     return (
@@ -288,7 +301,12 @@ def plan_mismatch(job: Job, dataset: Dataset) -> str | None:
     try:
         count = datasets_service.planning_count(dataset)
         plan = plan_run(
-            count.n_rows, dataset.n_cols, job.k, relation=count.relation, **run_options(job)
+            count.n_rows,
+            dataset.n_cols,
+            job.k,
+            relation=count.relation,
+            contribution_bound=count.contribution_bound,
+            **run_options(job),
         )
     except (ValueError, DatasetNotReady) as exc:
         return f"it cannot be planned: {exc}"

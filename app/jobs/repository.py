@@ -38,6 +38,7 @@ def job_and_context_for_tenant(
             Dataset.count_public,
             Dataset.n_rows,
             Dataset.n_rows_dp,
+            Dataset.table_spec,
         )
         .join(Dataset, Dataset.id == Job.dataset_id)
         .where(Job.id == job_id, Job.tenant == tenant)

@@ -22,6 +22,7 @@ from privclust.clustering.outputs.accuracy import (
 )
 from privclust.clustering.outputs.uncertainty import Caveat, figure_warnings, sizes_noise_std
 from privclust.clustering.run.options import DEFAULT_PROJECTION_DIM
+from privclust.tabular import TableSpec, category_shares
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class ResultContext:
     relation: str
     space: Space | None = None
     n_rows: int = 1
+    # The dataset's table terms (privclust.tabular.TableSpec.public(); None: a plain table).
+    table_spec: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, dataset: Dataset) -> ResultContext:
@@ -52,6 +55,7 @@ class ResultContext:
             dataset.count_public,
             dataset.n_rows,
             dataset.n_rows_dp,
+            dataset.table_spec,
         )
 
     @classmethod
@@ -66,6 +70,7 @@ class ResultContext:
         count_public: bool,
         n_rows: int | None = None,
         n_rows_dp: int | None = None,
+        table_spec: dict[str, Any] | None = None,
     ) -> ResultContext:
         """From a dataset's columns as one query reads them (app.jobs.repository); the row
         count the dataset's jobs plan with (app.datasets.service.planning_count's rule)."""
@@ -87,7 +92,19 @@ class ResultContext:
             relation=(Relation.REPLACE_ONE if count_public else Relation.ADD_REMOVE).value,
             space=space,
             n_rows=max(int(planned or 1), 1),
+            table_spec=table_spec,
         )
+
+
+def result_category_shares(
+    job: Job, context: ResultContext
+) -> list[dict[str, dict[str, float]]] | None:
+    """Each centre's share of each category of the dataset's categorical columns
+    (app.datasets.table_terms.category_shares: post-processing of the released centres)."""
+    if job.centers is None:
+        return None
+    spec = TableSpec.of(context.table_spec)
+    return category_shares([list(c) for c in job.centers], context.columns, spec)
 
 
 def sizes_se(job: Job, relation: str) -> float | None:

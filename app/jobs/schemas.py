@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.jobs.results import ResultContext, result_accuracy, result_warnings, sizes_se
+from app.jobs.results import (
+    ResultContext,
+    result_accuracy,
+    result_category_shares,
+    result_warnings,
+    sizes_se,
+)
 from app.kit.schemas import JsonInt, ParamInt, RequestBody, coarse_time, from_attributes
 from app.ledger.schemas import Budget, KeyPricing
 from app.models import Job, JobStatus, Role
@@ -238,6 +244,12 @@ class JobResult(BaseModel):
         description="What the released values say of the centres' accuracy: `centre_error` "
         "from the released loss when there is one, else as the estimate's (post-processing).",
     )
+    category_shares: list[dict[str, dict[str, float]]] | None = Field(
+        default=None,
+        description="With categorical columns: per centre, `{column: {category: share}}`, the "
+        "centre's one-hot coordinates clipped to [0, 1] and renormalised (post-processing of "
+        "the released centre).",
+    )
     warnings: list[FigureWarning] = Field(
         default_factory=list,
         description="Where a noisy figure is not informative: `loss-not-informative`, "
@@ -275,6 +287,7 @@ class JobOut(BaseModel):
                 sizes_se=sizes_se(job, context.relation),
                 loss_space=context.loss_space,
                 accuracy=None if figures is None else Accuracy.of(figures, context.loss_space),
+                category_shares=result_category_shares(job, context),
                 warnings=[FigureWarning.of(w) for w in result_warnings(job, context)],
             )
         progress = Progress(
@@ -296,6 +309,10 @@ class Estimate(KeyPricing):
     algorithm: AlgorithmName
     privacy: Privacy
     accuracy: Accuracy = Field(description="What to expect of the job's centres and summaries.")
+    protects: str = Field(
+        description="What the job's mu protects, in words: one row (not one person) unless the "
+        "dataset declared a privacy unit, else all the rows of one unit."
+    )
     admissible: bool = Field(description="Whether the job would be admitted now.")
     budget: Budget = Field(description="The budget now.")
     budget_after: Budget = Field(description="The budget if the job were admitted now.")

@@ -25,6 +25,8 @@ from privclust.clustering.data.scaling import Box
 from privclust.clustering.outputs.accuracy import Space, result_accuracy
 from privclust.clustering.outputs.uncertainty import run_warnings, sizes_noise_std
 from privclust.tables import read_rows
+from privclust.tabular import DEFAULT_CATEGORY_WEIGHT, TableError, TableSpec, category_shares
+from privclust.tabular_read import ShapedTable, read_table, shape_table
 
 DEFAULT_DELTA = 1e-6
 
@@ -67,6 +69,24 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         adding or removing a row, and the fit spends a tenth of its mu on a noisy row count it
         plans with (as `privclust cluster` does). With True, neighbours replace one row and every
         release is calibrated to that.
+
+    max_rows_per_unit : int or None
+        With `fit(X, groups=...)`: m, the most rows one unit of privacy (a person, a customer:
+        `groups` gives each row's unit) keeps; each unit keeps at most m rows, chosen uniformly
+        at random, and every release is calibrated for one unit's rows (m times a row's noise).
+        Without groups the fit protects one row, not one person.
+    missing : {"reject", "drop-row", "fill"}
+        Missing values (NaN, or a null or missing marker in a table or file): refused (the
+        default), rows dropped, or filled with `fill` (a dict per column; else the centre of
+        the column's declared domain). Never computed from the data.
+    fill : dict or None
+    categories : dict or None
+        Categorical columns of a table and their categories, e.g. {"plan": ["basic", "premium"]}:
+        one-hot encoded (needs `lower` and `upper` for the numeric columns only), with
+        `category_weight` (default 0.2; docs/algorithms.md, section 16). `category_shares_`
+        gives each centre's share of each category; predict and transform take rows in that
+        encoded form (`columns_`).
+    category_weight : float
 
     There is no `random_state`: the noise comes from a ChaCha20 generator keyed from the
     operating system's entropy on every fit. A caller-chosen seed would let anyone who knows it
@@ -127,6 +147,11 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         upper: Any = None,
         columns: Any = None,
         summaries: bool = False,
+        max_rows_per_unit: int | None = None,
+        missing: str = "reject",
+        fill: Any = None,
+        categories: Any = None,
+        category_weight: float = DEFAULT_CATEGORY_WEIGHT,
     ) -> None:
         self.n_clusters = n_clusters
         self.epsilon = epsilon
@@ -139,6 +164,11 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.upper = upper
         self.columns = columns
         self.summaries = summaries
+        self.max_rows_per_unit = max_rows_per_unit
+        self.missing = missing
+        self.fill = fill
+        self.categories = categories
+        self.category_weight = category_weight
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -147,12 +177,17 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         tags.non_deterministic = True
         return tags
 
-    def fit(self, X: Any, y: Any = None) -> PrivateKMeans:
-        """Release private centres of X (y is ignored). Spends (epsilon, delta) on X.
+    def fit(self, X: Any, y: Any = None, groups: Any = None) -> PrivateKMeans:
+        """Release private centres of X (y is ignored). Spends (epsilon, delta) on X, per row,
+        or per unit of `groups` (each row's unit; needs `max_rows_per_unit`).
 
         X is an array, a table (a pandas DataFrame; `columns` picks columns by name) or a path
         to a Parquet or CSV file (read with `columns`)."""
-        X = validate_data(self, self._rows(X), dtype=[np.float64, np.float32])
+        shaped = self._shaped(X, groups)
+        self.domain_ = self._domain() if shaped is None else shaped.domain
+        self.columns_ = None if shaped is None else shaped.columns
+        rows = self._rows(X) if shaped is None else shaped.rows
+        X = validate_data(self, rows, dtype=[np.float64, np.float32])
         if not isinstance(self.n_clusters, numbers.Integral) or isinstance(self.n_clusters, bool):
             raise ValueError(f"n_clusters must be an integer, got {self.n_clusters!r}")
         result: ClusteringResult = cluster(
@@ -164,14 +199,49 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
             relation=Relation.REPLACE_ONE if self.count_public else Relation.ADD_REMOVE,
             summaries=bool(self.summaries),
             check_k=True,  # k above the noisy row count is refused, as the service does
-            **self._domain(),
+            contribution_bound=1 if shaped is None else shaped.contribution_bound,
+            **self.domain_,
         )
         self.cluster_centers_ = np.array(result.centers)  # a writable copy
         self.algorithm_ = result.algorithm
         self.privacy_ = result.privacy_spent()
         self._summarise(result)
         self.labels_ = self._nearest(X)
+        self.category_shares_ = (
+            None
+            if shaped is None
+            else category_shares(self.cluster_centers_, shaped.columns, self._spec())
+        )
         return self
+
+    def _spec(self) -> TableSpec:
+        return TableSpec(
+            missing=self.missing,
+            fill=dict(self.fill or {}),
+            categories={c: list(v) for c, v in (self.categories or {}).items()},
+            category_weight=self.category_weight,
+            max_rows_per_unit=self.max_rows_per_unit,
+        )
+
+    def _shaped(self, X: Any, groups: Any) -> ShapedTable | None:
+        """X shaped by the table terms (None for a plain fit: no groups, gaps or categories)."""
+        spec = self._spec()
+        if spec.plain and groups is None:
+            if self.max_rows_per_unit is not None:
+                raise ValueError("max_rows_per_unit needs groups (each row's unit)")
+            return None
+        columns = None if self.columns is None else list(self.columns)
+        if isinstance(X, str | os.PathLike):
+            X = read_table(Path(X), spec, columns)
+        elif not hasattr(X, "columns") and not hasattr(X, "column_names"):
+            array = np.asarray(X, dtype=np.float64)
+            if array.ndim != 2:
+                raise ValueError(f"X must be 2-D (rows, columns), got shape {array.shape}")
+            X = {f"x{j}": array[:, j] for j in range(array.shape[1])}
+        try:
+            return shape_table(X, spec, self._domain(), columns, groups)
+        except TableError as exc:
+            raise ValueError(f"{exc.field}: {exc}") from exc
 
     def _rows(self, X: Any) -> Any:
         """The rows of X: a file's (by path), a table's chosen columns, or X itself."""
@@ -215,18 +285,23 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
 
     def _ranges(self, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
         """Each column's declared range: the bounds, or c +- R for a ball."""
-        if self.lower is not None:
-            return np.asarray(self.lower, dtype=float), np.asarray(self.upper, dtype=float)
+        domain = self.domain_
+        if domain.get("lower") is not None:
+            return np.asarray(domain["lower"], dtype=float), np.asarray(
+                domain["upper"], dtype=float
+            )
         c = np.zeros(n_cols) if self.center is None else np.asarray(self.center, dtype=float)
         radius = float(self.radius or 0.0)  # set: the fit declared a ball
         return c - radius, c + radius
 
     def _in_fit_space(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """X's rows and the centres where the fit clustered and `loss_` is measured: for
-        per-column bounds the scaled space (each column over its declared range, rows clipped
-        into the box), else the columns' own units."""
-        if self.lower is not None:
-            box = Box.of(self.lower, self.upper, self.cluster_centers_.shape[1])
+        per-column bounds the scaled space (each column over its declared range, as the fit
+        declared it: a categorical column's one-hot columns included, rows clipped into the
+        box), else the columns' own units."""
+        if self.domain_.get("lower") is not None:
+            lower, upper = self.domain_["lower"], self.domain_["upper"]
+            box = Box.of(lower, upper, self.cluster_centers_.shape[1])
             scaled = box.to_scaled(np.asarray(X, dtype=np.float64))
             return scaled, box.to_scaled(self.cluster_centers_)
         return np.asarray(X), self.cluster_centers_

@@ -223,3 +223,27 @@ def test_k_above_the_noisy_row_count_is_refused(
     path.write_text("a,b\n" + "\n".join("1,2" for _ in range(20)) + "\n")
     assert _run(["cluster", str(path), "--k", "50", "--epsilon", "5", "--radius", "10"]) == 2
     assert "noisy row count" in capsys.readouterr().err
+
+
+def test_a_table_with_units_gaps_and_categories(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = np.random.default_rng(2)
+    lines = ["who,amount,plan"]
+    for i in range(2000):
+        segment = i % 2
+        amount = "" if rng.random() < 0.05 else f"{[20.0, 80.0][segment] + rng.normal(0, 2):.2f}"
+        lines.append(f"u{i // 4},{amount},{['basic', 'premium'][segment]}")
+    path = tmp_path / "t.csv"
+    path.write_text("\n".join(lines) + "\n")
+    terms = ["--privacy-unit", "who", "--max-rows-per-unit", "2", "--missing", "fill"]
+    terms += ["--categories", '{"plan": ["basic", "premium"]}', "--lower", "0", "--upper", "100"]
+    common = ["cluster", str(path), "--k", "2", "--epsilon", "4", "--format", "json"]
+    assert _run([*common, *terms]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["columns"] == ["amount", "plan=basic", "plan=premium"]
+    assert len(document["category_shares"]) == 2
+    assert set(document["category_shares"][0]["plan"]) == {"basic", "premium"}
+    # m is required with a unit.
+    assert _run([*common, "--privacy-unit", "who", "--lower", "0", "--upper", "100"]) == 2
+    assert "max_rows_per_unit" in capsys.readouterr().err

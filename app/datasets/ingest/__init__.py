@@ -24,10 +24,11 @@ from app.datasets.ingest.early import adopt_early_rows
 from app.datasets.ingest.npy import ingest_npy
 from app.datasets.ingest.parquet import ingest_parquet
 from app.datasets.ingest.reader import RowSink, Upload
+from app.datasets.ingest.tabular import TableIngest, ingest_table
 from app.datasets.storage import NpyRowsWriter, RowsWriter
 from app.kit.errors import UploadError
 
-__all__ = ["IngestedMatrix", "ingest_file", "ingest_rows"]
+__all__ = ["IngestedMatrix", "TableIngest", "ingest_file", "ingest_rows"]
 
 _SNIFF_BYTES = 64 << 10
 _NPY_MAGIC = b"\x93NUMPY"
@@ -74,6 +75,7 @@ def ingest_file(
     max_bytes: int | None = None,
     name: str | None = None,
     writer: RowsWriter | None = None,
+    table: TableIngest | None = None,
 ) -> IngestedMatrix:
     """Validate an uploaded dataset and store its rows with `writer` (default: a `.npy` named
     `dest_dir/<name>.npy`, unclipped). `dest_dir` also holds the scratch copy of an upload
@@ -84,6 +86,7 @@ def ingest_file(
     `columns` selects and orders the columns to keep; values of other columns are not checked.
     `max_bytes` caps the bytes read from `src` (UploadError `too-large`, status 413).
     `name` is the file stem (default: a fresh uuid4 hex); it must be a plain file-name token.
+    `table`: gaps, categories or a privacy unit (app.datasets.ingest.tabular), never early.
 
     Raises UploadError (codes `invalid-file`, `non-numeric-value`, `non-finite-value`,
     `ragged-row`, `empty-dataset`, `too-large`) naming the row and column at fault where there
@@ -97,7 +100,7 @@ def ingest_file(
     try:
         # The rows of an early ingest (started while the upload arrived), if they fit.
         selected = adopt_early_rows(
-            src,
+            _adoptable(src, table),
             filename=filename,
             content_type=content_type,
             columns=columns,
@@ -113,6 +116,7 @@ def ingest_file(
                 columns=columns,
                 max_bytes=max_bytes,
                 writer=writer,
+                table=table,
             )
         writer.commit()
     except BaseException:
@@ -121,6 +125,17 @@ def ingest_file(
     return IngestedMatrix(
         stored=writer.stored, n_rows=writer.n_rows, n_cols=len(selected), columns=list(selected)
     )
+
+
+def _adoptable(src: IO[bytes], table: TableIngest | None) -> IO[bytes] | None:
+    """`src`, whose early ingest may be adopted; None for a table with terms, whose early
+    ingest (of plain numbers) is stopped: such a table is read and shaped from the start."""
+    if table is None or table.spec.plain:
+        return src
+    early = getattr(src, "early", None)
+    if early is not None:
+        early.cancel()
+    return None
 
 
 def ingest_rows(
@@ -132,6 +147,7 @@ def ingest_rows(
     columns: list[str] | None,
     max_bytes: int | None,
     writer: RowSink,
+    table: TableIngest | None = None,
 ) -> list[str]:
     """Sniff the format of `src` and convert its rows into `writer` (which is not committed);
     return the kept columns' names. The parameters and errors are `ingest_file`'s."""
@@ -140,7 +156,10 @@ def ingest_rows(
         if not prefix:
             raise UploadError("The uploaded file is empty.", code="empty-dataset")
         fmt = _detect_format(prefix, filename, content_type)
-        selected = _FORMATS[fmt](upload, columns, writer)
+        if table is not None and not table.spec.plain:
+            selected = ingest_table(upload, fmt, columns, table, writer)
+        else:
+            selected = _FORMATS[fmt](upload, columns, writer)
     if writer.n_rows == 0:
         raise UploadError("The file has a header but no data rows.", code="empty-dataset")
     return selected

@@ -69,7 +69,7 @@ def _ingest_rewindable(
     pyarrow already converted are only counted, and from the first unconverted row on the
     rows are validated (raising the exact error) and written.
     """
-    names = _read_csv_header(reader)
+    names = read_csv_header(reader)
     header_end = reader.position
     selected = select_columns(names, wanted)
     writer.start(len(selected))
@@ -86,7 +86,7 @@ def _ingest_rewindable(
     return selected
 
 
-def _read_csv_header(reader: UploadReader) -> list[str]:
+def read_csv_header(reader: UploadReader) -> list[str]:
     """Consume the BOM, leading blank lines and the header line; return the column names."""
     if reader.peek(len(_UTF8_BOM)) == _UTF8_BOM:
         reader.read(len(_UTF8_BOM))

@@ -20,9 +20,12 @@ from app.kit.errors import UploadError
 _BINARY_BLOCK_BYTES = 8 << 20
 
 
-def ingest_npy(upload: Upload, wanted: list[str] | None, writer: RowSink) -> list[str]:
+def ingest_npy(
+    upload: Upload, wanted: list[str] | None, writer: RowSink, gaps: bool = False
+) -> list[str]:
     """Check the header, then convert the data in row blocks into `writer`; return the kept
-    columns' names (`x0`, `x1`, ...: an array has no column names)."""
+    columns' names (`x0`, `x1`, ...: an array has no column names). With `gaps`, NaN (a
+    missing value) is left to the table's policy (app.datasets.ingest.tabular)."""
     shape, fortran_order, dtype = _read_header(upload.reader)
     n_rows, n_cols = _check_array(shape, dtype)
     selected = select_columns([f"x{j}" for j in range(n_cols)], wanted)
@@ -45,7 +48,8 @@ def ingest_npy(upload: Upload, wanted: list[str] | None, writer: RowSink) -> lis
         else:
             values = _gather_rows(spool, first, count, n_rows, picks, dtype)
         block = values.astype(np.float64)
-        check_finite(block, first + 1, selected, binary_row)
+        if not gaps:
+            check_finite(block, first + 1, selected, binary_row)
         writer.append(block)
     return selected
 

@@ -31,7 +31,7 @@ _PARQUET_BATCH_BYTES = 2 << 20
 def ingest_parquet(upload: Upload, wanted: list[str] | None, writer: RowSink) -> list[str]:
     """Convert the spooled Parquet file into `writer`; nulls and non-numeric columns are errors.
     Return the kept columns' names."""
-    parquet, schema, n_rows = _open(upload.spool())
+    parquet, schema, n_rows = open_parquet(upload.spool())
     names = list(schema.names)
     if not names:
         raise UploadError("The Parquet file has no columns.", code="empty-dataset")
@@ -54,7 +54,7 @@ def ingest_parquet(upload: Upload, wanted: list[str] | None, writer: RowSink) ->
     return selected
 
 
-def _open(spool: IO[bytes]) -> tuple[pq.ParquetFile, pa.Schema, int]:
+def open_parquet(spool: IO[bytes]) -> tuple[pq.ParquetFile, pa.Schema, int]:
     """The file, its schema and its row count (an `invalid-file` error if unreadable)."""
     try:
         # Pre-buffering reads whole row groups ahead and unbuffered streams read whole column

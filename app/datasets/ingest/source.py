@@ -130,6 +130,10 @@ class _opened:
         self.handle.close()
 
 
+# A source file opened as a ParquetFile (a context manager), for app.datasets.ingest.tabular.
+opened_source = _opened
+
+
 def _check_same_columns(file: SourceFile, schema: pa.Schema, selected: list[str]) -> None:
     missing = [c for c in selected if c not in schema.names]
     if missing:

@@ -41,6 +41,7 @@ from privclust.clustering.run.result import (
 )
 from privclust.clustering.run.runner import counted_rows, released_count, run_method
 from privclust.clustering.run.summary_pricing import centres_mu, summary_mu
+from privclust.clustering.units import as_charged, per_row_options
 from privclust.privacy import noise
 from privclust.privacy.gdp import remaining_after
 
@@ -72,6 +73,7 @@ def plan_run(
     summary_fraction: float | None = None,
     lloyd_steps: int | None = None,
     lloyd_share: float | None = None,
+    contribution_bound: int = 1,
 ) -> RunPlan:
     """Validate the non-data arguments of a run and fix its T, L, sigma and release count.
 
@@ -82,7 +84,9 @@ def plan_run(
     (default SUMMARY_MU_FRACTION) aside for the private sizes and loss. The other arguments are
     the methods' (privclust.clustering.methods: each method's `plan` reads its own, and says
     what `iterations` counts for it); `variations` and `max_population` are PE-means's L and
-    population cap, for the methods that evolve a population.
+    population cap, for the methods that evolve a population. `contribution_bound` m calibrates
+    every release for neighbours that differ by one unit of up to m rows (privclust.clustering
+    .units): the plan's mu is the unit's, its sigma the per-row noise of mu / m.
     """
     options = Options(
         algorithm=algorithm,
@@ -102,6 +106,7 @@ def plan_run(
         summary_fraction=summary_fraction,
         lloyd_steps=lloyd_steps,
         lloyd_share=lloyd_share,
+        contribution_bound=contribution_bound,
     )
     return plan_options(n_rows, n_cols, k, options, count_mu)
 
@@ -111,11 +116,12 @@ def plan_options(
 ) -> RunPlan:
     """`plan_run` with its arguments as one Options: the checks every plan shares, the method
     (resolved from the public row count and the job's mu), then the method's plan."""
-    basis = plan_basis(n_rows, n_cols, k, options, count_mu)
+    per_row = per_row_options(options)
+    basis = plan_basis(n_rows, n_cols, k, per_row, count_mu)
     chosen = resolve_algorithm(
         options.algorithm, basis.n_cols, n_rows=basis.n_rows, k=basis.k, mu=basis.mu
     )
-    return plan_method(METHODS[chosen], basis, options)
+    return as_charged(plan_method(METHODS[chosen], basis, per_row), options)
 
 
 class ClusterKeywords(EvolutionKeywords, total=False):
@@ -127,6 +133,7 @@ class ClusterKeywords(EvolutionKeywords, total=False):
     summaries: bool
     summary_fraction: float | None
     lloyd_steps: int | None
+    contribution_bound: int
 
 
 def cluster(X: Rowset, k: int, **keywords: Unpack[ClusterKeywords]) -> ClusteringResult:
@@ -168,7 +175,11 @@ def cluster_box(
 
 def cluster_options(X: Rowset, k: int, options: Options) -> ClusteringResult:
     """`cluster` with its arguments as one Options: the centres (`_centres`), then, with
-    summaries, their sizes and loss (`_with_summaries`), one after the other."""
+    summaries, their sizes and loss (`_with_summaries`), one after the other; with a
+    contribution bound m, run at the per-row mu / m and say the unit's mu
+    (privclust.clustering.units)."""
+    if options.contribution_bound != 1:
+        return as_charged(cluster_options(X, k, per_row_options(options)), options)
     if options.summaries:
         return _with_summaries(X, k, options)
     if options.summary_fraction is not None:

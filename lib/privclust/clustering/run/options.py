@@ -96,6 +96,9 @@ class Options:
     # runs, as the service refuses a k above a dataset's released count); without it the plan
     # uses max(N~, k).
     check_k: bool = False
+    # The privacy unit's contribution bound m: neighbours differ by one unit's rows (at most m),
+    # so every release runs at the per-row mu / m (privclust.clustering.units). 1: one row.
+    contribution_bound: int = 1
 
 
 class BudgetChoiceError(ClusteringInputError):

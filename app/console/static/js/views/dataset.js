@@ -87,10 +87,17 @@ function metadata(ds) {
     ds.n_rows_dp === null ? ["Rows (noisy, n_rows_dp)", "released when the import has read every row"]
       : ["Rows (noisy, n_rows_dp)", ds.count_public || !ds.count_mu
       ? `${ds.n_rows_dp} (declared public: exact)`
-      : h("span", {}, h("span", { "data-field": "n_rows_dp" }, String(ds.n_rows_dp)), ` ± ${num(1 / ds.count_mu, 2)}`,
-        h("span", { class: "muted" }, " (± one standard deviation of its noise, 1/μ of the count)"))],
+      : h("span", {}, h("span", { "data-field": "n_rows_dp" }, String(ds.n_rows_dp)), ` ± ${num((ds.max_rows_per_unit || 1) / ds.count_mu, 2)}`,
+        h("span", { class: "muted" }, " (± one standard deviation of its noise, m/μ of the count)"))],
     ds.n_rows === null || ds.n_rows === undefined ? null : ["Exact rows (owner only)", String(ds.n_rows)],
     ["Neighbouring relation", ds.relation],
+    ["Unit of privacy", ds.privacy_unit === "row"
+      ? "one row (the guarantee protects one row, not one person)"
+      : `all the rows of one ${ds.privacy_unit}, at most ${ds.max_rows_per_unit} of them`],
+    ["Missing values", ds.missing + (Object.keys(ds.fill || {}).length ? ` (fill: ${JSON.stringify(ds.fill)})` : "")],
+    Object.keys(ds.categories || {}).length
+      ? ["Categories", `${JSON.stringify(ds.categories)}, weight ${ds.category_weight}`] : null,
+    ds.table_counts ? ["What the policy did (owner only)", Object.entries(ds.table_counts).map(([k, v]) => `${k} ${v}`).join(", ")] : null,
     ["Cost of the row count", ds.count_mu === null ? "none (declared public)" : `μ ${num(ds.count_mu)}`],
     ["Declared domain", domainText(ds)],
     ["Created", time(ds.created_at)],

@@ -123,8 +123,19 @@ function centresPicture(section, result, k, ds) {
     note,
     legend(centers.length),
     h("details", {}, h("summary", {}, "Centres as numbers"), centresTable(centers, columns, errors)),
+    ...(result.category_shares ? [shareTable(result.category_shares)] : []),
   );
   redraw();
+}
+
+/** Each centre's share of each category: its one-hot coordinates, clipped and renormalised. */
+function shareTable(shares) {
+  const heads = Object.entries(shares[0]).flatMap(([col, cats]) => Object.keys(cats).map((cat) => [col, cat]));
+  return h("div", { class: "scroll" }, h("table", { "aria-label": "Category shares" },
+    h("caption", {}, "Category shares per centre (post-processing of the released centres)"),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "#"), heads.map(([c, v]) => h("th", { scope: "col" }, `${c}=${v}`)))),
+    h("tbody", {}, shares.map((s, i) => h("tr", {}, h("th", { scope: "row" }, String(i + 1)),
+      heads.map(([c, v]) => h("td", { class: "num" }, num(s[c][v], 3))))))));
 }
 
 function centresTable(centers, columns, errors) {

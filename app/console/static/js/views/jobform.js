@@ -133,6 +133,7 @@ export function jobForm(ds, budget) {
         "since costs add in squares. ", budgetBar(est.budget, { job: est.admissible ? p.mu : 0, label: "Budget after this job" }),
         h("span", { class: "small" }, " (green: left after it; striped: this job; amber: reserved; grey: spent)")),
       p.summary_mu ? h("p", {}, `Of it, μ ${num(p.summary_mu)} goes to the private summaries; the centres get the rest.`) : null,
+      est.protects ? h("p", { class: "protects" }, `What this μ protects: ${est.protects}.`) : null,
       est.admissible
         ? h("p", {}, "Budget after it: ", h("strong", {}, `ε ${num(after.epsilon_remaining)}`),
           ` of ${num(after.epsilon)} left (μ ${num(after.mu_remaining)} of ${num(after.mu_cap)}; ε does not add up job by job).`)

@@ -54,6 +54,22 @@ export async function uploadView(main, { me }) {
       h("div", { class: "row" }, choice("domain", "ball", "A ball", true), choice("domain", "box", "Per-column bounds")),
       ball, box),
     field("Columns to use (optional)", text("columns", { placeholder: "x, y" }), "comma-separated names; default: all"),
+    h("fieldset", {}, h("legend", {}, "What one unit of privacy is"),
+      h("p", { class: "hint" }, "Without a unit column the guarantee protects one row, not one person: ",
+        "a person with many rows (orders, visits) is protected only at that many times the charged μ."),
+      field("Unit column (optional)", text("privacy_unit", { placeholder: "customer_id" }),
+        "identifies a person or customer; not stored"),
+      field("Most rows per unit (m)", number("max_rows_per_unit", { min: 1, step: 1 }),
+        "required with a unit column: each unit keeps at most m rows, chosen at random; noise grows m-fold")),
+    h("fieldset", {}, h("legend", {}, "Missing values and categories"),
+      h("div", { class: "row" }, choice("missing", "reject", "Refuse a missing value", true),
+        choice("missing", "drop-row", "Drop rows with one"), choice("missing", "fill", "Fill it")),
+      field("Fill values (optional)", text("fill", { placeholder: '{"age": 40, "plan": "basic"}' }),
+        "JSON; a column not named takes its domain's centre, never a value computed from the data"),
+      field("Categorical columns (optional)", text("categories", { placeholder: '{"plan": ["basic", "premium"]}' }),
+        "JSON, public; needs per-column bounds for the numeric columns"),
+      field("Category weight", number("category_weight", { min: 0, max: 1, placeholder: "0.2" }),
+        "two rows that differ in one category are weight × √2 apart; a numeric column's range counts 1")),
     h("fieldset", {}, h("legend", {}, "Row count"),
       choice("count", "default", "Release a noisy count at the default cost (0.1 × the cap's μ)", true),
       choice("count", "custom", "Release a noisy count at a chosen cost"),
@@ -91,6 +107,12 @@ export async function uploadView(main, { me }) {
       put("upper", numberArray(f.upper.value));
     }
     put("columns", nameArray(f.columns.value));
+    put("privacy_unit", f.privacy_unit.value.trim());
+    put("max_rows_per_unit", f.max_rows_per_unit.value);
+    if (f.missing.value !== "reject") put("missing", f.missing.value);
+    put("fill", f.fill.value.trim());
+    put("categories", f.categories.value.trim());
+    put("category_weight", f.category_weight.value);
     if (f.count.value === "custom") put("count_mu", countMu.value);
     if (f.count.value === "public") put("count_public", "true");
     submit.disabled = true;
