@@ -277,8 +277,8 @@ class PrivateKMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         lower, upper = self._ranges(result.centers.shape[1])
         self.warnings_ = [(c.code, c.detail) for c in run_warnings(result, lower, upper)]
         n_cols = result.centers.shape[1]
-        if self.lower is not None:
-            space = Space.box(Box.of(self.lower, self.upper, n_cols))
+        if self.domain_.get("lower") is not None:  # the fit's box: one-hot columns included
+            space = Space.box(Box.of(self.domain_["lower"], self.domain_["upper"], n_cols))
         else:
             space = Space.ball(float(self.radius or 0.0), n_cols)
         self.centre_error_ = np.array(result_accuracy(result, space).centre_error)

@@ -72,9 +72,11 @@ def test_main_job_end_to_end(stack: Stack) -> None:
             "finished_at",
         }
         # Without summaries the result is the centres alone (no sizes or loss, noisy or not),
-        # with the space a loss would be measured in and the warnings about the released figures.
+        # with the space a loss would be measured in, the warnings about the released figures
+        # and the centres' error band (from public facts only, as the estimate's).
         result = job["result"]
         assert {k for k, v in result.items() if v is not None} == {
+            "accuracy",
             "centers",
             "columns",
             "loss_space",

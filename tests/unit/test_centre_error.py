@@ -24,7 +24,7 @@ from privclust.clustering.outputs.centre_error import (
     loss_spread,
 )
 from privclust.clustering.outputs.uncertainty import sweep_warnings
-from privclust.clustering.run.runner import released_count
+from privclust.clustering.run.runner import counted_rows, released_count
 
 
 def test_domain_spread_is_that_of_k_cubes_filling_the_domain() -> None:
@@ -108,5 +108,6 @@ def test_the_library_count_is_floored_at_zero() -> None:
     # A count of 0 rows with a tiny mu: the noise is often negative; the released count never is.
     for seed in range(20):
         with pytest.raises(ClusteringInputError) as refused:
-            released_count(0, 10**9, 0.05, np.random.default_rng(seed), check_k=True)
+            no_rows = counted_rows(np.empty((0, 2)))
+            released_count(no_rows, 10**9, 0.05, np.random.default_rng(seed), check_k=True)
         assert "n_rows_dp=-" not in str(refused.value)
