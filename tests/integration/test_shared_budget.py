@@ -94,7 +94,7 @@ def _admitted_by_key(db_url: str, dataset_id: uuid.UUID) -> Counter[uuid.UUID]:
         return Counter(job.created_by for job in jobs if job.created_by is not None)
 
 
-def test_60_concurrent_jobs_from_10_keys_never_pass_a_cap_or_a_pace(db_url: str) -> None:
+def test_200_concurrent_jobs_from_10_keys_never_pass_a_cap_or_a_pace(db_url: str) -> None:
     clock = ManualClock()
     dataset_id = make_dataset(db_url, mu_cap=DATASET_CAP)
     team = _team(db_url)
