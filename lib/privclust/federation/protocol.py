@@ -19,13 +19,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import Rows, Statistic
 from privclust.federation.keys import MemberKey
 from privclust.federation.masks import MaskScope, member_mask
 from privclust.federation.ring import Layout, from_ring, ring_sum, to_ring
 from privclust.federation.shares import NoiseShares
+from privclust.privacy.noise import job_generator
 
-__all__ = ["MemberSeat", "aggregate", "answer_release", "masked_contribution", "released"]
+__all__ = [
+    "MemberSeat",
+    "aggregate",
+    "answer_pass",
+    "answer_release",
+    "masked_contribution",
+    "released",
+]
 
 
 def masked_contribution(
@@ -97,6 +106,37 @@ def answer_release(
     share = seat.shares.share(
         seat.position, flat.shape, sensitivity=sensitivity, sigma=sigma, rng=rng
     )
+    return layout, masked_contribution(flat, share, seat.key, seat.members, scope)
+
+
+def answer_pass(
+    rows: Rows,
+    statistic: Statistic,
+    noises: Sequence[Gaussian],
+    seat: MemberSeat,
+    scope: MaskScope,
+    rng: np.random.Generator | None = None,
+) -> tuple[Layout, np.ndarray]:
+    """`answer_release` for a pass of several arrays, each with its own `Gaussian` (as
+    `Rows.release` takes them): each array's share is drawn in order, from one generator
+    (OS entropy unless a test passes `rng`), as the central release draws each array's noise.
+    The shares are drawn after the pass."""
+    exact = rows.total(statistic)
+    if len(exact) != len(noises):
+        raise ValueError(f"{len(exact)} arrays but {len(noises)} noises")
+    layout = Layout.of(exact)
+    generator = job_generator(rng)
+    shares = []
+    for array, g in zip(exact, noises, strict=True):
+        share = seat.shares.share(
+            seat.position,
+            np.shape(array),
+            sensitivity=g.scaled_sensitivity,
+            sigma=g.sigma,
+            rng=generator,
+        )
+        shares.append(share)
+    flat, share = layout.flatten(exact), layout.flatten(shares)
     return layout, masked_contribution(flat, share, seat.key, seat.members, scope)
 
 

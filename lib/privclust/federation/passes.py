@@ -1,0 +1,252 @@
+"""A pass as it travels to a member: JSON that names the pass and carries its public arrays.
+
+A member of a federation runs, for each release of a job, the same pass the central engine runs
+on a partition (privclust.clustering.data.rows). The coordinator sends the pass as data, never
+as code: a name from `PASSES` (the allowlist), its public arrays (candidates, centres; each as
+base64 of little-endian bytes with its dtype and shape) and its public scalars. `decode` builds
+the same statistic again on the member and refuses anything else (`PassError`): an unknown
+name, a dtype other than float64, a shape that does not match the data or the member's columns,
+a value that is not finite, or more values than a release may hold. Nothing a coordinator sends
+is ever unpickled or evaluated.
+
+The member also decides each release's l2 sensitivity itself (`required_sensitivities`), from
+the pass and its dataset's declared terms, under add/remove neighbours (a federated dataset's row
+count is private) and with its privacy unit's bound m, so that a coordinator that understated a
+sensitivity cannot buy a release for less than it costs (`release_mu_squared`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from privclust.clustering.data.release import Gaussian
+from privclust.clustering.data.rows import RowCount, Statistic
+from privclust.clustering.evolution.nearest import GroupLayout
+from privclust.clustering.evolution.vote import VoteCounts
+from privclust.clustering.mechanisms.grid import grid_sensitivity
+from privclust.clustering.mechanisms.lloyd import (
+    MAX_COUNT_MULTIPLIER,
+    JointLloydSums,
+    LloydSums,
+)
+from privclust.privacy.noise import MAX_NOISE_STD, noise_std
+
+__all__ = [
+    "MAX_VALUES",
+    "PASSES",
+    "PassError",
+    "decode",
+    "decode_noises",
+    "encode",
+    "encode_noises",
+    "release_mu_squared",
+    "required_sensitivities",
+]
+
+# The most values one encoded array (or one release) may hold: 2^22 float64s, 32 MiB.
+MAX_VALUES = 1 << 22
+MAX_CANDIDATES = 1 << 20
+_DTYPE = "<f8"
+
+ROW_COUNT = "row-count"
+VOTE_COUNTS = "vote-counts"
+LLOYD_SUMS = "lloyd-sums"
+PASSES = (ROW_COUNT, VOTE_COUNTS, LLOYD_SUMS)
+
+
+class PassError(ValueError):
+    """An encoded pass or noise a member refuses (the service answers 422)."""
+
+
+def _array(values: np.ndarray) -> dict[str, Any]:
+    data = np.ascontiguousarray(values, dtype=_DTYPE)
+    return {
+        "dtype": _DTYPE,
+        "shape": list(data.shape),
+        "data": base64.b64encode(data.tobytes()).decode("ascii"),
+    }
+
+
+def _read_array(body: Any, name: str) -> np.ndarray:
+    if not isinstance(body, Mapping) or set(body) != {"dtype", "shape", "data"}:
+        raise PassError(f"{name}: an array is {{dtype, shape, data}}")
+    if body["dtype"] != _DTYPE:
+        raise PassError(f"{name}: only {_DTYPE} arrays are accepted")
+    shape = body["shape"]
+    if not (
+        isinstance(shape, list)
+        and 1 <= len(shape) <= 2
+        and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape)
+    ):
+        raise PassError(f"{name}: a shape is 1 or 2 positive integers")
+    size = math.prod(shape)
+    if size > MAX_VALUES:
+        raise PassError(f"{name}: at most {MAX_VALUES} values")
+    if not isinstance(body["data"], str):
+        raise PassError(f"{name}: data is base64 text")
+    try:
+        raw = base64.b64decode(body["data"], validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise PassError(f"{name}: data is not base64") from exc
+    if len(raw) != 8 * size:
+        raise PassError(f"{name}: {len(raw)} bytes for shape {shape}")
+    values = np.frombuffer(raw, dtype=_DTYPE).astype(np.float64).reshape(shape)
+    if not np.all(np.isfinite(values)):
+        raise PassError(f"{name}: values must be finite")
+    return values
+
+
+def _int(scalars: Mapping[str, Any], name: str, low: int, high: int) -> int:
+    value = scalars.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise PassError(f"{name}: an integer in [{low}, {high}]")
+    return value
+
+
+def encode(statistic: Statistic) -> dict[str, Any]:
+    """`statistic` as JSON-ready data (refused when it is not a federated pass)."""
+    if isinstance(statistic, RowCount):
+        return {"pass": ROW_COUNT, "arrays": {}, "scalars": {}}
+    if isinstance(statistic, VoteCounts):
+        layout = statistic.layout
+        scalars = {} if layout is None else {"anchors": layout.anchors, "per": layout.per_anchor}
+        return {
+            "pass": VOTE_COUNTS,
+            "arrays": {"candidates": _array(statistic.candidates)},
+            "scalars": scalars,
+        }
+    if isinstance(statistic, JointLloydSums):
+        step = np.atleast_1d(np.asarray(statistic.sums.step, dtype=np.float64))
+        return {
+            "pass": LLOYD_SUMS,
+            "arrays": {"centres": _array(statistic.sums.centres), "step": _array(step)},
+            "scalars": {
+                "multiplier": int(statistic.multiplier),
+                "scalar_step": bool(np.ndim(statistic.sums.step) == 0),
+            },
+        }
+    raise PassError(f"{type(statistic).__name__} is not a federated pass")
+
+
+def decode(body: Any, n_cols: int) -> Statistic:
+    """The statistic an encoded pass names, for a member whose rows have `n_cols` columns;
+    PassError when anything in it is not what a federated pass holds."""
+    if not isinstance(body, Mapping) or set(body) != {"pass", "arrays", "scalars"}:
+        raise PassError("a pass is {pass, arrays, scalars}")
+    name, arrays, scalars = body["pass"], body["arrays"], body["scalars"]
+    if name not in PASSES:
+        raise PassError(f"unknown pass {name!r}; a member answers {', '.join(PASSES)}")
+    if not isinstance(arrays, Mapping) or not isinstance(scalars, Mapping):
+        raise PassError("arrays and scalars are objects")
+    if name == ROW_COUNT:
+        if arrays or scalars:
+            raise PassError("a row count carries nothing")
+        return RowCount()
+    if name == VOTE_COUNTS:
+        return _votes(arrays, scalars, n_cols)
+    return _lloyd(arrays, scalars, n_cols)
+
+
+def _points(arrays: Mapping[str, Any], name: str, n_cols: int) -> np.ndarray:
+    if set(arrays) - {name, "step"}:
+        raise PassError(f"unexpected arrays {sorted(set(arrays) - {name, 'step'})}")
+    points = _read_array(arrays.get(name), name)
+    if points.ndim != 2 or points.shape[1] != n_cols or points.shape[0] > MAX_CANDIDATES:
+        raise PassError(f"{name}: a matrix of at most {MAX_CANDIDATES} rows of {n_cols} columns")
+    return points
+
+
+def _votes(arrays: Mapping[str, Any], scalars: Mapping[str, Any], n_cols: int) -> Statistic:
+    if "step" in arrays:
+        raise PassError("a vote carries candidates only")
+    candidates = _points(arrays, "candidates", n_cols)
+    if not scalars:
+        return VoteCounts(candidates, None)
+    if set(scalars) != {"anchors", "per"}:
+        raise PassError("a vote's layout is {anchors, per}")
+    anchors = _int(scalars, "anchors", 1, candidates.shape[0])
+    per = _int(scalars, "per", 0, candidates.shape[0])
+    if anchors * (per + 1) != candidates.shape[0]:
+        raise PassError("the layout does not match the candidates")
+    return VoteCounts(candidates, GroupLayout(anchors=anchors, per_anchor=per))
+
+
+def _lloyd(arrays: Mapping[str, Any], scalars: Mapping[str, Any], n_cols: int) -> Statistic:
+    centres = _points(arrays, "centres", n_cols)
+    step = _read_array(arrays.get("step"), "step")
+    if set(scalars) != {"multiplier", "scalar_step"} or not isinstance(
+        scalars["scalar_step"], bool
+    ):
+        raise PassError("a Lloyd pass's scalars are {multiplier, scalar_step}")
+    multiplier = _int(scalars, "multiplier", 1, MAX_COUNT_MULTIPLIER)
+    if not np.all(step > 0):
+        raise PassError("step: every step radius is > 0")
+    if scalars["scalar_step"]:
+        if step.shape != (1,):
+            raise PassError("step: one radius")
+        return JointLloydSums(LloydSums(centres, float(step[0])), multiplier)
+    if step.shape != (centres.shape[0],):
+        raise PassError("step: one radius per centre")
+    return JointLloydSums(LloydSums(centres, step), multiplier)
+
+
+def required_sensitivities(statistic: Statistic, n_cols: int, unit_bound: int) -> list[float]:
+    """The l2 sensitivity of each array of `statistic` as the member computes it: add/remove
+    neighbours, a unit of privacy of at most `unit_bound` rows (m rows move it m times as
+    far as one row)."""
+    m = float(unit_bound)
+    if isinstance(statistic, RowCount | VoteCounts):
+        return [m]
+    if isinstance(statistic, JointLloydSums):
+        return [m * math.hypot(grid_sensitivity(n_cols), float(statistic.multiplier))]
+    raise PassError(f"{type(statistic).__name__} is not a federated pass")
+
+
+def encode_noises(noises: Sequence[Gaussian]) -> list[dict[str, Any]]:
+    return [{"sensitivity": g.sensitivity, "sigma": g.sigma, "weight": g.weight} for g in noises]
+
+
+def decode_noises(body: Any, arrays: int) -> list[Gaussian]:
+    """One `Gaussian` per array of the pass, each finite and positive."""
+    if not isinstance(body, list) or len(body) != arrays:
+        raise PassError(f"noises: a list of {arrays}")
+    noises = []
+    for item in body:
+        if not isinstance(item, Mapping) or set(item) != {"sensitivity", "sigma", "weight"}:
+            raise PassError("a noise is {sensitivity, sigma, weight}")
+        s, sigma, w = item["sensitivity"], item["sigma"], item["weight"]
+        if not all(_positive(v) for v in (s, sigma)):
+            raise PassError("a noise's sensitivity and sigma are finite numbers > 0")
+        if not isinstance(w, int) or isinstance(w, bool) or not 1 <= w <= 1 << 20:
+            raise PassError("a noise's weight is an integer in [1, 2^20]")
+        noises.append(Gaussian(float(s), float(sigma), w))
+    return noises
+
+
+def _positive(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
+def release_mu_squared(noises: Sequence[Gaussian], required: Sequence[float]) -> Fraction:
+    """What a release costs the member, mu^2, exactly: each array's noise std (as it will be
+    drawn, `noise_std` of the scaled sensitivity) against the sensitivity the member requires;
+    the arrays compose. PassError for a std beyond what a draw allows."""
+    total = Fraction(0)
+    for g, need in zip(noises, required, strict=True):
+        std = noise_std(g.scaled_sensitivity, g.sigma)
+        if not (math.isfinite(std) and 0.0 < std <= MAX_NOISE_STD):
+            raise PassError(f"a noise std of {std!r} cannot be drawn")
+        total += (Fraction(need) / Fraction(std)) ** 2
+    return total
