@@ -338,6 +338,57 @@ class MemberSeat(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class MemberJobStatus(StrEnum):
+    """A federated job as its member sees it (app.federation.member)."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    REFUNDED = "refunded"
+
+
+class MemberJob(Base):
+    """A federated job a member key joined: its plan (public), what the member's own ledger
+    charged for it, and the mu^2 of the releases answered so far (an exact rational). The
+    member answers at most what it charged (app.federation.member)."""
+
+    __tablename__ = "member_jobs"
+    __table_args__ = (
+        UniqueConstraint("key_id", "federation", "job", name="uq_member_jobs_key_federation_job"),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
+    key_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("api_keys.id"), index=True)
+    dataset_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("datasets.id"), index=True)
+    # The coordinator's names for the federation and the job (public; they scope the masks).
+    federation: Mapped[str] = mapped_column(String(100))
+    job: Mapped[str] = mapped_column(String(100))
+    # method, the rows' dtype, the members' public keys in public order, c.
+    plan: Mapped[dict[str, Any]] = mapped_column(JSON)
+    mu: Mapped[float] = mapped_column(Float)
+    answered_sq: Mapped[str] = mapped_column(Text, default="0/1")
+    status: Mapped[str] = mapped_column(String(16), default=MemberJobStatus.RUNNING)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class MemberAnswer(Base):
+    """The masked vector a member answered for one release of a federated job: a repeated
+    request gets these same words back, never a second, differently noised vector. Masked
+    words only: the exact statistic and the noise share are never stored."""
+
+    __tablename__ = "member_answers"
+
+    member_job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("member_jobs.id"), primary_key=True)
+    release: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # A digest of the request (the pass and its noises): the same index asked with another
+    # pass is refused.
+    request_digest: Mapped[str] = mapped_column(String(64))
+    words: Mapped[bytes] = mapped_column(LargeBinary)
+    mu_sq: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 @event.listens_for(LedgerEntry, "before_update")
 @event.listens_for(LedgerEntry, "before_delete")
 def _ledger_is_append_only(mapper: Any, connection: Any, target: LedgerEntry) -> None:

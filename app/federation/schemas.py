@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import base64
+import uuid
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from app.datasets.schemas import DatasetOut
+from app.federation.member import Join
 from app.federation.service import Seat
-from app.models import Role
+from app.models import MemberJob, Role
 
 
 class SeatOut(BaseModel):
@@ -29,3 +32,90 @@ class SeatOut(BaseModel):
             public_key=base64.b64encode(seat.public_key).decode("ascii"),
             fingerprint=seat.fingerprint,
         )
+
+
+class DomainTerms(BaseModel):
+    """The declared terms every member of a federation shares (public)."""
+
+    columns: list[str]
+    domain_kind: str
+    radius: float
+    center: list[float]
+    lower: list[float] | None = None
+    upper: list[float] | None = None
+    table_spec: dict[str, Any] | None = None
+
+
+class MemberJoin(BaseModel):
+    """A coordinator's request that this member take part in one federated job."""
+
+    federation: str = Field(min_length=1, max_length=100, description="The federation's id.")
+    job: str = Field(min_length=1, max_length=100, description="The coordinator's job id.")
+    method: str = Field(
+        description="count (the federated dataset's noisy row count), fastlloyd, pe-means or "
+        "pe-lloyd."
+    )
+    mu: float = Field(gt=0, allow_inf_nan=False, description="What the job costs (mu-GDP).")
+    dtype: str = Field(description="How the rows are read: float32 or float64.")
+    members: list[str] = Field(
+        min_length=2,
+        max_length=16,
+        description="Every member's X25519 public key (base64), in the federation's order.",
+    )
+    colluding: int = Field(default=0, ge=0, le=15, description="c, the colluding members.")
+    domain: DomainTerms
+
+    def request(self) -> Join:
+        return Join(
+            federation=self.federation,
+            job=self.job,
+            method=self.method,
+            mu=self.mu,
+            dtype=self.dtype,
+            members=list(self.members),
+            colluding=self.colluding,
+            domain=self.domain.model_dump(),
+        )
+
+
+class MemberJobOut(BaseModel):
+    id: uuid.UUID = Field(description="The member job's id (the path of its releases).")
+    federation: str
+    job: str
+    method: str
+    mu: float = Field(description="What the member's own ledger charged for the job.")
+    status: str
+    releases: int = Field(description="How many releases the member answered.")
+
+    @classmethod
+    def of(cls, job: MemberJob, releases: int = 0) -> MemberJobOut:
+        return cls(
+            id=job.id,
+            federation=job.federation,
+            job=job.job,
+            method=str(job.plan["method"]),
+            mu=job.mu,
+            status=job.status,
+            releases=releases,
+        )
+
+
+class ReleaseIn(BaseModel):
+    """One release: the pass (privclust.federation.passes) and one noise per array."""
+
+    pass_: dict[str, Any] = Field(alias="pass", description="The encoded pass.")
+    noises: list[dict[str, Any]] = Field(description="{sensitivity, sigma, weight} per array.")
+
+    def body(self) -> dict[str, Any]:
+        return {"pass": self.pass_, "noises": self.noises}
+
+
+class ReleaseOut(BaseModel):
+    release: int
+    words: str = Field(
+        description="The member's masked vector: little-endian uint64 words, in base64."
+    )
+
+
+class FinishIn(BaseModel):
+    succeeded: bool = Field(description="Whether the coordinator's job succeeded.")

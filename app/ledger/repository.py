@@ -11,7 +11,7 @@ from datetime import datetime
 from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
-from app.models import ApiKey, Dataset, DatasetBudget, Job, KeyBudget, LedgerEntry
+from app.models import ApiKey, Dataset, DatasetBudget, Job, KeyBudget, LedgerEntry, MemberJob
 
 
 def _is_sqlite(session: Session) -> bool:
@@ -203,3 +203,11 @@ def tenant_key(session: Session, key_id: uuid.UUID, tenant: str) -> ApiKey | Non
 
 def delete_key_budget(session: Session, row: KeyBudget) -> None:
     session.delete(row)
+
+
+def member_job_mus(session: Session, dataset_id: uuid.UUID) -> dict[uuid.UUID, float]:
+    """The mu of every federated job a member key joined on the dataset, by member job id."""
+    rows = session.execute(
+        select(MemberJob.id, MemberJob.mu).where(MemberJob.dataset_id == dataset_id)
+    ).all()
+    return {row.id: float(row.mu) for row in rows}

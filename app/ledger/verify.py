@@ -146,6 +146,13 @@ def charge_breaks(
     return found
 
 
+def member_charge_breaks(entry: LedgerEntry, mu: float) -> list[str]:
+    """What a member job's `commit` charged that its member job row does not say."""
+    if entry.mu != mu:
+        return [f"{name(entry, entry.id)}: mu {entry.mu!r} but its member job says {mu!r}"]
+    return []
+
+
 def check_dataset(
     session: Session, dataset_id: uuid.UUID, plan_check: PlanCheck | None = None
 ) -> Check | None:
@@ -158,6 +165,7 @@ def check_dataset(
         return None
     row = repo.budget_row(session, dataset_id)
     jobs = repo.jobs_of_dataset(session, dataset_id)
+    member_jobs = repo.member_job_mus(session, dataset_id)
     walk = ChainWalk()
     key_rows = repo.key_budget_rows(session, dataset_id)
     keys = KeyReplay(r.key_id for r in key_rows)
@@ -168,7 +176,9 @@ def check_dataset(
         for entry in repo.streamed_entries(session, dataset_id):
             count += 1
             walk.follow(entry)
-            if entry.kind == LedgerKind.COMMIT and entry.job_id is not None:
+            if entry.kind == LedgerKind.COMMIT and entry.job_id in member_jobs:
+                walk.breaks += member_charge_breaks(entry, member_jobs[entry.job_id])
+            elif entry.kind == LedgerKind.COMMIT and entry.job_id is not None:
                 job = jobs.get(entry.job_id)
                 walk.breaks += charge_breaks(entry, job, dataset, plan_check)
             keys.feed(entry)

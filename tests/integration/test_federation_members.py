@@ -100,8 +100,8 @@ def test_a_member_key_can_call_nothing_but_the_federations_routes(
     member = member_key(client, keys["admin"], dataset["id"])["key"]
     checked = 0
     for method, path in _requests(client):
-        if (method, path) in MEMBER_ROUTES:
-            continue
+        if (method, path) in MEMBER_ROUTES or path.startswith("/v1/federation/jobs"):
+            continue  # a member key's own routes (test_federation_member_jobs)
         anonymous = client.request(method, path)
         if anonymous.status_code != 401:
             continue  # a route without a key (health, documentation)

@@ -1,0 +1,308 @@
+"""A member's part in federated jobs: join (its own ledger charges the job), answer releases
+with masked vectors only, finish (docs/threat-model.md, docs/algorithms.md section 15).
+
+What the member enforces itself, whatever the coordinator asks:
+- the plan it joined names its own public key among the members, its dataset's domain and
+  columns, and a method from `METHOD_PASSES`; it charges the plan's mu on its own ledger
+  (reserved at join, committed before the first noise share is drawn);
+- each release's cost, mu_i^2, comes from the noise the coordinator asks for against the
+  sensitivity the member computes itself (privclust.federation.passes); the sum over the
+  releases it answered never exceeds the charged mu^2 (composition: sqrt(sum mu_i^2));
+- a release index is answered once: the same request gets the same stored words back, another
+  request for that index is refused; the noise share is drawn from OS entropy;
+- nothing but masked words leaves it; the exact statistic and the share are never stored or
+  logged, and no refusal repeats a value computed from the rows.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.datasets import service as datasets_service
+from app.federation import repository as repo
+from app.federation.rows import ROW_DTYPES, member_rows
+from app.kit.db.base import utcnow
+from app.kit.errors import Conflict, InvalidParameter, NotFound
+from app.ledger import members as member_ledger
+from app.ledger import service as ledger
+from app.models import ApiKey, Dataset, MemberAnswer, MemberJob, MemberJobStatus
+from privclust.clustering import Algorithm
+from privclust.federation.keys import MemberKey, check_public_key
+from privclust.federation.masks import MaskScope
+from privclust.federation.passes import (
+    LLOYD_SUMS,
+    ROW_COUNT,
+    VOTE_COUNTS,
+    PassError,
+    decode,
+    decode_noises,
+    release_mu_squared,
+    required_sensitivities,
+)
+from privclust.federation.protocol import MemberSeat, answer_pass
+from privclust.federation.shares import MAX_MEMBERS, MIN_MEMBERS, NoiseShares
+from privclust.tabular import TableSpec
+
+# The passes each federated method may ask a member for ("count": the federated dataset's
+# noisy row count).
+METHOD_PASSES: dict[str, tuple[str, ...]] = {
+    "count": (ROW_COUNT,),
+    Algorithm.FASTLLOYD.value: (LLOYD_SUMS,),
+    Algorithm.PE_MEANS.value: (VOTE_COUNTS,),
+    Algorithm.PE_LLOYD.value: (VOTE_COUNTS, LLOYD_SUMS),
+}
+# The releases of one job (an index beyond it is refused).
+MAX_RELEASES = 100_000
+
+
+@dataclass(frozen=True)
+class Join:
+    """What a coordinator asks a member to join: the job and its public plan."""
+
+    federation: str
+    job: str
+    method: str
+    mu: float
+    dtype: str
+    members: list[str]
+    colluding: int
+    domain: dict[str, Any]
+
+    def plan(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "dtype": self.dtype,
+            "members": list(self.members),
+            "colluding": self.colluding,
+        }
+
+
+def _dataset_of(session: Session, key: ApiKey) -> Dataset:
+    assert key.dataset_id is not None  # a member key always names its dataset
+    dataset = ledger.tenant_dataset(session, key.dataset_id, key.tenant)
+    if dataset.deleted_at is not None:
+        raise Conflict("the member's dataset has been deleted", code="dataset-deleted")
+    datasets_service.require_ready(dataset)
+    return dataset
+
+
+def public_domain(dataset: Dataset) -> dict[str, Any]:
+    """The declared terms a federation's members must share (all public)."""
+    return {
+        "columns": list(dataset.columns),
+        "domain_kind": dataset.domain_kind,
+        "radius": float(dataset.radius),
+        "center": [float(v) for v in dataset.center],
+        "lower": None if dataset.lower is None else [float(v) for v in dataset.lower],
+        "upper": None if dataset.upper is None else [float(v) for v in dataset.upper],
+        "table_spec": dataset.table_spec,
+    }
+
+
+def _check_join(session: Session, key: ApiKey, dataset: Dataset, request: Join) -> None:
+    if request.method not in METHOD_PASSES:
+        raise InvalidParameter(
+            f"a member takes part in {', '.join(METHOD_PASSES)} jobs, not {request.method!r}",
+            field="method",
+        )
+    if request.dtype not in ROW_DTYPES:
+        raise InvalidParameter(f"dtype must be one of {ROW_DTYPES}", field="dtype")
+    if public_domain(dataset) != request.domain:
+        raise InvalidParameter(
+            "the federation's declared domain, columns or table terms differ from this "
+            "member's dataset",
+            field="domain",
+            code="domain-mismatch",
+        )
+    publics = _publics(request.members)
+    if not MIN_MEMBERS <= len(publics) <= MAX_MEMBERS or len(set(publics)) != len(publics):
+        raise InvalidParameter(
+            f"{MIN_MEMBERS} to {MAX_MEMBERS} distinct member keys", field="members"
+        )
+    if _seat_key(session, key).public not in publics:
+        raise InvalidParameter("this member's key is not among the members'", field="members")
+    if not 0 <= request.colluding < len(publics):
+        raise InvalidParameter("colluding must be in [0, members - 1]", field="colluding")
+
+
+def _publics(members: list[str]) -> list[bytes]:
+    try:
+        publics = [base64.b64decode(m, validate=True) for m in members]
+        for public in publics:
+            check_public_key(public)
+    except ValueError as exc:
+        raise InvalidParameter("each member key is 32 bytes in base64", field="members") from exc
+    return publics
+
+
+def _seat_key(session: Session, key: ApiKey) -> MemberKey:
+    row = repo.seat_of(session, key.id)
+    if row is None:
+        raise RuntimeError(f"member key {key.id} has no seat")
+    return MemberKey.from_private_bytes(bytes(row.private_key))
+
+
+def join(session: Session, key: ApiKey, request: Join) -> MemberJob:
+    """Join a federated job: check its plan against this member, then reserve its mu on the
+    member's own ledger (409 naming the limit when there is no room; nothing charged). The
+    same request again gets the same member job; another plan under the same names is 409."""
+    dataset = _dataset_of(session, key)
+    _check_join(session, key, dataset, request)
+    existing = repo.member_job_by_names(session, key.id, request.federation, request.job)
+    if existing is not None:
+        return _same_join(existing, request)
+    ledger.begin_budget_transaction(session)
+    existing = repo.member_job_by_names(session, key.id, request.federation, request.job)
+    if existing is not None:
+        return _same_join(existing, request)
+    member_job = MemberJob(
+        id=uuid.uuid4(),
+        key_id=key.id,
+        dataset_id=dataset.id,
+        federation=request.federation,
+        job=request.job,
+        plan=request.plan(),
+        mu=request.mu,
+        answered_sq="0/1",
+        status=MemberJobStatus.RUNNING,
+    )
+    note = f"federated {request.method} job {request.job} of federation {request.federation}"
+    member_ledger.reserve_member_job(session, member_job, note)
+    session.commit()
+    return member_job
+
+
+def _same_join(existing: MemberJob, request: Join) -> MemberJob:
+    if existing.plan != request.plan() or existing.mu != request.mu:
+        raise Conflict(
+            "this member already joined that job with another plan", code="member-job-conflict"
+        )
+    return existing
+
+
+def member_job(session: Session, key: ApiKey, member_job_id: uuid.UUID) -> MemberJob:
+    found = session.get(MemberJob, member_job_id)
+    if found is None or found.key_id != key.id:
+        raise NotFound("no such federated job for this member", code="member-job-not-found")
+    return found
+
+
+def _digest(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def answer(
+    session: Session, key: ApiKey, member_job_id: uuid.UUID, release: int, body: dict[str, Any]
+) -> bytes:
+    """The masked words of one release (little-endian uint64); see the module docstring."""
+    if not 0 <= release < MAX_RELEASES:
+        raise InvalidParameter(f"a release index is in [0, {MAX_RELEASES})", field="release")
+    ledger.begin_budget_transaction(session)  # one answer at a time on this server
+    job = member_job(session, key, member_job_id)
+    digest = _digest(body)
+    stored = session.get(MemberAnswer, (job.id, release))
+    if stored is not None:
+        if stored.request_digest != digest:
+            raise Conflict("that release was answered for another request", code="release-taken")
+        words = bytes(stored.words)
+        session.commit()
+        return words
+    if job.status != MemberJobStatus.RUNNING:
+        raise Conflict(f"the federated job is {job.status}", code="member-job-finished")
+    dataset = _dataset_of(session, key)
+    statistic, noises, mu_sq = _priced(job, dataset, body)
+    answered = Fraction(job.answered_sq) + mu_sq
+    if answered > Fraction(job.mu) ** 2 * _SLACK:
+        raise Conflict(
+            f"this release would take the job past the mu={job.mu:.6g} the member charged",
+            code="member-budget-spent",
+        )
+    member_ledger.commit_member_job(session, job)
+    words = _masked(session, key, job, dataset, statistic, noises, release)
+    session.add(
+        MemberAnswer(
+            member_job_id=job.id, release=release, request_digest=digest, words=words,
+            mu_sq=f"{mu_sq.numerator}/{mu_sq.denominator}",
+        )
+    )  # fmt: skip
+    job.answered_sq = f"{answered.numerator}/{answered.denominator}"
+    session.commit()
+    return words
+
+
+# The plan's float arithmetic (sigma from mu, sqrt of a weight) may put the sum of the
+# releases' mu^2 a few ulps above mu^2; a relative slack of 1e-9 absorbs that and nothing more.
+_SLACK = Fraction(1) + Fraction(1, 10**9)
+
+
+def _priced(job: MemberJob, dataset: Dataset, body: dict[str, Any]) -> tuple[Any, Any, Fraction]:
+    try:
+        statistic = decode(body.get("pass"), dataset.n_cols)
+        if body.get("pass", {}).get("pass") not in METHOD_PASSES[job.plan["method"]]:
+            raise PassError(f"a {job.plan['method']} job asks for no such pass")
+        bound = TableSpec.of(dataset.table_spec).contribution_bound
+        required = required_sensitivities(statistic, dataset.n_cols, bound)
+        noises = decode_noises(body.get("noises"), len(required))
+        return statistic, noises, release_mu_squared(noises, required)
+    except PassError as exc:
+        raise InvalidParameter(str(exc), field="pass") from exc
+
+
+def _masked(
+    session: Session,
+    key: ApiKey,
+    job: MemberJob,
+    dataset: Dataset,
+    statistic: Any,
+    noises: Any,
+    release: int,
+) -> bytes:
+    members = tuple(_publics(job.plan["members"]))
+    seat = MemberSeat(
+        key=_seat_key(session, key),
+        members=members,
+        shares=NoiseShares(len(members), int(job.plan["colluding"])),
+    )
+    scope = MaskScope(federation=job.federation, job=job.job, pass_index=release, release=0)
+    rows = member_rows(dataset, job.plan["dtype"])
+    _, words = answer_pass(rows, statistic, noises, seat, scope, _test_rng())
+    return np.ascontiguousarray(words, dtype="<u8").tobytes()
+
+
+def _test_rng() -> np.random.Generator | None:
+    """None (OS entropy) except under a test that fixes the noise (`fixed_noise`)."""
+    return _FIXED_NOISE[0]() if _FIXED_NOISE else None
+
+
+# Test-only: a factory of the generator members draw their shares from (tests/support).
+_FIXED_NOISE: list[Any] = []
+
+
+def finish(session: Session, key: ApiKey, member_job_id: uuid.UUID, succeeded: bool) -> MemberJob:
+    """The coordinator says the job ended. A job that was answered no release is refunded on
+    the member's ledger; otherwise its charge stays."""
+    ledger.begin_budget_transaction(session)
+    job = member_job(session, key, member_job_id)
+    if job.status == MemberJobStatus.RUNNING:
+        answered = session.scalars(
+            select(MemberAnswer.release).where(MemberAnswer.member_job_id == job.id).limit(1)
+        ).first()
+        if answered is None and member_ledger.refund_member_job(
+            session, job, "the federated job ended before this member answered a release"
+        ):
+            job.status = MemberJobStatus.REFUNDED
+        else:
+            job.status = MemberJobStatus.SUCCEEDED if succeeded else MemberJobStatus.FAILED
+        job.finished_at = utcnow()
+    session.commit()
+    return job
