@@ -82,6 +82,21 @@ class DatasetStatus(StrEnum):
     FAILED = "failed"
 
 
+class DatasetKind(StrEnum):
+    STORED = "stored"
+    FEDERATED = "federated"
+
+
+class FederationMemberKey(Base):
+    """The key a coordinator calls one member of a federated dataset with (never shown)."""
+
+    __tablename__ = "federation_member_keys"
+
+    dataset_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("datasets.id"), primary_key=True)
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    secret: Mapped[str] = mapped_column(Text)
+
+
 class ApiKey(Base):
     __tablename__ = "api_keys"
 
@@ -153,6 +168,11 @@ class Dataset(Base):
     # the rows (owner-only, like n_rows).
     table_spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     ingest_counts: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    # "federated": no row stored; every release is the secure sum of the members' (c, members).
+    kind: Mapped[str] = mapped_column(
+        String(16), default=DatasetKind.STORED, server_default=DatasetKind.STORED.value
+    )
+    federation: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
 
 
 class Sweep(Base):
@@ -338,51 +358,32 @@ class MemberSeat(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-class MemberJobStatus(StrEnum):
-    """A federated job as its member sees it (app.federation.member)."""
-
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    REFUNDED = "refunded"
-
-
 class MemberJob(Base):
-    """A federated job a member key joined: its plan (public), what the member's own ledger
-    charged for it, and the mu^2 of the releases answered so far (an exact rational). The
-    member answers at most what it charged (app.federation.member)."""
+    """A federated job a member key joined: its plan, its charge, the mu^2 answered so far."""
 
     __tablename__ = "member_jobs"
-    __table_args__ = (
-        UniqueConstraint("key_id", "federation", "job", name="uq_member_jobs_key_federation_job"),
-    )
+    __table_args__ = (UniqueConstraint("key_id", "federation", "job", name="uq_member_jobs"),)
 
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, default=uuid.uuid4)
     key_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("api_keys.id"), index=True)
     dataset_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("datasets.id"), index=True)
-    # The coordinator's names for the federation and the job (public; they scope the masks).
     federation: Mapped[str] = mapped_column(String(100))
     job: Mapped[str] = mapped_column(String(100))
-    # method, the rows' dtype, the members' public keys in public order, c.
     plan: Mapped[dict[str, Any]] = mapped_column(JSON)
     mu: Mapped[float] = mapped_column(Float)
     answered_sq: Mapped[str] = mapped_column(Text, default="0/1")
-    status: Mapped[str] = mapped_column(String(16), default=MemberJobStatus.RUNNING)
+    status: Mapped[str] = mapped_column(String(16), default=JobStatus.RUNNING)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class MemberAnswer(Base):
-    """The masked vector a member answered for one release of a federated job: a repeated
-    request gets these same words back, never a second, differently noised vector. Masked
-    words only: the exact statistic and the noise share are never stored."""
+    """The masked words a member answered for one release (a repeated request gets them)."""
 
     __tablename__ = "member_answers"
 
     member_job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("member_jobs.id"), primary_key=True)
     release: Mapped[int] = mapped_column(Integer, primary_key=True)
-    # A digest of the request (the pass and its noises): the same index asked with another
-    # pass is refused.
     request_digest: Mapped[str] = mapped_column(String(64))
     words: Mapped[bytes] = mapped_column(LargeBinary)
     mu_sq: Mapped[str] = mapped_column(Text)

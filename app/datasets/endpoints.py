@@ -158,6 +158,25 @@ class DatasetUpload(BaseModel):
         "the numeric columns only.",
         json_schema_extra=_absent_not_null,
     )
+    members: str | None = Field(
+        default=None,
+        max_length=20_000,
+        description="Instead of `file` or `source`: a federated dataset, whose rows stay with "
+        'its members. A JSON list of 2 to 16 {"url", "dataset_id", "key"} (each member\'s '
+        "privclust, its dataset and a `member` key made there for it). Needs `columns` and a "
+        "domain; each member is checked (reachable, same columns and domain) and releases its "
+        "part of the noisy row count. A member that refuses is named (409 or 422 "
+        "`member-refused`) and nothing is charged anywhere.",
+        json_schema_extra=_absent_not_null,
+    )
+    colluding: int | None = Field(
+        default=None,
+        ge=0,
+        le=15,
+        description="With `members`: c, how many members may collude with the coordinator "
+        "(default 0); the first c + 1 members each add a whole noise share.",
+        json_schema_extra=_absent_not_null,
+    )
     category_weight: float | None = Field(
         default=None,
         gt=0,
@@ -216,6 +235,16 @@ def datasets_create(
     created or charged."""
     require(key, Role.OWNER)
     new = _requested(form)
+    if form.members is not None:
+        if form.file is not None or form.source is not None:
+            raise InvalidParameter(
+                "a federated dataset (`members`) takes no `file` or `source`", field="members"
+            )
+        colluding = form.colluding or 0
+        made = datasets_service.create_federated_dataset(
+            session, key, new, form.members, colluding, settings
+        )
+        return DatasetOut.of(made, key.role)
     if (form.file is None) == (form.source is None):
         raise InvalidParameter(
             "send either `file` (an upload) or `source` (an import)", field="file"

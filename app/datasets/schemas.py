@@ -8,11 +8,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from app.datasets import federated
 from app.datasets import service as datasets_service
 from app.datasets.domain import is_box
 from app.datasets.table_terms import ROW_UNIT
 from app.ledger.schemas import Budget
-from app.models import Dataset, DatasetStatus, DomainKind, Role
+from app.models import Dataset, DatasetKind, DatasetStatus, DomainKind, Role
 from privclust.tabular import TableSpec
 
 
@@ -44,6 +45,13 @@ class Domain(BaseModel):
             lower=ds.lower if box else None,
             upper=ds.upper if box else None,
         )
+
+
+class FederationMemberOut(BaseModel):
+    position: int = Field(description="The member's place in the federation's public order.")
+    url: str
+    dataset_id: str = Field(description="The member's dataset, on its own server.")
+    fingerprint: str = Field(description="The fingerprint of the member's X25519 key.")
 
 
 class DatasetOut(BaseModel):
@@ -133,6 +141,19 @@ class DatasetOut(BaseModel):
         description="What the missing-value policy and the unit bound did (rows read, dropped "
         "or filled): in the owner's view only, like n_rows.",
     )
+    kind: Literal["stored", "federated"] = Field(
+        default="stored",
+        description="`federated`: no row is stored here; the rows are the members' and every "
+        "release is their secure sum.",
+    )
+    members: list[FederationMemberOut] | None = Field(
+        default=None,
+        description="A federated dataset's members in the federation's order, with the "
+        "fingerprints of their keys (compare them out of band); never their API keys.",
+    )
+    colluding: int | None = Field(
+        default=None, description="A federated dataset's c (colluding members tolerated)."
+    )
     domain: Domain
     budget: Budget
     created_at: datetime
@@ -161,6 +182,9 @@ class DatasetOut(BaseModel):
             n_cols=ds.n_cols if datasets_service.is_ready(ds) else None,
             columns=list(ds.columns),
             **table_fields(ds, owner),
+            kind=ds.kind or DatasetKind.STORED.value,
+            members=federated.member_view(ds),
+            colluding=None if ds.federation is None else int(ds.federation["colluding"]),
             domain=Domain.of(ds),
             budget=Budget.of(view.budget),
             created_at=ds.created_at,

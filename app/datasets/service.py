@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, BinaryIO, Literal, NamedTuple
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.datasets import imports, storage
+from app.datasets import federated, imports, storage
 from app.datasets import repository as repo
 from app.datasets.domain import DomainClip, ResolvedDomain
 from app.datasets.table_terms import owner_counts, release_count, stored_domain
@@ -88,9 +88,14 @@ def planning_count(dataset: Dataset) -> PlanningCount:
     A dataset that is not ready has no count to plan with: 409 `dataset-not-ready`.
     """
     require_ready(dataset)
-    assert dataset.n_rows is not None and dataset.n_rows_dp is not None
+    assert dataset.n_rows_dp is not None
     bound = TableSpec.of(dataset.table_spec).contribution_bound
-    n_rows = dataset.n_rows if dataset.count_public else max(dataset.n_rows_dp, 1)
+    if dataset.count_public:
+        assert dataset.n_rows is not None
+        n_rows = dataset.n_rows
+    else:
+        # A federated dataset has no exact count anywhere: only its released N~.
+        n_rows = max(dataset.n_rows_dp, 1)
     return PlanningCount(n_rows=n_rows, relation=relation_of(dataset), contribution_bound=bound)
 
 
@@ -216,6 +221,20 @@ def _record(
     kit_repo.add(session, dataset)
     ledger.open_dataset_budget(session, dataset, owner.id)
     return dataset
+
+
+def create_federated_dataset(
+    session: Session,
+    owner: ApiKey,
+    new: NewDataset,
+    members: str,
+    colluding: int,
+    settings: Settings,
+) -> DatasetView:
+    """A federated dataset (app.datasets.federated), ready with its noisy row count."""
+    addresses = federated.parse_members(members)
+    dataset = federated.create_federated(session, owner, new, addresses, colluding, settings)
+    return DatasetView(dataset, ledger.budget(session, dataset))
 
 
 def get_dataset(session: Session, dataset_id: uuid.UUID, tenant: str) -> Dataset:

@@ -28,6 +28,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.coordinator.terms import public_domain
 from app.datasets import service as datasets_service
 from app.federation import repository as repo
 from app.federation.rows import ROW_DTYPES, member_rows
@@ -35,7 +36,7 @@ from app.kit.db.base import utcnow
 from app.kit.errors import Conflict, InvalidParameter, NotFound
 from app.ledger import members as member_ledger
 from app.ledger import service as ledger
-from app.models import ApiKey, Dataset, MemberAnswer, MemberJob, MemberJobStatus
+from app.models import ApiKey, Dataset, JobStatus, MemberAnswer, MemberJob
 from privclust.clustering import Algorithm
 from privclust.federation.keys import MemberKey, check_public_key
 from privclust.federation.masks import MaskScope
@@ -94,19 +95,6 @@ def _dataset_of(session: Session, key: ApiKey) -> Dataset:
         raise Conflict("the member's dataset has been deleted", code="dataset-deleted")
     datasets_service.require_ready(dataset)
     return dataset
-
-
-def public_domain(dataset: Dataset) -> dict[str, Any]:
-    """The declared terms a federation's members must share (all public)."""
-    return {
-        "columns": list(dataset.columns),
-        "domain_kind": dataset.domain_kind,
-        "radius": float(dataset.radius),
-        "center": [float(v) for v in dataset.center],
-        "lower": None if dataset.lower is None else [float(v) for v in dataset.lower],
-        "upper": None if dataset.upper is None else [float(v) for v in dataset.upper],
-        "table_spec": dataset.table_spec,
-    }
 
 
 def _check_join(session: Session, key: ApiKey, dataset: Dataset, request: Join) -> None:
@@ -174,7 +162,7 @@ def join(session: Session, key: ApiKey, request: Join) -> MemberJob:
         plan=request.plan(),
         mu=request.mu,
         answered_sq="0/1",
-        status=MemberJobStatus.RUNNING,
+        status=JobStatus.RUNNING,
     )
     note = f"federated {request.method} job {request.job} of federation {request.federation}"
     member_ledger.reserve_member_job(session, member_job, note)
@@ -217,7 +205,7 @@ def answer(
         words = bytes(stored.words)
         session.commit()
         return words
-    if job.status != MemberJobStatus.RUNNING:
+    if job.status != JobStatus.RUNNING:
         raise Conflict(f"the federated job is {job.status}", code="member-job-finished")
     dataset = _dataset_of(session, key)
     statistic, noises, mu_sq = _priced(job, dataset, body)
@@ -293,16 +281,16 @@ def finish(session: Session, key: ApiKey, member_job_id: uuid.UUID, succeeded: b
     the member's ledger; otherwise its charge stays."""
     ledger.begin_budget_transaction(session)
     job = member_job(session, key, member_job_id)
-    if job.status == MemberJobStatus.RUNNING:
+    if job.status == JobStatus.RUNNING:
         answered = session.scalars(
             select(MemberAnswer.release).where(MemberAnswer.member_job_id == job.id).limit(1)
         ).first()
         if answered is None and member_ledger.refund_member_job(
             session, job, "the federated job ended before this member answered a release"
         ):
-            job.status = MemberJobStatus.REFUNDED
+            job.status = JobStatus.CANCELLED  # ended before any noise: refunded
         else:
-            job.status = MemberJobStatus.SUCCEEDED if succeeded else MemberJobStatus.FAILED
+            job.status = JobStatus.SUCCEEDED if succeeded else JobStatus.FAILED
         job.finished_at = utcnow()
     session.commit()
     return job

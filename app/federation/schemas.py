@@ -84,7 +84,10 @@ class MemberJobOut(BaseModel):
     job: str
     method: str
     mu: float = Field(description="What the member's own ledger charged for the job.")
-    status: str
+    status: str = Field(
+        description="running, succeeded, failed, or cancelled (ended before this member "
+        "answered a release: its charge refunded)."
+    )
     releases: int = Field(description="How many releases the member answered.")
 
     @classmethod

@@ -146,6 +146,18 @@ class Settings(BaseSettings):
         "memory-mapped .npy files (default: DATA_DIR/datasets); `s3://bucket/prefix`, Parquet "
         "files in object storage (endpoint and credentials from the AWS_* variables).",
     )
+    federation_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        le=55,
+        description="A coordinator's bound on each call to a federation's member (connect, "
+        "send, answer); a member that does not answer in time fails the job.",
+    )
+    federation_ca_file: str | None = Field(
+        default=None,
+        description="A CA bundle (PEM) that members' HTTPS certificates must chain to, in place "
+        "of the system's: pin the members' own CA (docs/self-hosting.md).",
+    )
     partition_rows: int = Field(
         default=1 << 20,
         ge=1,

@@ -46,6 +46,7 @@ __all__ = [
     "decode_noises",
     "encode",
     "encode_noises",
+    "layout_of",
     "release_mu_squared",
     "required_sensitivities",
 ]
@@ -250,3 +251,16 @@ def release_mu_squared(noises: Sequence[Gaussian], required: Sequence[float]) ->
             raise PassError(f"a noise std of {std!r} cannot be drawn")
         total += (Fraction(need) / Fraction(std)) ** 2
     return total
+
+
+def layout_of(statistic: Statistic) -> tuple[tuple[int, ...], ...]:
+    """The shapes of a federated pass's arrays, from its public values alone (what the
+    coordinator splits the summed words into)."""
+    if isinstance(statistic, RowCount):
+        return ((1,),)
+    if isinstance(statistic, VoteCounts):
+        return ((int(statistic.candidates.shape[0]),),)
+    if isinstance(statistic, JointLloydSums):
+        k, d = statistic.sums.centres.shape
+        return ((int(k) * int(d) + int(k),),)
+    raise PassError(f"{type(statistic).__name__} is not a federated pass")

@@ -1,0 +1,157 @@
+"""A coordinator's federation: its members, each job's calls to all of them, and the secure sum.
+
+The coordinator holds no row. For each job it has every member join (each charges the job on
+its own ledger), sends each release's encoded pass to every member, adds the masked vectors
+modulo 2^64 (privclust.federation.protocol.released: the exact pooled statistic plus the
+members' noise shares) and tells every member the job's end. It sees nothing else of a member.
+A member that refuses to join is named and every member that had joined is told the job ended
+(each refunds, having answered nothing); a member that fails mid-job fails the job.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.coordinator.client import MemberAddress, MemberClient, MemberError
+from app.kit.config import Settings
+from privclust.clustering.data.release import Gaussian
+from privclust.clustering.data.rows import Statistic
+from privclust.federation.passes import encode, encode_noises, layout_of
+from privclust.federation.protocol import released
+from privclust.federation.ring import Layout
+
+# Test-only: called with every masked vector the coordinator receives (the recorded view).
+RECEIVED: list[Callable[[int, np.ndarray], None]] = []
+
+
+@dataclass(frozen=True)
+class Federation:
+    """A federated dataset's members (in the federation's public order), their public keys
+    (base64) and c, the colluding members it tolerates. `name` scopes every mask (the
+    coordinator's dataset id)."""
+
+    name: str
+    members: tuple[MemberAddress, ...]
+    publics: tuple[str, ...]
+    colluding: int
+
+
+@dataclass
+class FederatedJob:
+    """One job's calls to every member of `federation`: `join`, then each `release` in order
+    (numbered from 0), then `finish`."""
+
+    federation: Federation
+    job: str
+    method: str
+    mu: float
+    dtype: str
+    domain: dict[str, Any]
+    settings: Settings
+    member_jobs: list[str] = field(default_factory=list)
+    releases: int = 0
+
+    def __post_init__(self) -> None:
+        members = self.federation.members
+        self._clients = [MemberClient(m, self.settings) for m in members]
+        self._pool = ThreadPoolExecutor(max_workers=len(members), thread_name_prefix="member")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for client in self._clients:
+            client.close()
+
+    def _each(self, call: Callable[[int, MemberClient], Any]) -> list[Any]:
+        """`call` on every member at once; the first member (in order) that failed is raised."""
+        futures = [self._pool.submit(call, i, c) for i, c in enumerate(self._clients)]
+        results, failed = [], None
+        for future in futures:
+            try:
+                results.append(future.result())
+            except MemberError as exc:
+                failed = failed or exc
+                results.append(None)
+        if failed is not None:
+            raise failed
+        return results
+
+    def join(self) -> None:
+        """Every member joins (and charges) the job, or none stays joined: on a refusal the
+        members that joined are told the job ended (each refunds, having answered nothing) and
+        the refusal is raised, naming its member."""
+        body = {
+            "federation": self.federation.name,
+            "job": self.job,
+            "method": self.method,
+            "mu": self.mu,
+            "dtype": self.dtype,
+            "members": list(self.federation.publics),
+            "colluding": self.federation.colluding,
+            "domain": self.domain,
+        }
+        joined: dict[int, str] = {}
+
+        def one(i: int, client: MemberClient) -> str:
+            joined[i] = client.join(body)
+            return joined[i]
+
+        try:
+            self.member_jobs = self._each(one)
+        except MemberError:
+            for i, member_job in joined.items():
+                # It answered nothing: told or not, its charge is its own to refund.
+                with contextlib.suppress(MemberError):
+                    self._clients[i].finish(member_job, succeeded=False)
+            raise
+
+    def release(self, statistic: Statistic, noises: Sequence[Gaussian]) -> tuple[np.ndarray, ...]:
+        """The release of `statistic` with `noises`, as the central engine's `Rows.release`
+        gives it: every member's masked vector, added up."""
+        if not self.member_jobs:
+            raise RuntimeError("the members have not joined this job")
+        index, self.releases = self.releases, self.releases + 1
+        body = {"pass": encode(statistic), "noises": encode_noises(noises)}
+        layout = Layout(layout_of(statistic))
+
+        def one(i: int, client: MemberClient) -> np.ndarray:
+            return client.release(self.member_jobs[i], index, body, layout.size)
+
+        messages = self._each(one)
+        for i, message in enumerate(messages):
+            for hook in RECEIVED:
+                hook(i, message)
+        return released(messages, layout, len(messages))
+
+    def finish(self, succeeded: bool) -> None:
+        """Tell every member the job ended (best effort: a member that is gone keeps its
+        charge, or refunds it when it answered nothing, on its own)."""
+        for client, member_job in zip(self._clients, self.member_jobs, strict=False):
+            with contextlib.suppress(MemberError):
+                client.finish(member_job, succeeded)
+
+
+def seat_of(member: MemberAddress, settings: Settings) -> dict[str, Any]:
+    """A member's seat (its dataset's public metadata and its public key), checked: MemberError
+    naming it when it cannot be reached, its key is refused or it serves another dataset."""
+    client = MemberClient(member, settings)
+    try:
+        seat = client.seat()
+    finally:
+        client.close()
+    dataset = seat.get("dataset")
+    if not isinstance(dataset, dict) or dataset.get("id") != member.dataset_id:
+        raise MemberError(member, "its key serves another dataset than the one named", 422)
+    try:
+        public = base64.b64decode(str(seat.get("public_key")), validate=True)
+    except ValueError as exc:
+        raise MemberError(member, "its seat has no valid public key", 422) from exc
+    if len(public) != 32:
+        raise MemberError(member, "its seat has no valid public key", 422)
+    return seat
