@@ -21,6 +21,8 @@ import numpy as np
 import numpy.typing as npt
 from rq import get_current_job
 
+from app.coordinator.client import MemberError
+from app.coordinator.rows import FederatedTable
 from app.datasets import storage
 from app.jobs import service as jobs_service
 from app.kit.cluster import ClusterUnreachable, close_engine, fit_cache, row_engine
@@ -91,6 +93,8 @@ def run_job_here(job_id: str) -> str:
     if isinstance(queued, str):  # no longer queued (or missing): nothing to do
         return queued
     stop = threading.Event()
+    if queued.calls is not None:
+        return _run_federated(run, queued, settings, stop)
     opened = _open_rows(run, queued, settings, stop)
     if opened is None:
         return JobStatus.FAILED
@@ -104,6 +108,36 @@ def run_job_here(job_id: str) -> str:
         return _cluster(run, job, queued, rows, _Heartbeat(run, settings.heartbeat_seconds, stop))
     finally:
         close_engine(engine)
+
+
+def _run_federated(
+    run: jobs_service.JobRun,
+    queued: jobs_service.QueuedJob,
+    settings: Settings,
+    stop: threading.Event,
+) -> str:
+    """A federated dataset's job: its members (joined at admission: joining again gives their
+    jobs back) answer every release; they are told the job's end."""
+    assert queued.calls is not None
+    calls = queued.calls(settings)
+    try:
+        try:
+            calls.join()
+        except MemberError as exc:
+            run.refund(f"{exc.member.name} could not take part in the job; nothing was charged")
+            return JobStatus.FAILED
+        job = run.start(queued, n_cols=queued.n_cols)
+        if isinstance(job, str):
+            calls.finish(succeeded=False)
+            return job
+        table = FederatedTable(calls, queued.count.n_rows, queued.n_cols)
+        status = _cluster(
+            run, job, queued, table, _Heartbeat(run, settings.heartbeat_seconds, stop)
+        )
+        calls.finish(succeeded=status == JobStatus.SUCCEEDED)
+        return status
+    finally:
+        calls.close()
 
 
 def _open_rows(
@@ -175,6 +209,13 @@ def _cluster(
     except (JobStopped, RunInterrupted):
         run.stopped()
         return JobStatus.CANCELLED
+    except MemberError as exc:  # names the member, never a value of its rows
+        log.warning("job %s: %s", run.job_id, exc)
+        run.fail(
+            f"{exc.member.name} failed during the job ({exc.detail}); the privacy budget it "
+            "spent stays charged"
+        )
+        return JobStatus.FAILED
     except ClusterStalled as exc:  # says which state of the cluster, never a row's
         log.warning("job %s: %s", run.job_id, exc)
         run.fail(f"{exc}; the privacy budget it spent stays charged")

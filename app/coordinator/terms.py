@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
+import numpy as np
 from sqlalchemy.orm import Session
 
 from app.coordinator import repository as repo
 from app.coordinator.client import MemberAddress, MemberError
-from app.coordinator.service import Federation
-from app.kit.errors import PrivclustError
+from app.coordinator.service import FederatedJob, Federation
+from app.kit.config import Settings
+from app.kit.errors import InvalidParameter, PrivclustError
 from app.models import Dataset, DatasetKind
+from privclust.clustering import Algorithm
+from privclust.clustering.registry import METHODS
 
 
 def public_domain(dataset: Dataset) -> dict[str, Any]:
@@ -65,3 +71,39 @@ def refused(exc: MemberError, what: str) -> MemberRefused:
         member_url=exc.member.url,
         member_code=exc.code,
     )
+
+
+# The methods a federated dataset runs: each release of theirs is a pass the members answer.
+FEDERATED_METHODS = (Algorithm.FASTLLOYD, Algorithm.PE_MEANS, Algorithm.PE_LLOYD)
+
+
+def check_federated_plan(algorithm: str, projected: bool, summaries: bool) -> None:
+    """422 naming what a federated dataset cannot run yet (nothing charged)."""
+    if algorithm not in FEDERATED_METHODS:
+        names = ", ".join(m.value for m in FEDERATED_METHODS)
+        raise InvalidParameter(
+            f"{algorithm} does not run on a federated dataset yet (it runs {names} and auto)",
+            field="algorithm",
+        )
+    if projected:
+        raise InvalidParameter(
+            f"{algorithm} in a projection (more than 16 columns) does not run on a federated "
+            "dataset yet",
+            field="algorithm",
+        )
+    if summaries:
+        raise InvalidParameter(
+            "private summaries do not run on a federated dataset yet", field="summaries"
+        )
+
+
+def job_calls(
+    session: Session, dataset: Dataset, job: str, algorithm: str, mu: float
+) -> Callable[[Settings], FederatedJob]:
+    """The calls of one job of a federated dataset to its members (not yet joined), made with
+    the settings of the process that runs them; read now, in the caller's transaction."""
+    dtype = np.dtype(METHODS[Algorithm(algorithm)].rows_dtype).name
+    return partial(
+        FederatedJob, federation_of(session, dataset), job, algorithm, mu, dtype,
+        public_domain(dataset),
+    )  # fmt: skip

@@ -263,16 +263,16 @@ def _masked(
     )
     scope = MaskScope(federation=job.federation, job=job.job, pass_index=release, release=0)
     rows = member_rows(dataset, job.plan["dtype"])
-    _, words = answer_pass(rows, statistic, noises, seat, scope, _test_rng())
+    _, words = answer_pass(rows, statistic, noises, seat, scope, _test_rng(release))
     return np.ascontiguousarray(words, dtype="<u8").tobytes()
 
 
-def _test_rng() -> np.random.Generator | None:
-    """None (OS entropy) except under a test that fixes the noise (`fixed_noise`)."""
-    return _FIXED_NOISE[0]() if _FIXED_NOISE else None
+def _test_rng(release: int) -> np.random.Generator | None:
+    """None (OS entropy) except under a test that fixes the noise of each release."""
+    return _FIXED_NOISE[0](release) if _FIXED_NOISE else None
 
 
-# Test-only: a factory of the generator members draw their shares from (tests/support).
+# Test-only: the generator members draw a release's shares from, by release index.
 _FIXED_NOISE: list[Any] = []
 
 

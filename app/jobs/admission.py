@@ -26,6 +26,8 @@ from typing import Any, Generic, Protocol, TypeVar
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.coordinator.client import MemberError
+from app.coordinator.terms import is_federated, job_calls, refused
 from app.datasets import service as datasets_service
 from app.jobs import lifecycle
 from app.jobs import repository as repo
@@ -131,6 +133,7 @@ class Admission(ABC, Generic[R, P, A]):
         queue.redis_connection(queue.resolve_redis_url(settings)).ping()
         admitted, created = self._submit_once(session, plan)
         if created:
+            self._join_members(session, settings, admitted)
             self._enqueue_or_refund(session, settings, admitted)
         else:
             session.refresh(admitted)  # it may have moved on since it was admitted
@@ -222,6 +225,35 @@ class Admission(ABC, Generic[R, P, A]):
                 raise
             return existing, False
         return admitted, created
+
+    def _join_members(self, session: Session, settings: Settings, admitted: A) -> None:
+        """On a federated dataset, every member joins each admitted job (each charges it on
+        its own ledger) before it is queued. A member that refuses is named; every job is
+        failed and refunded here, and every member that had joined is told (it refunds)."""
+        if not is_federated(self.dataset):
+            return
+        jobs = self.jobs(session, admitted)
+        made = [
+            job_calls(session, self.dataset, str(job.id), job.algorithm, job.mu)(settings)
+            for job in jobs
+        ]
+        session.commit()  # no transaction is held while the members answer
+        joined = []
+        try:
+            for calls in made:
+                calls.join()
+                joined.append(calls)
+        except MemberError as exc:
+            for calls in joined:
+                calls.finish(succeeded=False)
+            reason = f"{exc.member.name} refused the job; nothing was charged"
+            for job in jobs:
+                lifecycle.fail_unqueued(session, job.id, reason)
+            session.commit()
+            raise refused(exc, "the job") from exc
+        finally:
+            for calls in made:
+                calls.close()
 
     def _enqueue_or_refund(self, session: Session, settings: Settings, admitted: A) -> None:
         jobs = self.jobs(session, admitted)

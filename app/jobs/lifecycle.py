@@ -10,18 +10,21 @@ budget stays spent whatever happens next.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from app.coordinator.service import FederatedJob
+from app.coordinator.terms import is_federated, job_calls
 from app.datasets import service as datasets_service
 from app.datasets.domain import run_domain
 from app.jobs import planning
 from app.jobs import repository as repo
 from app.kit import repository as kit_repo
+from app.kit.config import Settings
 from app.kit.db.session import session_factory, unit_of_work
 from app.kit.errors import Conflict
 from app.ledger import service as ledger
@@ -146,6 +149,9 @@ class QueuedJob:
     # Every use of the row count reads this (N~, or N only when declared public): never the
     # number of rows in the stored matrix.
     count: datasets_service.PlanningCount
+    # A federated dataset's job: its calls to the members (made with the worker's settings).
+    calls: Callable[[Settings], FederatedJob] | None = None
+    n_cols: int = 0
 
 
 class JobRun:
@@ -170,6 +176,10 @@ class JobRun:
                 radius=dataset.radius,
                 domain=run_domain(dataset),
                 count=datasets_service.planning_count(dataset),
+                calls=job_calls(s, dataset, str(job.id), job.algorithm, job.mu)
+                if is_federated(dataset)
+                else None,
+                n_cols=dataset.n_cols,
             )
 
     def refund(self, reason: str) -> None:

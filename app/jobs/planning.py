@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
+from app.coordinator.terms import check_federated_plan, is_federated
 from app.datasets import service as datasets_service
 from app.datasets.domain import accuracy_space
 from app.datasets.table_terms import protects
@@ -137,6 +138,8 @@ def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
         if field == "mu" and req.epsilon is not None:  # the budget the client gave
             field = "epsilon"
         raise InvalidParameter(str(exc), field=_FIELDS.get(field, field)) from exc
+    if is_federated(dataset):
+        check_federated_plan(run.algorithm, run.projection_dim is not None, req.summaries)
     accuracy = expected_accuracy(run, accuracy_space(dataset))
     spec = TableSpec.of(dataset.table_spec)
     return replace(_job_plan(req, run, epsilon, delta, accuracy), protects=protects(spec))

@@ -69,7 +69,7 @@ def members(client: TestClient, keys: dict[str, str]) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def fixed_noise() -> Iterator[None]:
-    member_service._FIXED_NOISE.append(lambda: np.random.default_rng(SEED))
+    member_service._FIXED_NOISE.append(lambda release: np.random.default_rng(SEED))
     yield
     member_service._FIXED_NOISE.clear()
 
