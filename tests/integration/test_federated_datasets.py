@@ -33,6 +33,7 @@ def budget(client: TestClient, owner: str, dataset_id: str) -> dict[str, float]:
     return client.get(f"/v1/datasets/{dataset_id}", headers=auth(owner)).json()["budget"]
 
 
+@pytest.mark.slow
 def test_a_federated_dataset_releases_its_count_from_the_members(
     client: TestClient, keys: dict[str, str]
 ) -> None:

@@ -15,7 +15,6 @@ import httpx
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from scipy.stats import chisquare
 
 from app.coordinator import service as coordinator_service
 from app.coordinator.client import TRANSPORTS, MemberAddress
@@ -84,6 +83,7 @@ def _calls(members: list[dict[str, Any]], job: str, method: str, mu: float, dtyp
     return FederatedJob(federation, job, method, mu, dtype, DOMAIN, settings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("method", "dtype"),
     [("fastlloyd", "float64"), ("pe-means", "float32"), ("pe-lloyd", "float32")],
@@ -118,12 +118,7 @@ def test_a_federated_run_makes_the_central_runs_releases_bit_for_bit(
     pooled = np.concatenate([parsed(p) for p in PARTS])
     central = cluster(_CentralTable(pooled, log), 3, rng=np.random.default_rng(RUN_SEED), **options)
     np.testing.assert_array_equal(federated.centers, central.centers)
-    assert len(received) == 3 * len(log)
-    # The coordinator's view: uniform words, over all the job's masked vectors.
-    words = np.concatenate(received)
-    if words.size >= 10_000:
-        counts = np.bincount((words >> np.uint64(56)).astype(np.int64), minlength=256)
-        assert chisquare(counts).pvalue > 1e-4
+    assert len(log) > 0 and len(received) == 3 * len(log)  # every release, from every member
 
 
 def _budget(client: TestClient, owner: str, dataset_id: str) -> dict[str, float]:
@@ -153,6 +148,7 @@ class _Recorder(httpx.BaseTransport):
         return httpx.Response(response.status_code, headers=response.headers, content=body)
 
 
+@pytest.mark.slow
 def test_a_federated_job_runs_through_the_service_and_no_member_body_holds_its_statistics(
     client: TestClient, keys: dict[str, str], settings: Settings
 ) -> None:
