@@ -385,6 +385,7 @@ class MemberAnswer(Base):
     member_job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("member_jobs.id"), primary_key=True)
     release: Mapped[int] = mapped_column(Integer, primary_key=True)
     request_digest: Mapped[str] = mapped_column(String(64))
+    attempt: Mapped[str] = mapped_column(String(32))  # who computes it while words are empty
     words: Mapped[bytes] = mapped_column(LargeBinary)
     mu_sq: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

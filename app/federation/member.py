@@ -21,6 +21,7 @@ import hashlib
 import json
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from fractions import Fraction
 from typing import Any
 
@@ -31,13 +32,14 @@ from sqlalchemy.orm import Session
 from app.coordinator.terms import public_domain
 from app.datasets import service as datasets_service
 from app.federation import repository as repo
-from app.federation.rows import ROW_DTYPES, member_rows
+from app.federation.rows import ROW_DTYPES, member_rows, reading_of
 from app.kit.db.base import utcnow
 from app.kit.errors import Conflict, InvalidParameter, NotFound
 from app.ledger import members as member_ledger
 from app.ledger import service as ledger
 from app.models import ApiKey, Dataset, JobStatus, MemberAnswer, MemberJob
 from privclust.clustering import Algorithm
+from privclust.clustering.data.rows import Reading
 from privclust.federation.keys import MemberKey, check_public_key
 from privclust.federation.masks import MaskScope
 from privclust.federation.passes import (
@@ -189,25 +191,114 @@ def _digest(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
+# A claimed release whose words were never stored (its process died while computing) may be
+# taken over after this long: that draw was never sent, so drawing again releases nothing twice.
+STALE_CLAIM = timedelta(seconds=120)
+
+
+@dataclass(frozen=True)
+class _Claim:
+    """A release this request alone computes (`attempt`), with everything the computation
+    needs, read before the claim's transaction ended."""
+
+    member_job_id: uuid.UUID
+    release: int
+    attempt: str
+    stored: str
+    reading: Reading
+    statistic: Any
+    noises: Any
+    seat: MemberSeat
+    scope: MaskScope
+
+
 def answer(
     session: Session, key: ApiKey, member_job_id: uuid.UUID, release: int, body: dict[str, Any]
 ) -> bytes:
-    """The masked words of one release (little-endian uint64); see the module docstring."""
+    """The masked words of one release (little-endian uint64); see the module docstring.
+
+    Two short transactions around the pass: the first claims the release (its price counted
+    and the charge committed, under the budget lock), the pass and the share are computed with
+    no transaction held, the second stores the words. Another request for a release being
+    computed is 409 `release-in-progress` (retry: it gets the stored words)."""
     if not 0 <= release < MAX_RELEASES:
         raise InvalidParameter(f"a release index is in [0, {MAX_RELEASES})", field="release")
-    ledger.begin_budget_transaction(session)  # one answer at a time on this server
+    claim = _claim(session, key, member_job_id, release, _digest(body), body)
+    if isinstance(claim, bytes):
+        return claim
+    rows = member_rows(claim.stored, claim.reading)
+    _, masked = answer_pass(
+        rows, claim.statistic, claim.noises, claim.seat, claim.scope, _test_rng(release)
+    )
+    words = np.ascontiguousarray(masked, dtype="<u8").tobytes()
+    ledger.begin_budget_transaction(session)
+    row = session.get(MemberAnswer, (claim.member_job_id, release))
+    assert row is not None
+    if row.attempt == claim.attempt and not row.words:
+        row.words = words
+    # Else another request took the claim over: its words stand and these are never sent.
+    stored = bytes(row.words)
+    session.commit()
+    if not stored:
+        raise _in_progress()
+    return stored
+
+
+def _in_progress() -> Conflict:
+    return Conflict("that release is being computed; ask again", code="release-in-progress")
+
+
+def _claim(
+    session: Session,
+    key: ApiKey,
+    member_job_id: uuid.UUID,
+    release: int,
+    digest: str,
+    body: dict[str, Any],
+) -> _Claim | bytes:
+    """The stored words of the release, or this request's claim on it (committed)."""
+    ledger.begin_budget_transaction(session)  # one claim at a time on this server
     job = member_job(session, key, member_job_id)
-    digest = _digest(body)
+    dataset = _dataset_of(session, key)
     stored = session.get(MemberAnswer, (job.id, release))
+    attempt = uuid.uuid4().hex
     if stored is not None:
         if stored.request_digest != digest:
             raise Conflict("that release was answered for another request", code="release-taken")
-        words = bytes(stored.words)
-        session.commit()
-        return words
+        if stored.words:
+            words = bytes(stored.words)
+            session.commit()
+            return words
+        if utcnow() - stored.created_at < STALE_CLAIM:
+            raise _in_progress()
+        stored.attempt, stored.created_at = attempt, utcnow()
+        statistic, noises, _ = _priced(job, dataset, body)
+        member_ledger.commit_member_job(session, job)  # done with the claim; never skipped
+    else:
+        statistic, noises = _counted(session, job, dataset, body, release, digest, attempt)
+    claim = _Claim(
+        job.id, release, attempt, str(dataset.storage_path),
+        reading_of(dataset, job.plan["dtype"]), statistic, noises,
+        _seat(session, key, job),
+        MaskScope(federation=job.federation, job=job.job, pass_index=release, release=0),
+    )  # fmt: skip
+    session.commit()
+    return claim
+
+
+def _counted(
+    session: Session,
+    job: MemberJob,
+    dataset: Dataset,
+    body: dict[str, Any],
+    release: int,
+    digest: str,
+    attempt: str,
+) -> tuple[Any, Any]:
+    """Price a new release, refuse it past the charge, commit the charge and record the
+    claim (its words still empty)."""
     if job.status != JobStatus.RUNNING:
         raise Conflict(f"the federated job is {job.status}", code="member-job-finished")
-    dataset = _dataset_of(session, key)
     statistic, noises, mu_sq = _priced(job, dataset, body)
     answered = Fraction(job.answered_sq) + mu_sq
     if answered > Fraction(job.mu) ** 2 * _SLACK:
@@ -216,16 +307,14 @@ def answer(
             code="member-budget-spent",
         )
     member_ledger.commit_member_job(session, job)
-    words = _masked(session, key, job, dataset, statistic, noises, release)
     session.add(
         MemberAnswer(
-            member_job_id=job.id, release=release, request_digest=digest, words=words,
-            mu_sq=f"{mu_sq.numerator}/{mu_sq.denominator}",
+            member_job_id=job.id, release=release, request_digest=digest, words=b"",
+            mu_sq=f"{mu_sq.numerator}/{mu_sq.denominator}", attempt=attempt,
         )
     )  # fmt: skip
     job.answered_sq = f"{answered.numerator}/{answered.denominator}"
-    session.commit()
-    return words
+    return statistic, noises
 
 
 # The plan's float arithmetic (sigma from mu, sqrt of a weight) may put the sum of the
@@ -246,25 +335,13 @@ def _priced(job: MemberJob, dataset: Dataset, body: dict[str, Any]) -> tuple[Any
         raise InvalidParameter(str(exc), field="pass") from exc
 
 
-def _masked(
-    session: Session,
-    key: ApiKey,
-    job: MemberJob,
-    dataset: Dataset,
-    statistic: Any,
-    noises: Any,
-    release: int,
-) -> bytes:
+def _seat(session: Session, key: ApiKey, job: MemberJob) -> MemberSeat:
     members = tuple(_publics(job.plan["members"]))
-    seat = MemberSeat(
+    return MemberSeat(
         key=_seat_key(session, key),
         members=members,
         shares=NoiseShares(len(members), int(job.plan["colluding"])),
     )
-    scope = MaskScope(federation=job.federation, job=job.job, pass_index=release, release=0)
-    rows = member_rows(dataset, job.plan["dtype"])
-    _, words = answer_pass(rows, statistic, noises, seat, scope, _test_rng(release))
-    return np.ascontiguousarray(words, dtype="<u8").tobytes()
 
 
 def _test_rng(release: int) -> np.random.Generator | None:

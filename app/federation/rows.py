@@ -28,11 +28,7 @@ def reading_of(dataset: Dataset, dtype: str) -> Reading:
     return Reading(radius=float(dataset.radius), center=center, dtype=dtype)
 
 
-def member_rows(dataset: Dataset, dtype: str) -> Rows:
-    """The dataset's rows for one federated release, read whole in this process."""
-    stored = dataset.storage_path
-    if stored is None:
-        raise RuntimeError("the member's dataset has no stored rows")
-    reading = reading_of(dataset, dtype)
+def member_rows(stored: str, reading: Reading) -> Rows:
+    """The dataset's rows stored at `stored`, read whole in this process as `reading` says."""
     with storage.reaching(stored, "reading a member's rows", answered_missing=True):
         return ArrayTable(storage.open_rows(stored)).rows(reading)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.orm import Session
 
+from app.coordinator.terms import is_federated
 from app.datasets import storage
 from app.datasets.domain import run_domain
 from app.kit.cluster import ClusterUnreachable, row_engine
@@ -44,6 +45,11 @@ def open_labels(session: Session, job: Job) -> LabelSource:
             code="job-not-succeeded",
         )
     dataset = session.get(Dataset, job.dataset_id)
+    if dataset is not None and is_federated(dataset):
+        raise Conflict(
+            "a federated dataset holds no rows here: each member's labels are its own to compute",
+            code="federated-dataset",
+        )
     deleted = "the dataset's rows were deleted; no labels can be computed"
     if dataset is None or dataset.deleted_at is not None or dataset.storage_path is None:
         raise Gone(deleted, code="rows-deleted")

@@ -68,6 +68,7 @@ def upgrade() -> None:
         sa.Column("member_job_id", sa.Uuid(), nullable=False),
         sa.Column("release", sa.Integer(), nullable=False),
         sa.Column("request_digest", sa.String(length=64), nullable=False),
+        sa.Column("attempt", sa.String(length=32), nullable=False),
         sa.Column("words", sa.LargeBinary(), nullable=False),
         sa.Column("mu_sq", sa.Text(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),

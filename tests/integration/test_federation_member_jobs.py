@@ -15,8 +15,9 @@ from fastapi.testclient import TestClient
 
 from app.federation import member as member_service
 from app.kit.config import Settings
-from app.kit.db.session import session_factory
+from app.kit.db.session import session_factory, session_scope
 from app.ledger import verify
+from app.models import MemberAnswer
 from privclust.clustering.data.release import Gaussian, central_release
 from privclust.clustering.data.rows import ArrayTable, Reading
 from privclust.clustering.mechanisms.grid import grid_sensitivity
@@ -256,3 +257,30 @@ def test_a_job_answered_nothing_is_refunded_and_a_job_answered_stays_charged(
             "/v1/federation/jobs", headers=auth(keys[role]), json=join_body(members, 0.5)
         )
         assert resp.status_code == 403
+
+
+def test_a_release_being_computed_is_not_computed_twice_unless_its_claim_went_stale(
+    client: TestClient, keys: dict[str, str], members: list[dict[str, Any]], settings: Settings
+) -> None:
+    """A request that finds the release claimed by another (its words not stored yet) is told
+    to ask again; a claim whose process died (older than STALE_CLAIM) is taken over."""
+    ids = joined(client, members, mu=0.5)
+    m, job_id, body = members[0], ids[0], release_body(sigma=4.0)
+    with session_scope(settings.resolved_database_url) as s:
+        s.add(
+            MemberAnswer(
+                member_job_id=uuid.UUID(job_id), release=0, attempt="gone", words=b"",
+                request_digest=member_service._digest(body), mu_sq="1/16",
+            )
+        )  # fmt: skip
+    url = f"/v1/federation/jobs/{job_id}/releases/0"
+    busy = client.post(url, headers=auth(m["key"]), json=body)
+    assert busy.status_code == 409 and busy.json()["code"] == "release-in-progress"
+    with session_scope(settings.resolved_database_url) as s:
+        row = s.get(MemberAnswer, (uuid.UUID(job_id), 0))
+        assert row is not None
+        row.created_at = row.created_at - member_service.STALE_CLAIM
+    taken = client.post(url, headers=auth(m["key"]), json=body)
+    assert taken.status_code == 200, taken.text
+    again = client.post(url, headers=auth(m["key"]), json=body)
+    assert again.json()["words"] == taken.json()["words"]

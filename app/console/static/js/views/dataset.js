@@ -100,6 +100,7 @@ function metadata(ds) {
     ds.table_counts ? ["What the policy did (owner only)", Object.entries(ds.table_counts).map(([k, v]) => `${k} ${v}`).join(", ")] : null,
     ["Cost of the row count", ds.count_mu === null ? "none (declared public)" : `μ ${num(ds.count_mu)}`],
     ["Declared domain", domainText(ds)],
+    ds.kind === "federated" ? ["Federation", federationText(ds)] : null,
     ["Created", time(ds.created_at)],
     ["Rows deleted", ds.deleted_at ? time(ds.deleted_at) : "no"],
   ].filter(Boolean);
@@ -107,6 +108,17 @@ function metadata(ds) {
     h("dl", { class: "meta", "aria-label": "Dataset" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
     ds.warnings.length ? h("ul", { class: "warnings", "aria-label": "Warnings" }, ds.warnings.map((w) => h("li", {}, w))) : null,
   );
+}
+
+/** A federated dataset's members in public order, with the fingerprints owners compare. */
+function federationText(ds) {
+  return h("div", {},
+    h("p", { class: "small muted" },
+      `No row is stored here: every release is the members' secure sum; c = ${ds.colluding}. ` +
+      "Compare each fingerprint with the member's owner out of band."),
+    h("ol", { "aria-label": "Members" }, (ds.members || []).map((m) =>
+      h("li", {}, `${m.url} (dataset ${shortId(m.dataset_id)}): `,
+        h("code", { "data-field": "fingerprint" }, m.fingerprint)))));
 }
 
 /** The declared public domain: per-column bounds (a box) or a ball. */
