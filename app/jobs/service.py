@@ -8,6 +8,7 @@ job's state or write its ledger entries.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +17,8 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy.orm import Session
 
+from app.coordinator.client import MemberError
+from app.coordinator.terms import is_federated, job_calls
 from app.datasets import service as datasets_service
 from app.datasets.domain import loss_space
 from app.jobs import repository as repo
@@ -45,7 +48,7 @@ from app.jobs.planning import (
 )
 from app.jobs.results import ResultContext
 from app.kit.clock import SYSTEM_CLOCK, Clock
-from app.kit.config import Settings
+from app.kit.config import Settings, get_settings
 from app.kit.errors import Conflict, NotFound, ServiceUnavailable
 from app.kit.query import ListQuery
 from app.ledger import key_caps
@@ -54,6 +57,8 @@ from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus
 from privclust.clustering.data.scaling import ORIGINAL_SPACE
 from privclust.privacy.cost import release_cost
+
+log = logging.getLogger("privclust.api")
 
 P = TypeVar("P")  # a job's or a sweep's plan
 
@@ -306,8 +311,28 @@ def list_jobs(
 
 
 def cancel_job(session: Session, job: Job, actor: uuid.UUID | None) -> Job:
-    """Cancel in a budget transaction of its own (`cancel`: a queued job is refunded)."""
+    """Cancel in a budget transaction of its own (`cancel`: a queued job is refunded). A
+    federated dataset's members are then told a refunded job ended (each refunds its own
+    charge, having answered nothing)."""
     ledger.begin_budget_transaction(session)
+    queued = job.status == JobStatus.QUEUED
     job = cancel(session, job, actor)
     session.commit()
+    if queued and job.status == JobStatus.CANCELLED:
+        _release_members(session, job)
     return job
+
+
+def _release_members(session: Session, job: Job) -> None:
+    dataset = session.get(Dataset, job.dataset_id)
+    if dataset is None or not is_federated(dataset):
+        return
+    calls = job_calls(session, dataset, str(job.id), job.algorithm, job.mu)(get_settings())
+    session.commit()  # no transaction is held while the members answer
+    try:
+        calls.join()  # joined at admission: this gives each member's job back
+        calls.finish(succeeded=False)
+    except MemberError as exc:  # best effort: the member's charge stays reserved, never spent
+        log.warning("job %s: could not tell %s that it was cancelled", job.id, exc.member.name)
+    finally:
+        calls.close()

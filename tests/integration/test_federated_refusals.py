@@ -179,3 +179,20 @@ def test_the_masked_vectors_the_coordinator_receives_look_uniform(
         cells = ((words >> np.uint64(8 * byte)) & np.uint64(0xFF)).astype(np.int64)
         # p > 1e-5 for each of the 8 bytes: a chance failure in under 1 of 10,000 runs.
         assert chisquare(np.bincount(cells, minlength=256)).pvalue > 1e-5
+
+
+def test_a_federated_job_cancelled_while_queued_is_refunded_on_every_member(
+    client: TestClient, keys: dict[str, str]
+) -> None:
+    members = make_members(client, keys, epsilon=20)
+    with reachable(client, members):
+        dataset = _dataset(client, keys["owner"], members, epsilon="8")
+        resp = _submit(client, keys["analyst"], dataset["id"], k=3, algorithm="fastlloyd", mu=1)
+        assert resp.status_code == 202, resp.text
+        reserved = _budget(client, keys["owner"], members[0]["dataset"]["id"])["mu_reserved"]
+        assert reserved > 0.99
+        job_id = resp.json()["id"]
+        done = client.post(f"/v1/jobs/{job_id}/cancel", headers=auth(keys["analyst"]))
+        assert done.status_code == 200 and done.json()["status"] == "cancelled", done.text
+    for m in members:
+        assert _budget(client, keys["owner"], m["dataset"]["id"])["mu_reserved"] == 0.0
