@@ -268,7 +268,7 @@ router.add_api_route(
     response_model=DatasetOut,
     responses={
         202: {"model": DatasetOut, "description": "An import by reference was accepted"},
-        **responses(400, 401, 403, 413, 415, 422, 503),
+        **responses(400, 401, 403, 409, 413, 415, 422, 502, 503),
     },
     summary="Upload a dataset (or import one by reference) with its public domain and total "
     "privacy budget",

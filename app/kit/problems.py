@@ -301,6 +301,7 @@ def responses(
         415: "Not multipart/form-data",
         422: "Invalid parameter",
         429: "Too many of the tenant's or the key's jobs are queued (see Retry-After)",
+        502: "A federation's member failed after the charge (what was charged stays charged)",
         503: "Database, queue or object storage unavailable (nothing was changed)",
     }
     # 422 is listed on every route that takes input, so FastAPI's default validation schema

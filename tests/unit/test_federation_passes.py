@@ -25,6 +25,7 @@ from privclust.federation.passes import (
     decode_noises,
     encode,
     encode_noises,
+    layout_of,
     release_mu_squared,
     required_sensitivities,
 )
@@ -54,6 +55,8 @@ def test_a_pass_decodes_to_a_statistic_with_the_same_totals(statistic: Statistic
     for a, b in zip(rows.total(statistic), rows.total(again), strict=True):
         np.testing.assert_array_equal(a, b)
     assert encode(again) == wire
+    # The coordinator splits the summed words by shapes it knows from public values alone.
+    assert layout_of(statistic) == tuple(a.shape for a in rows.total(statistic))
 
 
 def _lloyd_wire() -> dict[str, Any]:
