@@ -183,6 +183,28 @@ def lloyd_step(
     return moved_centres(centres, noisy_sums, noisy_counts, step, radius), noisy_counts
 
 
+def last_move_ratio(
+    before: np.ndarray,
+    after: np.ndarray,
+    noisy_counts: np.ndarray,
+    step: float | np.ndarray,
+    noise: Gaussian,
+) -> float:
+    """How far a Lloyd step moved the centres against its noise, from released values only: the
+    largest over the centres of ||move_j|| / (s_j sqrt(d)), where s_j = the noise std per
+    coordinate of centre j's noisy mean offset (the joint release's std in grid units, times
+    r_j 2^-GRID_BITS, over max(noisy count_j, 1)). About 1 when the step moved a centre by its
+    own noise alone; a converged run's step moves each centre by the difference of two such
+    noises (about sqrt(2)); much more means the centres were still moving
+    (privclust.clustering.outputs.convergence reads it)."""
+    k, d = after.shape
+    radii = np.broadcast_to(np.asarray(step, dtype=np.float64), (k,))
+    std = noise.scaled_sensitivity * noise.sigma * radii * 2.0**-GRID_BITS
+    std = std / np.maximum(np.asarray(noisy_counts, dtype=np.float64), 1.0)
+    moves = np.sqrt(np.einsum("ij,ij->i", after - before, after - before))
+    return float(np.max(moves / (std * math.sqrt(d))))
+
+
 def reseed_starving(
     centres: np.ndarray,
     noisy_counts: np.ndarray,
