@@ -70,8 +70,6 @@ def test_auto_reports_its_last_move_and_a_method_without_lloyd_steps_none() -> N
     result = cluster(X, 2, epsilon=1.0, delta=1e-6, rng=np.random.default_rng(0), **box)
     assert result.last_move is not None and math.isfinite(result.last_move)
     warned = run_warnings(result, np.zeros(2), np.ones(2))
-    assert ("not-converged" in {c.code for c in warned}) == (
-        result.last_move > settled_move(2, 2)
-    )
+    assert ("not-converged" in {c.code for c in warned}) == (result.last_move > settled_move(2, 2))
     pe = cluster(X, 2, algorithm="pe-means", epsilon=1.0, delta=1e-6, **box)
     assert pe.last_move is None

@@ -255,10 +255,13 @@ def test_suggest_k_is_the_first_k_no_larger_k_clearly_improves_on() -> None:
     ks = [2, 4, 8, 16]
     ses = [0.001] * 4
     assert suggest_k(ks, [1.0, 0.5, 0.1, 0.095], ses) == 8
-    assert suggest_k(ks, [1.0, 0.9, 0.85, 0.8], ses) == 2  # no drop beyond 20%
+    assert suggest_k(ks, [1.0, 0.9, 0.88, 0.85], ses) == 2  # no drop beyond 20%
     assert suggest_k(ks, [1.0, 0.5, 0.3, 0.1], ses) == 16  # every step still pays
-    # A 20% drop that is within two standard errors of noise does not count.
-    assert suggest_k(ks, [1.0, 0.5, 0.1, 0.07], [0.001, 0.001, 0.01, 0.01]) == 8
+    # A 30% drop that is within two standard errors of noise neither counts nor is ruled
+    # out: the noise decides where the elbow is, so no k is suggested.
+    assert suggest_k(ks, [1.0, 0.5, 0.1, 0.07], [0.001, 0.001, 0.01, 0.01]) is None
+    # A drop to exactly 20% is the rule's border: the noise decides there too.
+    assert suggest_k(ks, [1.0, 0.9, 0.85, 0.8], ses) is None
     # Order of the input does not matter.
     assert suggest_k([8, 2, 16, 4], [0.1, 1.0, 0.095, 0.5], ses) == 8
     with pytest.raises(ValueError):

@@ -18,6 +18,9 @@ public (it follows from the plan's sigma, the declared domain and N~):
 - `sweep-loss-rises`: a larger k has a noisy loss above a smaller k's by more than noise
   explains (`loss_rises`). The k-means loss of the best k centres never rises with k, so such
   losses measure the noise or a run that failed, not the data's structure: no k is suggested;
+- `sweep-elbow-unclear`: the losses fall with k, but the elbow rule read with its noise
+  allowance for the smaller k and against it gives different ks: the noise decides where the
+  fall stops, so no k is suggested;
 - `suggested-k-largest`: the suggestion is the largest k tried: the elbow may lie beyond it;
 - `suggested-k-budget`: every suggestion reads noisy losses, so another budget (or another
   sweep) may suggest another k;
@@ -49,6 +52,8 @@ TWO_SE = 2.0
 LOOSE_FRACTION = 0.1
 # `ks_told_apart`: the chance that noise alone makes some two losses of a sweep look different.
 SWEEP_FALSE_ALARM = 0.05
+# The elbow rule's noise allowance, in standard errors (privclust.clustering.sweeps).
+ELBOW_SE = 2.0
 
 
 def loss_warnings(loss: float | None, loss_se: float | None) -> list[Caveat]:
@@ -159,6 +164,17 @@ def sweep_warnings(
                 "The best loss never rises with k, so these losses measure the noise (or a run "
                 "that failed), not the data: no k is suggested. A larger epsilon, more rows or "
                 "tighter declared bounds lower the noise.",
+            )
+        ]
+    if suggested is None and ks_told_apart([losses[i] for i in order], [ses[i] for i in order]):
+        return [
+            Caveat(
+                "sweep-elbow-unclear",
+                "the noisy losses fall with k, but where the fall stops depends on their noise: "
+                f"read with {ELBOW_SE:g} standard errors for the smaller k or against it, the "
+                "elbow rule gives different ks, so no k is suggested. A larger epsilon, more "
+                "rows or tighter declared bounds lower the noise; the losses and their errors "
+                "are there to read.",
             )
         ]
     if suggested is None:
