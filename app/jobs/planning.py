@@ -248,7 +248,7 @@ def _lloyd_steps(run: RunPlan) -> int | None:
     with the job so that a later change of the default cannot re-plan it differently."""
     if run.algorithm != Algorithm.PE_LLOYD or run.projection_dim is not None:
         return None
-    return default_lloyd_steps(run.iterations, run.n_cols)
+    return default_lloyd_steps(run.iterations, run.n_cols, run.n_rows, run.k, run.mu)
 
 
 def run_options(job: Job) -> dict[str, Any]:

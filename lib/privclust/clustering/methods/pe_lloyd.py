@@ -222,7 +222,7 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
         iterations,
         options.lloyd_steps,
         options.lloyd_share,
-        default_lloyd_steps(iterations, basis.n_cols),
+        default_lloyd_steps(iterations, basis.n_cols, basis.n_rows, basis.k, basis.mu),
     )
     return Releases(iterations=iterations, releases=releases, progress_total=progress_total)
 
@@ -248,7 +248,7 @@ def run(start: RunStart, options: Options) -> Outcome:
         plan.iterations,
         options.lloyd_steps,
         options.lloyd_share,
-        default_lloyd_steps(plan.iterations, n_cols),
+        default_lloyd_steps(plan.iterations, n_cols, plan.n_rows, plan.k, plan.mu),
     )
     if releases != plan.releases:  # the plan and the run must price the same releases
         raise ArithmeticError("pe-lloyd release count does not match its plan")
