@@ -64,9 +64,10 @@ class ClusteringResult:
     privclust.clustering.outputs.summaries.summary_sigmas); `releases` and `sigma` are then those of
     the centres, and sqrt(releases / sigma^2 + summary_mu^2 (+ count_mu^2)) <= mu.
 
-    `last_move` (a run that ends with noisy Lloyd steps: pe-lloyd, so `auto`): the largest ratio
-    of a centre's move in the last step to the noise of that step (Outcome.last_move);
-    post-processing of released values, read by the `not-converged` warning.
+    `last_move` (a run that ends with noisy Lloyd steps: pe-lloyd, so `auto`, and fastlloyd):
+    the largest ratio of a centre's move in the last step to the noise of that step
+    (Outcome.last_move); post-processing of released values, read by the `not-converged`
+    warning.
     """
 
     centers: np.ndarray
