@@ -259,6 +259,7 @@ class JobRun:
         released: dict[str, Any] = {
             "centers": [[float(v) for v in row] for row in result.centers],
             "last_move": result.last_move,
+            "last_shift": result.last_shift,
         }
         if result.sizes is not None:  # the noisy releases only: nothing exact is stored
             released |= {

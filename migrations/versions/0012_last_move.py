@@ -4,8 +4,10 @@ Revision ID: 0012_last_move
 Revises: 0011_table_terms
 Create Date: 2026-12-02 05:00:00.000000
 
-`jobs` gains `last_move` (privclust.clustering.mechanisms.lloyd.last_move_ratio: post-processing
-of the run's released values), which the result's `not-converged` warning reads. It is null for
+`jobs` gains `last_move` and `last_shift` (privclust.clustering.mechanisms.lloyd.last_move_ratio:
+how far the last noisy Lloyd step moved a centre against that step's noise, and that centre's
+move; post-processing of the run's released values), which the result's `not-converged`
+warning reads. It is null for
 every existing job and for methods that end without a Lloyd step: no such warning then. The
 downgrade drops it.
 """
@@ -24,8 +26,10 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
         batch.add_column(sa.Column("last_move", sa.Float(), nullable=True))
+        batch.add_column(sa.Column("last_shift", sa.Float(), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("jobs") as batch:
+        batch.drop_column("last_shift")
         batch.drop_column("last_move")

@@ -13,7 +13,9 @@ from privclust.clustering import cluster
 from privclust.clustering.data.release import Gaussian
 from privclust.clustering.mechanisms.grid import GRID_BITS
 from privclust.clustering.mechanisms.lloyd import last_move_ratio
+from privclust.clustering.outputs.centre_error import Z90
 from privclust.clustering.outputs.convergence import (
+    MOVE_SPREAD_FLOOR,
     NOT_CONVERGED_ALARM,
     convergence_warnings,
     settled_move,
@@ -37,6 +39,12 @@ def test_a_step_that_moved_more_than_its_noise_warns_not_converged() -> None:
     codes = [c.code for c in convergence_warnings(centres, last_move=1.1 * limit)]
     assert codes == ["not-converged"]
     assert convergence_warnings(centres, last_move=None) == []  # no Lloyd step: no claim
+    # Beyond its noise, but 0.5% of the rows' spread (0.1, from a loss of 0.01): too small to
+    # change a segmentation; 5% is not.
+    tiny = {"last_move": 2 * limit, "loss": 0.01, "loss_se": 0.0}
+    assert convergence_warnings(centres, last_shift=0.0005, **tiny) == []
+    codes = [c.code for c in convergence_warnings(centres, last_shift=0.005, **tiny)]
+    assert codes == ["not-converged"]
 
 
 def test_centres_closer_than_the_rows_spread_warn_overlap() -> None:
@@ -58,9 +66,10 @@ def test_the_last_move_is_measured_against_each_centres_own_noise() -> None:
     after = np.array([[0.5, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
     # Centre 0 moved 0.5 with a noise std of 1 / 100 per coordinate (100 rows, radius 1):
     # 0.5 / (0.01 * 2) = 25; a count floored at 1 keeps an empty cluster's std finite.
-    assert last_move_ratio(before, after, np.array([100.0, 0.0]), 1.0, noise) == pytest.approx(25)
-    counts = np.array([100.0, -3.0])
-    assert last_move_ratio(before, after[::-1], counts, 1.0, noise) == pytest.approx(0.25)
+    ratio, shift = last_move_ratio(before, after, np.array([100.0, 0.0]), 1.0, noise)
+    assert (ratio, shift) == (pytest.approx(25), pytest.approx(0.5))
+    ratio, shift = last_move_ratio(before, after[::-1], np.array([100.0, -3.0]), 1.0, noise)
+    assert (ratio, shift) == (pytest.approx(0.25), pytest.approx(0.5))
 
 
 def test_auto_reports_its_last_move_and_a_method_without_lloyd_steps_none() -> None:
@@ -69,7 +78,12 @@ def test_auto_reports_its_last_move_and_a_method_without_lloyd_steps_none() -> N
     box = {"lower": [0.0, 0.0], "upper": [1.0, 1.0], "n_public": len(X), "summaries": True}
     result = cluster(X, 2, epsilon=1.0, delta=1e-6, rng=np.random.default_rng(0), **box)
     assert result.last_move is not None and math.isfinite(result.last_move)
+    assert result.last_shift is not None and 0 <= result.last_shift <= 1.0
+    assert result.loss is not None and result.loss_se is not None
     warned = run_warnings(result, np.zeros(2), np.ones(2))
-    assert ("not-converged" in {c.code for c in warned}) == (result.last_move > settled_move(2, 2))
+    spread = math.sqrt(max(result.loss + Z90 * result.loss_se, 0.0))
+    moved = result.last_move > settled_move(2, 2)
+    moved = moved and result.last_shift > MOVE_SPREAD_FLOOR * spread
+    assert ("not-converged" in {c.code for c in warned}) == moved
     pe = cluster(X, 2, algorithm="pe-means", epsilon=1.0, delta=1e-6, **box)
     assert pe.last_move is None

@@ -204,20 +204,23 @@ def last_move_ratio(
     noisy_counts: np.ndarray,
     step: float | np.ndarray,
     noise: Gaussian,
-) -> float:
+) -> tuple[float, float]:
     """How far a Lloyd step moved the centres against its noise, from released values only: the
     largest over the centres of ||move_j|| / (s_j sqrt(d)), where s_j = the noise std per
     coordinate of centre j's noisy mean offset (the joint release's std in grid units, times
     r_j 2^-GRID_BITS, over max(noisy count_j, 1)). About 1 when the step moved a centre by its
     own noise alone; a converged run's step moves each centre by the difference of two such
     noises (about sqrt(2)); much more means the centres were still moving
-    (privclust.clustering.outputs.convergence reads it)."""
+    (privclust.clustering.outputs.convergence reads it). Returns (that ratio, the length of
+    that centre's move in the run's space)."""
     k, d = after.shape
     radii = np.broadcast_to(np.asarray(step, dtype=np.float64), (k,))
     std = noise.scaled_sensitivity * noise.sigma * radii * 2.0**-GRID_BITS
     std = std / np.maximum(np.asarray(noisy_counts, dtype=np.float64), 1.0)
     moves = np.sqrt(np.einsum("ij,ij->i", after - before, after - before))
-    return float(np.max(moves / (std * math.sqrt(d))))
+    ratios = moves / (std * math.sqrt(d))
+    j = int(np.argmax(ratios))
+    return float(ratios[j]), float(moves[j])
 
 
 def reseed_starving(

@@ -148,7 +148,8 @@ def run(start: RunStart, options: Options) -> Outcome:
     )
     multiplier = count_multiplier(n_cols, share)
     centres = initial_population(plan.k, n_cols, radius, options.rng)
-    noise, moved = joint_noise(plan, n_cols, multiplier), None
+    noise = joint_noise(plan, n_cols, multiplier)
+    moved: tuple[float, float] | None = None
     for t in range(1, plan.iterations + 1):
         step = step_radius(t, radius, n_cols, plan.k, alpha)
         before = centres

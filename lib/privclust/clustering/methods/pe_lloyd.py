@@ -261,7 +261,8 @@ def run(start: RunStart, options: Options) -> Outcome:
         progress=options.progress,
     )
     multiplier = count_multiplier(n_cols, default_count_share(n_cols))
-    centres, moved = outcome.centres, None
+    centres = outcome.centres
+    moved: tuple[float, float] | None = None
     noise = joint_noise(plan, n_cols, multiplier, weight)
     for i in range(1, steps + 1):
         radii = step_radii(centres, radius, plan.k, options.step_rule)
@@ -296,7 +297,8 @@ def run_projected(start: RunStart, options: Options) -> Outcome:
     n_cols = points.shape[1]
     multiplier = count_multiplier(n_cols, default_count_share(n_cols))
     centres, counts = means.centres, means.counts.astype(np.float64)
-    noise, moved = joint_noise(plan, n_cols, multiplier, split.weight), None
+    noise = joint_noise(plan, n_cols, multiplier, split.weight)
+    moved: tuple[float, float] | None = None
     for i in range(1, split.steps + 1):
         radii = np.broadcast_to(step_radii(centres, radius, plan.k, options.step_rule), plan.k)
         centres, radii = reseed_beside(centres, counts, PROJECTED_RESEED_RATIO, radii, radius, rng)

@@ -226,17 +226,23 @@ def figure_warnings(
     sizes_se: float | None = None,
     units: np.ndarray | None = None,
     last_move: float | None = None,
+    last_shift: float | None = None,
 ) -> list[Caveat]:
     """Every warning of one run's released figures: its loss, its sizes, its domain (the
     declared range of each column: a box's bounds, or c +- R for a ball), and whether it
     settled (`convergence_warnings`: `units` is one unit of the clustering space in each
-    column's units, `last_move` the result's)."""
+    column's units, `last_move` and `last_shift` the result's)."""
     return (
         loss_warnings(loss, loss_se)
         + size_warnings(sizes, sizes_se)
         + domain_warnings(centres, lower, upper, sizes, sizes_se)
         + convergence_warnings(
-            centres, units=units, loss=loss, loss_se=loss_se, last_move=last_move
+            centres,
+            units=units,
+            loss=loss,
+            loss_se=loss_se,
+            last_move=last_move,
+            last_shift=last_shift,
         )
     )
 
@@ -257,4 +263,5 @@ def run_warnings(result: ClusteringResult, lower: np.ndarray, upper: np.ndarray)
         sizes_se=sizes_noise_std(result.summary_mu, result.relation),
         units=units,
         last_move=result.last_move,
+        last_shift=result.last_shift,
     )

@@ -22,12 +22,12 @@ class Outcome:
     """What a method's run found: its centres in centred coordinates (not yet released) and,
     for PE-means and the methods built on it, the final number of variations L; for a run that
     ends with noisy Lloyd steps, how far its last step moved the centres against that step's
-    noise (`last_move`: privclust.clustering.mechanisms.lloyd.last_move_ratio, released values
-    only)."""
+    noise, and that centre's move (`last_move`: privclust.clustering.mechanisms.lloyd.
+    last_move_ratio, released values only)."""
 
     centres: np.ndarray
     final_variations: int = 0
-    last_move: float | None = None
+    last_move: tuple[float, float] | None = None
 
 
 def released_centres(centred: np.ndarray, center: np.ndarray, radius: float) -> np.ndarray:
@@ -66,8 +66,8 @@ class ClusteringResult:
 
     `last_move` (a run that ends with noisy Lloyd steps: pe-lloyd, so `auto`, and fastlloyd):
     the largest ratio of a centre's move in the last step to the noise of that step
-    (Outcome.last_move); post-processing of released values, read by the `not-converged`
-    warning.
+    (Outcome.last_move), and `last_shift` the length of that centre's move in the space the
+    run clusters in; post-processing of released values, read by the `not-converged` warning.
     """
 
     centers: np.ndarray
@@ -90,6 +90,7 @@ class ClusteringResult:
     loss_se: float | None = None
     summary_mu: float | None = None
     last_move: float | None = None
+    last_shift: float | None = None
 
     @property
     def loss_space(self) -> str:

@@ -35,7 +35,10 @@ def run_method(method: Method, X: np.ndarray | Table, k: int, options: Options) 
     result = start.plan.result(
         outcome.centres, start.center, start.radius, outcome.final_variations
     )
-    return dataclasses.replace(result, last_move=outcome.last_move)
+    if outcome.last_move is None:
+        return result
+    ratio, shift = outcome.last_move
+    return dataclasses.replace(result, last_move=ratio, last_shift=shift)
 
 
 def start_run(method: Method, X: np.ndarray | Table, k: int, options: Options) -> RunStart:
