@@ -62,9 +62,11 @@ def default_lloyd_steps(pe_iterations: int, n_cols: int, n_rows: int, k: int, mu
     A step's noise on a centre falls as mu N~ / k grows, and where it is small a single step
     (or four) leaves the centres moving by tens to hundreds of times that noise
     (`last_move_ratio`): on diamonds (53,940 x 7, k = 6) and flights (327,346 x 5, k = 4)
-    mu N~ / k is 1,200 to 150,000 at epsilon 0.5 to 10, and 10 steps took their loss from
-    1.03-1.24x KMeans' to 1.003-1.006x at epsilon 0.5 and 1 (bench/RESULTS.md, "Warnings
-    that a run may differ"); on the smaller tables (mu N~ / k <= 700) nothing changes."""
+    mu N~ / k is 1,200 to 150,000 at epsilon 0.5 to 10, and with 10 steps flights' runs at
+    epsilon 0.5 and 1 ended at 1.002-1.007x KMeans' loss instead of 1.030-1.035x, unless they
+    settled in a second basin (1.034x) that Lloyd's steps do not leave (bench/RESULTS.md,
+    "Warnings that a run may differ"); on the smaller tables (mu N~ / k <= 700) nothing
+    changes."""
     base = LLOYD_STEPS_AT_CAP if pe_iterations >= iterations_cap(n_cols) else DEFAULT_LLOYD_STEPS
     refine = int(min(mu * n_rows / max(k, 1) / ROWS_MU_PER_STEP, MAX_REFINE_STEPS))
     return max(base, refine)
