@@ -248,6 +248,11 @@ class Job(Base):
     sizes: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
     loss: Mapped[float | None] = mapped_column(Float, default=None)
     loss_se: Mapped[float | None] = mapped_column(Float, default=None)
+    # How far the run's last noisy Lloyd step moved its centres against that step's noise, and
+    # that centre's move in the clustering space (post-processing of released values; null
+    # for a method without Lloyd steps).
+    last_move: Mapped[float | None] = mapped_column(Float, default=None)
+    last_shift: Mapped[float | None] = mapped_column(Float, default=None)
     sweep_id: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("sweeps.id"), default=None, index=True
     )

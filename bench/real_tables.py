@@ -14,7 +14,13 @@ scaled data (each column mapped onto [0, 1] by its declared bounds, where the jo
   width: its band over the observed 90th percentile (the issue asks for coverage in at least
   80% of settings and a band never wider than 10x);
 - `centre_std_fraction`, the noise's share alone, for comparison; the loss over KMeans'; time
-  over KMeans(n_init=10)'s.
+  over KMeans(n_init=10)'s;
+- warnings (a second table): each run's loss over KMeans' and its warning codes; of the pairs
+  of runs of a setting whose loss ratios differ by more than 2% (their segmentations differ),
+  the share where a run carries a warning that the run may not have settled (`not-converged`,
+  `centres-overlap`, or `size-below-noise`: a cluster that may be empty),
+  and of the settings where every run agrees, the share where some run carries one (the issue
+  asks for at least 80% and at most 20%).
 
 Tables (bounds from each column's documented meaning, rounded outward; never from the rows):
 scikit-learn's wine, breast cancer (the min/max of their documentation, widened by 10%) and
@@ -28,11 +34,12 @@ ggplot2 diamonds and nycflights13 flights (see `TABLES`).
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.cluster import KMeans
@@ -48,9 +55,14 @@ from privclust.clustering.outputs.accuracy import (
     expected_accuracy,
     result_accuracy,
 )
+from privclust.clustering.outputs.uncertainty import run_warnings
 
 EPSILONS = (0.5, 1.0, 3.0, 10.0)
 QUANTILE = 0.9
+# Two runs' segmentations differ when their losses over KMeans' are this far apart.
+DIFFER = 0.02
+# The warnings that say a run may differ from another (`domain-loose` and the sweep's do not).
+MAY_DIFFER = frozenset({"not-converged", "centres-overlap", "size-below-noise"})
 
 
 def penguins() -> Table:
@@ -118,6 +130,7 @@ class Setting:
     bands: list[np.ndarray]
     losses: list[float]
     seconds: list[float]
+    codes: list[set[str]] = field(default_factory=list)
 
     def row(self) -> dict[str, float]:
         errors, bands = np.concatenate(self.errors), np.concatenate(self.bands)
@@ -148,7 +161,56 @@ def run_setting(table: Table, epsilon: float, runs: int, Z: np.ndarray, kmeans: 
         band = np.asarray(result_accuracy(result, Space.box(box)).centre_error_fraction)
         setting.bands.append(np.broadcast_to(band, near.shape).ravel())
         setting.losses.append(_loss(Z, scaled))
+        setting.codes.append({c.code for c in run_warnings(result, table.lower, table.upper)})
     return setting
+
+
+@dataclass
+class WarningTally:
+    """Over settings: differing pairs and those with a warned run; agreeing settings and those
+    with a warned run."""
+
+    pairs: int = 0
+    pairs_warned: int = 0
+    pairs_both: int = 0
+    agreeing: int = 0
+    agreeing_warned: int = 0
+    lines: list[str] = field(default_factory=list)
+
+    def add(self, name: str, epsilon: float, ratios: list[float], codes: list[set[str]]) -> None:
+        warned = [bool(c & MAY_DIFFER) for c in codes]
+        pairs = [
+            (i, j)
+            for i, j in itertools.combinations(range(len(ratios)), 2)
+            if abs(ratios[i] - ratios[j]) > DIFFER * min(ratios[i], ratios[j])
+        ]
+        self.pairs += len(pairs)
+        self.pairs_warned += sum(warned[i] or warned[j] for i, j in pairs)
+        self.pairs_both += sum(warned[i] and warned[j] for i, j in pairs)
+        if not pairs:
+            self.agreeing += 1
+            self.agreeing_warned += any(warned)
+        runs = "; ".join(
+            f"{r:.3f} {'+'.join(sorted(c & MAY_DIFFER)) or '-'}"
+            for r, c in zip(ratios, codes, strict=True)
+        )
+        self.lines.append(f"| {name} | {epsilon:g} | {len(pairs)} | {sum(warned)} | {runs} |")
+
+    def print(self) -> None:
+        header = (
+            "table | epsilon | differing pairs | runs warned | each run: loss / KMeans, warnings"
+        )
+        print(f"\n| {header} |")
+        print("|---|---|---|---|---|")
+        print("\n".join(self.lines))
+        share = self.pairs_warned / max(self.pairs, 1)
+        both = self.pairs_both / max(self.pairs, 1)
+        print(
+            f"\ndiffering pairs (loss ratios > {100 * DIFFER:g}% apart): {self.pairs}, with a "
+            f"warned run {self.pairs_warned} ({share:.0%}), both runs warned {self.pairs_both} "
+            f"({both:.0%}); settings where every run agrees: {self.agreeing}, with a warned run "
+            f"{self.agreeing_warned}"
+        )
 
 
 def main() -> None:
@@ -163,6 +225,7 @@ def main() -> None:
         "| coverage | width | loss / KMeans | time / KMeans |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
+    tally = WarningTally()
     for name in args.tables:
         table = TABLES[name]()
         box = Box.of(table.lower, table.upper)
@@ -177,7 +240,9 @@ def main() -> None:
                 len(Z), Z.shape[1], table.k, epsilon=epsilon, delta=table.delta, summaries=True
             )
             estimate = expected_accuracy(plan, Space.box(box))
-            row = run_setting(table, epsilon, args.runs, Z, kmeans).row()
+            setting = run_setting(table, epsilon, args.runs, Z, kmeans)
+            row = setting.row()
+            tally.add(name, epsilon, [x / kmeans_loss for x in setting.losses], setting.codes)
             print(
                 f"| {name} | {shape} | {epsilon:g} | {estimate.worst_fraction:.1e} "
                 f"| {max(estimate.centre_error_fraction):.1e} | {row['result_band']:.1e} "
@@ -185,6 +250,7 @@ def main() -> None:
                 f"| {row['loss'] / kmeans_loss:.3f} | {row['seconds'] / kmeans_seconds:.1f} |",
                 flush=True,
             )
+    tally.print()
 
 
 if __name__ == "__main__":

@@ -266,7 +266,11 @@ class JobRun:
     def finish(self, job: Job, result: ClusteringResult) -> str:
         """Store the released centres (and summaries): "succeeded", or "discarded" when the
         job was swept or stopped meanwhile (its result is then never released)."""
-        released: dict[str, Any] = {"centers": [[float(v) for v in row] for row in result.centers]}
+        released: dict[str, Any] = {
+            "centers": [[float(v) for v in row] for row in result.centers],
+            "last_move": result.last_move,
+            "last_shift": result.last_shift,
+        }
         if result.sizes is not None:  # the noisy releases only: nothing exact is stored
             released |= {
                 "sizes": [int(v) for v in result.sizes],

@@ -25,7 +25,7 @@ from privclust.clustering import (
     RunPlan,
     plan_run,
 )
-from privclust.clustering.mechanisms.lloyd import DEFAULT_LLOYD_STEPS, default_lloyd_steps
+from privclust.clustering.mechanisms.lloyd import DEFAULT_LLOYD_STEPS
 from privclust.clustering.outputs.accuracy import Accuracy, expected_accuracy, smallest_epsilon
 from privclust.clustering.run.options import (
     BudgetChoiceError,
@@ -251,7 +251,10 @@ def _lloyd_steps(run: RunPlan) -> int | None:
     with the job so that a later change of the default cannot re-plan it differently."""
     if run.algorithm != Algorithm.PE_LLOYD or run.projection_dim is not None:
         return None
-    return default_lloyd_steps(run.iterations, run.n_cols)
+    # Its progress counts the T PE iterations, then each Lloyd step: the steps the library
+    # planned (privclust.clustering.mechanisms.lloyd.default_lloyd_steps, from the noise's own
+    # per-row mu where a privacy unit bounds the rows), not a recomputation.
+    return run.progress_total - run.iterations
 
 
 def run_options(job: Job) -> dict[str, Any]:

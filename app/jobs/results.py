@@ -125,6 +125,9 @@ def result_warnings(job: Job, context: ResultContext) -> list[Caveat]:
         loss_se=job.loss_se,
         sizes=job.sizes,
         sizes_se=sizes_se(job, context.relation),
+        units=None if context.space is None else context.space.units,
+        last_move=job.last_move,
+        last_shift=job.last_shift,
     )
 
 

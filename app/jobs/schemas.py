@@ -103,14 +103,18 @@ class JobEstimateRequest(JobCreate):
 
 
 class FigureWarning(BaseModel):
-    """A note that a released figure is not informative (docs/algorithms.md, "Warnings")."""
+    """A note that a released figure is not informative, or that a run may not have settled
+    (docs/algorithms.md, "Warnings" and "Warnings that a run may differ")."""
 
     code: Literal[
         "loss-not-informative",
         "size-below-noise",
         "domain-loose",
+        "not-converged",
+        "centres-overlap",
         "sweep-inconclusive",
         "sweep-loss-rises",
+        "sweep-elbow-unclear",
         "suggested-k-largest",
         "suggested-k-budget",
     ] = Field(description="A stable machine-readable name.")

@@ -98,14 +98,15 @@ class SweepOut(BaseModel):
     suggested_k: int | None = Field(
         description="The elbow of the noisy losses (docs/algorithms.md), once every job "
         "succeeded; null before, and null when the noisy losses cannot tell the ks apart "
-        "(`warnings` then has `sweep-inconclusive`) or rise with k (`sweep-loss-rises`). It "
+        "(`warnings` then has `sweep-inconclusive`), rise with k (`sweep-loss-rises`) or "
+        "leave the elbow to their noise (`sweep-elbow-unclear`). It "
         "depends on the budget: another budget may suggest another k (`suggested-k-budget`)."
     )
     warnings: list[FigureWarning] = Field(
         default_factory=list,
-        description="Once every job succeeded: `sweep-inconclusive` or `sweep-loss-rises` (no "
-        "k suggested, and why), or `suggested-k-budget` (and `suggested-k-largest` when it is "
-        "the largest k).",
+        description="Once every job succeeded: `sweep-inconclusive`, `sweep-loss-rises` or "
+        "`sweep-elbow-unclear` (no k suggested, and why), or `suggested-k-budget` (and "
+        "`suggested-k-largest` when it is the largest k).",
     )
     loss_space: LossSpace = Field(default="original", description=LOSS_SPACE)
     created_at: datetime

@@ -157,8 +157,11 @@ def test_a_noise_dominated_sweep_suggests_no_k_and_says_why(client, keys) -> Non
         expected = figure_warnings(
             np.array(result["centers"]), lower, upper, loss=result["loss"],
             loss_se=result["loss_se"], sizes=result["sizes"], sizes_se=result["sizes_se"],
+            units=upper - lower,
         )  # fmt: skip
-        assert result["warnings"] == [{"code": w.code, "detail": w.detail} for w in expected]
+        # `not-converged` reads the run's last Lloyd step, which the result does not show.
+        shown = [w for w in result["warnings"] if w["code"] != "not-converged"]
+        assert shown == [{"code": w.code, "detail": w.detail} for w in expected]
         uninformative += "loss-not-informative" in {w.code for w in expected}
     # With 3 informative losses in 100, fewer than two of four fail about 1 sweep in 10,000.
     assert uninformative >= 2

@@ -23,7 +23,21 @@ def test_a_job_admitted_before_the_steps_were_kept_replans_with_one_step() -> No
 def test_a_new_job_keeps_the_steps_its_plan_took() -> None:
     planned = plan_run(10_000, 5, 4, algorithm="pe-lloyd", epsilon=10.0, delta=1e-6)
     assert planned.iterations == iterations_cap(5)
-    steps = default_lloyd_steps(planned.iterations, 5)
+    steps = default_lloyd_steps(planned.iterations, 5, 10_000, 4, planned.mu)
     assert steps > 1
     new = _job({"lloyd_steps": steps}, planned.iterations, planned.mu)
     assert plan_run(10_000, 5, 4, **run_options(new)).releases == planned.releases
+
+
+def test_more_rows_per_cluster_and_budget_buy_more_lloyd_steps_from_public_facts() -> None:
+    # Below the capped T: one step, unless mu N~ / k reaches 100 per step (at most 10).
+    assert default_lloyd_steps(8, 5, 178, 3, 0.3) == 1
+    assert default_lloyd_steps(8, 5, 54_000, 6, 0.26) == 10  # mu N~/k = 2,340
+    assert default_lloyd_steps(8, 5, 3_000, 4, 0.4) == 3  # 300
+    # At the capped T: four steps, or more on the same rule.
+    assert default_lloyd_steps(16, 5, 342, 3, 2.5) == 4
+    assert default_lloyd_steps(16, 5, 327_346, 4, 1.8) == 10
+    # The plan prices them: T votes and ten steps of weight w, fixed before any noise.
+    planned = plan_run(327_346, 5, 4, algorithm="pe-lloyd", epsilon=1.0, delta=1e-7)
+    steps = default_lloyd_steps(planned.iterations, 5, 327_346, 4, planned.mu)
+    assert steps == 10 and planned.progress_total == planned.iterations + 10

@@ -67,7 +67,7 @@ def test_the_releases_compose_to_the_planned_mu(
         calls = calls[1:]
     else:
         assert (result.count_mu, result.n_public) == (None, 1190)
-    n_steps = steps or default_lloyd_steps(result.iterations, 5)
+    n_steps = steps or default_lloyd_steps(result.iterations, 5, result.n_public, 3, mu)
     votes, lloyd = calls[: result.iterations], calls[result.iterations :]
     assert len(lloyd) == n_steps
     assert all(s == 1.0 and sig == result.sigma for s, sig, _ in votes)

@@ -16,6 +16,7 @@ from privclust.clustering.data.scaling import box_keywords
 from privclust.clustering.dispatch import cluster, plan_run
 from privclust.clustering.errors import ClusteringInputError, check_integer, data_shape
 from privclust.clustering.outputs.uncertainty import (
+    ELBOW_SE,
     Caveat,
     ks_told_apart,
     loss_rises,
@@ -31,7 +32,7 @@ from privclust.privacy.gdp import equal_share, remaining_after
 # The elbow rule (suggest_k): a larger k must lower the noisy loss by more than this fraction,
 # plus ELBOW_SE_MULTIPLIER standard errors of the difference, to count as an improvement.
 ELBOW_DROP = 0.2
-ELBOW_SE_MULTIPLIER = 2.0
+ELBOW_SE_MULTIPLIER = ELBOW_SE
 # The options of `cluster` a sweep checks against every k before it draws any noise.
 PLANNED_OPTIONS = ("iterations", "variations", "summary_fraction")
 
@@ -39,19 +40,28 @@ PLANNED_OPTIONS = ("iterations", "variations", "summary_fraction")
 def suggest_k(ks: Sequence[int], losses: Sequence[float], ses: Sequence[float]) -> int | None:
     """The elbow of a sweep (`elbow_k`), or None when its noisy losses cannot support one: when
     no larger k's loss is below a smaller k's by more than noise alone explains
-    (privclust.clustering.outputs.uncertainty.ks_told_apart), or when a larger k's is above a
+    (privclust.clustering.outputs.uncertainty.ks_told_apart), when a larger k's is above a
     smaller k's by more than that (`loss_rises`: the best loss never rises with k, so those
-    losses are the noise's). Any suggestion would then be the noise's."""
+    losses are the noise's), or when the noise decides where the elbow is (`elbow_k` with two
+    standard errors for the smaller k and `elbow_k` with two against it differ). Any
+    suggestion would then be the noise's."""
     if not (len(ks) == len(losses) == len(ses)) or len(ks) == 0:
         raise ValueError("ks, losses and ses must be non-empty and of equal length")
     order = sorted(range(len(ks)), key=lambda i: ks[i])
     ordered, ordered_ses = [losses[i] for i in order], [ses[i] for i in order]
     if loss_rises(ordered, ordered_ses) or not ks_told_apart(ordered, ordered_ses):
         return None
-    return elbow_k(ks, losses, ses)
+    elbow = elbow_k(ks, losses, ses)
+    return elbow if elbow_k(ks, losses, ses, against_noise=True) == elbow else None
 
 
-def elbow_k(ks: Sequence[int], losses: Sequence[float], ses: Sequence[float]) -> int:
+def elbow_k(
+    ks: Sequence[int],
+    losses: Sequence[float],
+    ses: Sequence[float],
+    *,
+    against_noise: bool = False,
+) -> int:
     """The elbow of a sweep, from its noisy losses alone (post-processing).
 
     With the ks in increasing order, the suggestion is the smallest k_i that no larger k_j
@@ -60,15 +70,23 @@ def elbow_k(ks: Sequence[int], losses: Sequence[float], ses: Sequence[float]) ->
         L_j >= (1 - ELBOW_DROP) * L_i - ELBOW_SE_MULTIPLIER * sqrt(SE_i^2 + SE_j^2)  for all j > i
 
     i.e. no larger k lowers the loss by more than 20% once two standard errors of noise are
-    allowed for. The largest k always qualifies, so there is always an answer.
+    allowed for. `against_noise` turns the allowance round (+ instead of -): a k_i qualifies
+    only if no larger k comes within two standard errors of a 20% drop, so noise cannot have
+    hidden one, or if L_i is itself within two standard errors of zero (no larger k can then
+    lower it by a margin its noise would show). The largest k always qualifies, so there is
+    always an answer.
     """
     if not (len(ks) == len(losses) == len(ses)) or len(ks) == 0:
         raise ValueError("ks, losses and ses must be non-empty and of equal length")
     order = sorted(range(len(ks)), key=lambda i: ks[i])
+    sign = 1.0 if against_noise else -1.0
     for pos, i in enumerate(order):
+        if against_noise and losses[i] <= ELBOW_SE_MULTIPLIER * ses[i]:
+            return int(ks[i])
         margin_ok = all(
             losses[j]
-            >= (1.0 - ELBOW_DROP) * losses[i] - ELBOW_SE_MULTIPLIER * math.hypot(ses[i], ses[j])
+            >= (1.0 - ELBOW_DROP) * losses[i]
+            + sign * ELBOW_SE_MULTIPLIER * math.hypot(ses[i], ses[j])
             for j in order[pos + 1 :]
         )
         if margin_ok:

@@ -42,6 +42,10 @@ DEFAULT_LLOYD_STEPS = 1
 # tables").
 ITERATIONS_CAP = 2
 LLOYD_STEPS_AT_CAP = 4
+# More steps where the job's mu times the public rows per cluster allows (`default_lloyd_steps`):
+# one per ROWS_MU_PER_STEP of mu N~ / k, at most MAX_REFINE_STEPS (pe-lloyd's own cap).
+ROWS_MU_PER_STEP = 100.0
+MAX_REFINE_STEPS = 10
 
 
 def iterations_cap(n_cols: int) -> int:
@@ -49,10 +53,23 @@ def iterations_cap(n_cols: int) -> int:
     return ITERATIONS_CAP * math.isqrt(16 * n_cols)
 
 
-def default_lloyd_steps(pe_iterations: int, n_cols: int) -> int:
-    """The default number of Lloyd steps after T PE iterations on d columns (public):
-    LLOYD_STEPS_AT_CAP from the capped T on, DEFAULT_LLOYD_STEPS below it."""
-    return LLOYD_STEPS_AT_CAP if pe_iterations >= iterations_cap(n_cols) else DEFAULT_LLOYD_STEPS
+def default_lloyd_steps(pe_iterations: int, n_cols: int, n_rows: int, k: int, mu: float) -> int:
+    """The default number of Lloyd steps after T PE iterations on d columns, from public facts
+    only (fixed in the plan before any noise): LLOYD_STEPS_AT_CAP from the capped T on,
+    DEFAULT_LLOYD_STEPS below it, and more where the job's mu times the public rows per
+    cluster, mu N~ / k, allows: one step per ROWS_MU_PER_STEP of it, up to MAX_REFINE_STEPS.
+
+    A step's noise on a centre falls as mu N~ / k grows, and where it is small a single step
+    (or four) leaves the centres moving by tens to hundreds of times that noise
+    (`last_move_ratio`): on diamonds (53,940 x 7, k = 6) and flights (327,346 x 5, k = 4)
+    mu N~ / k is 1,200 to 150,000 at epsilon 0.5 to 10, and with 10 steps flights' runs at
+    epsilon 0.5 and 1 ended at 1.002-1.007x KMeans' loss instead of 1.030-1.035x, unless they
+    settled in a second basin (1.034x) that Lloyd's steps do not leave (bench/RESULTS.md,
+    "Warnings that a run may differ"); on the smaller tables (mu N~ / k <= 700) nothing
+    changes."""
+    base = LLOYD_STEPS_AT_CAP if pe_iterations >= iterations_cap(n_cols) else DEFAULT_LLOYD_STEPS
+    refine = int(min(mu * n_rows / max(k, 1) / ROWS_MU_PER_STEP, MAX_REFINE_STEPS))
+    return max(base, refine)
 
 
 def step_radius(t: int, radius: float, n_cols: int, k: int, step_fraction: float) -> float:
@@ -181,6 +198,31 @@ def lloyd_step(
     (noisy,) = points.release(JointLloydSums(LloydSums(centres, step), multiplier), noises, rng)
     noisy_sums, noisy_counts = split_joint(noisy, k, multiplier)
     return moved_centres(centres, noisy_sums, noisy_counts, step, radius), noisy_counts
+
+
+def last_move_ratio(
+    before: np.ndarray,
+    after: np.ndarray,
+    noisy_counts: np.ndarray,
+    step: float | np.ndarray,
+    noise: Gaussian,
+) -> tuple[float, float]:
+    """How far a Lloyd step moved the centres against its noise, from released values only: the
+    largest over the centres of ||move_j|| / (s_j sqrt(d)), where s_j = the noise std per
+    coordinate of centre j's noisy mean offset (the joint release's std in grid units, times
+    r_j 2^-GRID_BITS, over max(noisy count_j, 1)). About 1 when the step moved a centre by its
+    own noise alone; a converged run's step moves each centre by the difference of two such
+    noises (about sqrt(2)); much more means the centres were still moving
+    (privclust.clustering.outputs.convergence reads it). Returns (that ratio, the length of
+    that centre's move in the run's space)."""
+    k, d = after.shape
+    radii = np.broadcast_to(np.asarray(step, dtype=np.float64), (k,))
+    std = noise.scaled_sensitivity * noise.sigma * radii * 2.0**-GRID_BITS
+    std = std / np.maximum(np.asarray(noisy_counts, dtype=np.float64), 1.0)
+    moves = np.sqrt(np.einsum("ij,ij->i", after - before, after - before))
+    ratios = moves / (std * math.sqrt(d))
+    j = int(np.argmax(ratios))
+    return float(ratios[j]), float(moves[j])
 
 
 def reseed_starving(

@@ -49,7 +49,9 @@ from privclust.clustering.evolution.packing import initial_population
 from privclust.clustering.mechanisms.lloyd import (
     count_multiplier,
     default_count_share,
+    joint_noise,
     largest_lloyd_sensitivity,
+    last_move_ratio,
     lloyd_step,
     reseed_starving,
     step_radius,
@@ -146,8 +148,11 @@ def run(start: RunStart, options: Options) -> Outcome:
     )
     multiplier = count_multiplier(n_cols, share)
     centres = initial_population(plan.k, n_cols, radius, options.rng)
+    noise = joint_noise(plan, n_cols, multiplier)
+    moved: tuple[float, float] | None = None
     for t in range(1, plan.iterations + 1):
         step = step_radius(t, radius, n_cols, plan.k, alpha)
+        before = centres
         centres, noisy_counts = lloyd_step(
             points,
             centres,
@@ -157,13 +162,14 @@ def run(start: RunStart, options: Options) -> Outcome:
             multiplier=multiplier,
             rng=start.rng,
         )
+        moved = last_move_ratio(before, centres, noisy_counts, step, noise)
         if options.reseed_ratio is not None and t < plan.iterations:
             centres = reseed_starving(
                 centres, noisy_counts, options.reseed_ratio, step, radius, start.rng
             )
         if options.progress is not None:
             options.progress(t, plan.progress_total)
-    return Outcome(centres=centres)
+    return Outcome(centres=centres, last_move=moved)
 
 
 METHOD = Method(

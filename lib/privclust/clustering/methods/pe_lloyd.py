@@ -53,7 +53,9 @@ from privclust.clustering.mechanisms.lloyd import (
     default_count_share,
     default_lloyd_steps,
     iterations_cap,
+    joint_noise,
     largest_lloyd_sensitivity,
+    last_move_ratio,
     lloyd_step,
     reseed_beside,
     step_radius,
@@ -220,7 +222,7 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
         iterations,
         options.lloyd_steps,
         options.lloyd_share,
-        default_lloyd_steps(iterations, basis.n_cols),
+        default_lloyd_steps(iterations, basis.n_cols, basis.n_rows, basis.k, basis.mu),
     )
     return Releases(iterations=iterations, releases=releases, progress_total=progress_total)
 
@@ -246,7 +248,7 @@ def run(start: RunStart, options: Options) -> Outcome:
         plan.iterations,
         options.lloyd_steps,
         options.lloyd_share,
-        default_lloyd_steps(plan.iterations, n_cols),
+        default_lloyd_steps(plan.iterations, n_cols, plan.n_rows, plan.k, plan.mu),
     )
     if releases != plan.releases:  # the plan and the run must price the same releases
         raise ArithmeticError("pe-lloyd release count does not match its plan")
@@ -260,20 +262,25 @@ def run(start: RunStart, options: Options) -> Outcome:
     )
     multiplier = count_multiplier(n_cols, default_count_share(n_cols))
     centres = outcome.centres
+    moved: tuple[float, float] | None = None
+    noise = joint_noise(plan, n_cols, multiplier, weight)
     for i in range(1, steps + 1):
-        centres, _ = lloyd_step(
+        radii = step_radii(centres, radius, plan.k, options.step_rule)
+        before = centres
+        centres, counts = lloyd_step(
             points,
             centres,
-            step=step_radii(centres, radius, plan.k, options.step_rule),
+            step=radii,
             radius=radius,
             plan=plan,
             multiplier=multiplier,
             rng=start.rng,
             weight=weight,
         )
+        moved = last_move_ratio(before, centres, counts, radii, noise)
         if options.progress is not None:
             options.progress(plan.iterations + i, plan.progress_total)
-    return Outcome(centres=centres, final_variations=outcome.final_variations)
+    return Outcome(centres=centres, final_variations=outcome.final_variations, last_move=moved)
 
 
 def run_projected(start: RunStart, options: Options) -> Outcome:
@@ -290,9 +297,12 @@ def run_projected(start: RunStart, options: Options) -> Outcome:
     n_cols = points.shape[1]
     multiplier = count_multiplier(n_cols, default_count_share(n_cols))
     centres, counts = means.centres, means.counts.astype(np.float64)
+    noise = joint_noise(plan, n_cols, multiplier, split.weight)
+    moved: tuple[float, float] | None = None
     for i in range(1, split.steps + 1):
         radii = np.broadcast_to(step_radii(centres, radius, plan.k, options.step_rule), plan.k)
         centres, radii = reseed_beside(centres, counts, PROJECTED_RESEED_RATIO, radii, radius, rng)
+        before = centres
         centres, counts = lloyd_step(
             points,
             centres,
@@ -303,9 +313,10 @@ def run_projected(start: RunStart, options: Options) -> Outcome:
             rng=rng,
             weight=split.weight,
         )
+        moved = last_move_ratio(before, centres, counts, radii, noise)
         if options.progress is not None:
             options.progress(plan.iterations + 1 + i, plan.progress_total)
-    return Outcome(centres=centres, final_variations=means.final_variations)
+    return Outcome(centres=centres, final_variations=means.final_variations, last_move=moved)
 
 
 METHOD = Method(

@@ -140,7 +140,7 @@ def centre_noise(plan: RunPlan, space: Space) -> tuple[float, str]:
             if plan.projection_dim is not None:  # its projected stage's counts and sums first
                 weight -= 1 + sum_weight_before_lloyd(plan.iterations)
             else:  # the last of its default Lloyd steps: each priced alike
-                weight //= default_lloyd_steps(plan.iterations, d)
+                weight //= default_lloyd_steps(plan.iterations, d, plan.n_rows, k, plan.mu)
             weight = max(weight, 1)
         return step * joint * plan.sigma / math.sqrt(weight) / n, "final-mean-release"
     factor = CALIBRATED_FACTOR.get(plan.algorithm, max(CALIBRATED_FACTOR.values()))

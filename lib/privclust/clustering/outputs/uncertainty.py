@@ -18,9 +18,14 @@ public (it follows from the plan's sigma, the declared domain and N~):
 - `sweep-loss-rises`: a larger k has a noisy loss above a smaller k's by more than noise
   explains (`loss_rises`). The k-means loss of the best k centres never rises with k, so such
   losses measure the noise or a run that failed, not the data's structure: no k is suggested;
+- `sweep-elbow-unclear`: the losses fall with k, but the elbow rule read with its noise
+  allowance for the smaller k and against it gives different ks: the noise decides where the
+  fall stops, so no k is suggested;
 - `suggested-k-largest`: the suggestion is the largest k tried: the elbow may lie beyond it;
 - `suggested-k-budget`: every suggestion reads noisy losses, so another budget (or another
-  sweep) may suggest another k.
+  sweep) may suggest another k;
+- `not-converged` and `centres-overlap`: the run may not have settled, or another run may
+  segment the rows differently (privclust.clustering.outputs.convergence).
 """
 
 from __future__ import annotations
@@ -28,13 +33,14 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.special import ndtri
 
 from privclust.clustering.choices import Relation
+from privclust.clustering.outputs.caveat import Caveat
+from privclust.clustering.outputs.convergence import convergence_warnings
 from privclust.clustering.run.summary_pricing import summary_sigmas
 
 if TYPE_CHECKING:
@@ -46,14 +52,8 @@ TWO_SE = 2.0
 LOOSE_FRACTION = 0.1
 # `ks_told_apart`: the chance that noise alone makes some two losses of a sweep look different.
 SWEEP_FALSE_ALARM = 0.05
-
-
-@dataclass(frozen=True)
-class Caveat:
-    """One note about a released figure: a stable `code` and a sentence that explains it."""
-
-    code: str
-    detail: str
+# The elbow rule's noise allowance, in standard errors (privclust.clustering.sweeps).
+ELBOW_SE = 2.0
 
 
 def loss_warnings(loss: float | None, loss_se: float | None) -> list[Caveat]:
@@ -166,6 +166,17 @@ def sweep_warnings(
                 "tighter declared bounds lower the noise.",
             )
         ]
+    if suggested is None and ks_told_apart([losses[i] for i in order], [ses[i] for i in order]):
+        return [
+            Caveat(
+                "sweep-elbow-unclear",
+                "the noisy losses fall with k, but where the fall stops depends on their noise: "
+                f"read with {ELBOW_SE:g} standard errors for the smaller k or against it, the "
+                "elbow rule gives different ks, so no k is suggested. A larger epsilon, more "
+                "rows or tighter declared bounds lower the noise; the losses and their errors "
+                "are there to read.",
+            )
+        ]
     if suggested is None:
         spread = max(ses) if ses else 0.0
         return [
@@ -213,18 +224,35 @@ def figure_warnings(
     loss_se: float | None = None,
     sizes: Sequence[float] | np.ndarray | None = None,
     sizes_se: float | None = None,
+    units: np.ndarray | None = None,
+    last_move: float | None = None,
+    last_shift: float | None = None,
 ) -> list[Caveat]:
     """Every warning of one run's released figures: its loss, its sizes, its domain (the
-    declared range of each column: a box's bounds, or c +- R for a ball)."""
+    declared range of each column: a box's bounds, or c +- R for a ball), and whether it
+    settled (`convergence_warnings`: `units` is one unit of the clustering space in each
+    column's units, `last_move` and `last_shift` the result's)."""
     return (
         loss_warnings(loss, loss_se)
         + size_warnings(sizes, sizes_se)
         + domain_warnings(centres, lower, upper, sizes, sizes_se)
+        + convergence_warnings(
+            centres,
+            units=units,
+            loss=loss,
+            loss_se=loss_se,
+            last_move=last_move,
+            last_shift=last_shift,
+        )
     )
 
 
 def run_warnings(result: ClusteringResult, lower: np.ndarray, upper: np.ndarray) -> list[Caveat]:
-    """`figure_warnings` of a library run's result, with its sizes' noise (if it has sizes)."""
+    """`figure_warnings` of a library run's result, with its sizes' noise (if it has sizes); a
+    run on per-column bounds clusters with each column scaled to its range, a ball's in the
+    columns' own units."""
+    box = getattr(result, "box", None)
+    units = np.ones(np.shape(result.centers)[1]) if box is None else box.widths
     return figure_warnings(
         result.centers,
         lower,
@@ -233,4 +261,7 @@ def run_warnings(result: ClusteringResult, lower: np.ndarray, upper: np.ndarray)
         loss_se=result.loss_se,
         sizes=result.sizes,
         sizes_se=sizes_noise_std(result.summary_mu, result.relation),
+        units=units,
+        last_move=result.last_move,
+        last_shift=result.last_shift,
     )

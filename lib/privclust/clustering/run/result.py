@@ -20,10 +20,14 @@ RELEASE_BITS = 32
 @dataclass(frozen=True)
 class Outcome:
     """What a method's run found: its centres in centred coordinates (not yet released) and,
-    for PE-means and the methods built on it, the final number of variations L."""
+    for PE-means and the methods built on it, the final number of variations L; for a run that
+    ends with noisy Lloyd steps, how far its last step moved the centres against that step's
+    noise, and that centre's move (`last_move`: privclust.clustering.mechanisms.lloyd.
+    last_move_ratio, released values only)."""
 
     centres: np.ndarray
     final_variations: int = 0
+    last_move: tuple[float, float] | None = None
 
 
 def released_centres(centred: np.ndarray, center: np.ndarray, radius: float) -> np.ndarray:
@@ -59,6 +63,11 @@ class ClusteringResult:
     its noise `loss_se`) are released with `summary_mu` of the job's mu (two releases, see
     privclust.clustering.outputs.summaries.summary_sigmas); `releases` and `sigma` are then those of
     the centres, and sqrt(releases / sigma^2 + summary_mu^2 (+ count_mu^2)) <= mu.
+
+    `last_move` (a run that ends with noisy Lloyd steps: pe-lloyd, so `auto`, and fastlloyd):
+    the largest ratio of a centre's move in the last step to the noise of that step
+    (Outcome.last_move), and `last_shift` the length of that centre's move in the space the
+    run clusters in; post-processing of released values, read by the `not-converged` warning.
     """
 
     centers: np.ndarray
@@ -80,6 +89,8 @@ class ClusteringResult:
     loss: float | None = None
     loss_se: float | None = None
     summary_mu: float | None = None
+    last_move: float | None = None
+    last_shift: float | None = None
 
     @property
     def loss_space(self) -> str:

@@ -5,6 +5,7 @@ validated)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
@@ -31,7 +32,13 @@ def run_method(method: Method, X: np.ndarray | Table, k: int, options: Options) 
     options = method.prepare(options)
     start = start_run(method, X, k, options)
     outcome = method.run(start, options)
-    return start.plan.result(outcome.centres, start.center, start.radius, outcome.final_variations)
+    result = start.plan.result(
+        outcome.centres, start.center, start.radius, outcome.final_variations
+    )
+    if outcome.last_move is None:
+        return result
+    ratio, shift = outcome.last_move
+    return dataclasses.replace(result, last_move=ratio, last_shift=shift)
 
 
 def start_run(method: Method, X: np.ndarray | Table, k: int, options: Options) -> RunStart:

@@ -1,0 +1,35 @@
+"""jobs: last_move, how far a run's last noisy Lloyd step moved its centres against its noise
+
+Revision ID: 0012_last_move
+Revises: 0011_table_terms
+Create Date: 2026-12-02 05:00:00.000000
+
+`jobs` gains `last_move` and `last_shift` (privclust.clustering.mechanisms.lloyd.last_move_ratio:
+how far the last noisy Lloyd step moved a centre against that step's noise, and that centre's
+move; post-processing of the run's released values), which the result's `not-converged`
+warning reads. It is null for
+every existing job and for methods that end without a Lloyd step: no such warning then. The
+downgrade drops it.
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0012_last_move"
+down_revision: str | None = "0011_table_terms"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("jobs") as batch:
+        batch.add_column(sa.Column("last_move", sa.Float(), nullable=True))
+        batch.add_column(sa.Column("last_shift", sa.Float(), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("jobs") as batch:
+        batch.drop_column("last_shift")
+        batch.drop_column("last_move")
