@@ -1,7 +1,7 @@
 """jobs: last_move, how far a run's last noisy Lloyd step moved its centres against its noise
 
-Revision ID: 0012_last_move
-Revises: 0011_table_terms
+Revision ID: 0013_last_move
+Revises: 0012_federated_jobs
 Create Date: 2026-12-02 05:00:00.000000
 
 `jobs` gains `last_move` and `last_shift` (privclust.clustering.mechanisms.lloyd.last_move_ratio:
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0012_last_move"
-down_revision: str | None = "0011_table_terms"
+revision: str = "0013_last_move"
+down_revision: str | None = "0012_federated_jobs"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
