@@ -142,9 +142,9 @@ def lloyd_weight(pe_iterations: int, steps: int, share: float) -> int:
 
 
 def step_radii(centres: np.ndarray, radius: float, k: int, rule: str) -> float | np.ndarray:
-    """The Lloyd step's clipping radius: FastLloyd's min(R, 2R / k^(1/d)) ("fastlloyd"), or
-    per cluster half the distance from its centre to the nearest other centre, within
-    [MIN_STEP_FRACTION R, FastLloyd's radius] ("centres"). Both read only public values (the
+    """The Lloyd step's clipping radius: FastLloyd's min(R, 2R / k^(1/d)) (FASTLLOYD_STEP_RULE),
+    or per cluster half the distance from its centre to the nearest other centre, within
+    [MIN_STEP_FRACTION R, FastLloyd's radius] (DEFAULT_STEP_RULE). Both read only public values (the
     centres are released PE-means output), so the step's sensitivity is data-independent."""
     d = centres.shape[1]
     fixed = step_radius(2, radius, d, k, DEFAULT_STEP_FRACTION)
