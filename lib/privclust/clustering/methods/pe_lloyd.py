@@ -123,13 +123,6 @@ def variations_cap(n_cols: int) -> int | None:
     return MAX_DEFAULT_VARIATIONS if n_cols > VARIATIONS_CAP_ABOVE_DIM else None
 
 
-def default_iterations(n_cols: int, epsilon: float | None) -> int | None:
-    """PE-means's default T, which grows with epsilon (`default_pe_iterations`) up to
-    `iterations_cap`; None on the projected path, whose T does not
-    (`default_projected_iterations` of the projection)."""
-    return None if projects(n_cols) else _capped_iterations(n_cols, epsilon)
-
-
 def _capped_iterations(n_cols: int, epsilon: float | None) -> int:
     return min(default_pe_iterations(n_cols, epsilon), iterations_cap(n_cols))
 
@@ -320,7 +313,6 @@ METHOD = Method(
     # copy cost 1.28 GB more at 10,000,000 x 16.
     rows_dtype=VOTE_DTYPE,
     evolves=True,
-    epsilon_iterations=default_iterations,
     variations_cap=variations_cap,
 )
 
