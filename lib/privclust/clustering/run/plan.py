@@ -69,20 +69,30 @@ def planned_iterations(options: Options, default: Callable[[], int]) -> int:
 @dataclass(frozen=True)
 class PlanBasis:
     """A plan's checked public inputs and the job's budget, before a method is chosen: the
-    public row count, d and k; the job's mu (and its epsilon and delta when given); the part of
-    mu the summaries spend (`summary_mu`), and what the centres may spend (`centres_mu`), of
-    which `count_mu` goes to a noisy row count the run releases itself."""
+    public row count, d and k; the job's budget (its mu, and its epsilon and delta when
+    given); the part of mu the summaries spend (`summary_mu`), and what the centres may spend
+    (`centres_mu`), of which `count_mu` goes to a noisy row count the run releases itself."""
 
     n_rows: int
     n_cols: int
     k: int
     max_population: int
-    mu: float
-    epsilon: float | None
-    delta: float | None
+    budget: Budget
     summary_mu: float | None
     centres_mu: float
     count_mu: float | None
+
+    @property
+    def mu(self) -> float:
+        return self.budget.mu
+
+    @property
+    def epsilon(self) -> float | None:
+        return self.budget.epsilon
+
+    @property
+    def delta(self) -> float | None:
+        return self.budget.delta
 
     @property
     def releases_mu(self) -> float:
@@ -117,25 +127,13 @@ def plan_basis(
         )
     max_population = check_integer("max_population", options.max_population, 1)
     budget = job_budget(options)
-    job_mu = budget.mu
     summary_mu: float | None = None
-    centres_mu = job_mu  # what the centres' releases (and a count of their own) may use
+    centres_mu = budget.mu  # what the centres' releases (and a count of their own) may use
     if options.summaries:
-        summary_mu = summary_pricing.summary_mu(job_mu, options.summary_fraction)
-        centres_mu = summary_pricing.centres_mu(job_mu, summary_mu)
+        summary_mu = summary_pricing.summary_mu(budget.mu, options.summary_fraction)
+        centres_mu = summary_pricing.centres_mu(budget.mu, summary_mu)
     _check_plannable(budget, centres_mu)
-    return PlanBasis(
-        n_rows=n_rows,
-        n_cols=n_cols,
-        k=k,
-        max_population=max_population,
-        mu=job_mu,
-        epsilon=budget.epsilon,
-        delta=budget.delta,
-        summary_mu=summary_mu,
-        centres_mu=centres_mu,
-        count_mu=count_mu,
-    )
+    return PlanBasis(n_rows, n_cols, k, max_population, budget, summary_mu, centres_mu, count_mu)
 
 
 def _check_plannable(budget: Budget, centres_mu: float) -> None:
