@@ -33,22 +33,33 @@ from privclust.tabular import TableSpec
 MAX_K = 10_000
 
 
-@dataclass(frozen=True)
-class JobRequest:
+@dataclass(frozen=True, kw_only=True)
+class RunRequest:
+    """What a job or a sweep asks of each of its runs: the method, the budget (exactly one of
+    epsilon and mu; delta defaults to the dataset's) and the method's parameters."""
+
     algorithm: str = Algorithm.AUTO.value
-    k: int = 2
     epsilon: float | None = None
     delta: float | None = None
     mu: float | None = None
     iterations: int | None = None
     variations: int | None = None
     projection_dim: int | None = None
+
+    def body(self, dataset_id: uuid.UUID) -> dict[str, Any]:
+        """The request as the body its Idempotency-Key fingerprint digests."""
+        return {"dataset_id": str(dataset_id), **self.__dict__}
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobRequest(RunRequest):
+    k: int = 2
     summaries: bool = False
     # The summaries' share of mu (None: SUMMARY_MU_FRACTION); sweeps set their own.
     summary_fraction: float | None = None
 
     def fingerprint(self, dataset_id: uuid.UUID) -> str:
-        body = {"dataset_id": str(dataset_id), **self.__dict__}
+        body = self.body(dataset_id)
         if not self.summaries:  # fingerprints of requests made before summaries existed hold
             del body["summaries"]
         if self.summary_fraction is None:

@@ -36,6 +36,7 @@ from app.jobs.lifecycle import (
 from app.jobs.planning import (
     JobPlan,
     JobRequest,
+    RunRequest,
     budget_choice_error,
     check_ran_as_charged,
     plan_for_target,
@@ -69,6 +70,7 @@ __all__ = [
     "JobRun",
     "QueueLimits",
     "QueuedJob",
+    "RunRequest",
     "budget_choice_error",
     "cancel",
     "cancel_job",

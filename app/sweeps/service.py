@@ -21,7 +21,7 @@ from app.ledger import limits as ledger_limits
 from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus, Sweep
 from app.sweeps import repository as repo
-from privclust.clustering import Algorithm, ClusteringInputError, suggest_k
+from privclust.clustering import ClusteringInputError, suggest_k
 from privclust.clustering.data.scaling import ORIGINAL_SPACE
 from privclust.clustering.outputs.uncertainty import Caveat, sweep_warnings
 from privclust.clustering.run.options import BudgetChoiceError
@@ -32,20 +32,12 @@ from privclust.privacy import gdp
 MAX_KS = 32
 
 
-@dataclass(frozen=True)
-class SweepRequest:
+@dataclass(frozen=True, kw_only=True)
+class SweepRequest(jobs_service.RunRequest):
     ks: tuple[int, ...]
-    algorithm: str = Algorithm.AUTO.value
-    epsilon: float | None = None
-    delta: float | None = None
-    mu: float | None = None
-    iterations: int | None = None
-    variations: int | None = None
-    projection_dim: int | None = None
 
     def fingerprint(self, dataset_id: uuid.UUID) -> str:
-        body = {"dataset_id": str(dataset_id), "kind": "sweep", **self.__dict__}
-        body["ks"] = list(self.ks)
+        body = {**self.body(dataset_id), "kind": "sweep", "ks": list(self.ks)}
         return body_digest(body)
 
 
