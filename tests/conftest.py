@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from app.kit.config import Settings, get_settings
 from tests.support.db import TEST_DB_URL, TEST_REDIS_URL, make_key
+from tests.support.s3 import FakeS3, fake_s3
 
 
 @pytest.fixture(scope="session")
@@ -125,3 +126,12 @@ def keys(settings: Settings) -> dict[str, str]:
         "analyst": make_key(url, "acme", "analyst"),
         "other_owner": make_key(url, "other", "owner"),
     }
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeS3]:
+    """A fake S3 endpoint for one test, its address and credentials in the environment."""
+    with fake_s3() as server:
+        for name, value in server.env.items():
+            monkeypatch.setenv(name, value)
+        yield server

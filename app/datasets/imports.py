@@ -33,20 +33,16 @@ from rq.serializers import JSONSerializer
 from rq.timeouts import JobTimeoutException
 from sqlalchemy.orm import Session, sessionmaker
 
-from app.datasets import repository as repo
-from app.datasets import sources, storage
+from app.datasets import import_state, sources, storage
 from app.datasets.domain import DomainClip, DomainSpec, ResolvedDomain, resolve_domain
+from app.datasets.import_state import ImportStopped
 from app.datasets.table_terms import owner_counts, stored_domain
 from app.datasets.terms import NewDataset, check_terms, dataset_row
 from app.kit import queue
-from app.kit import repository as kit_repo
 from app.kit.config import Settings
 from app.kit.db.base import utcnow
-from app.kit.db.session import unit_of_work
-from app.kit.errors import Conflict, PrivclustError, ServiceUnavailable
-from app.ledger import service as ledger
+from app.kit.errors import PrivclustError, ServiceUnavailable
 from app.models import ApiKey, Dataset, DatasetStatus, DomainKind
-from privclust.clustering.units import per_row_mu
 from privclust.privacy import noise
 from privclust.tabular import TableSpec
 
@@ -61,10 +57,6 @@ STALE_IMPORT_SECONDS = 600.0  # an import whose worker is silent this long has s
 
 def rq_job_id(dataset_id: uuid.UUID) -> str:
     return f"import-{dataset_id}"
-
-
-class ImportStopped(Exception):
-    """The import was failed or deleted meanwhile: stop, keep nothing."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -98,13 +90,12 @@ def accept_import(
         source=source.url,
         progress=0.0,
     )
-    kit_repo.add(session, dataset)
-    ledger.open_dataset_budget(session, dataset, owner.id, with_count=False)
+    import_state.record_accepted(session, dataset, owner.id)
     session.commit()
     try:
         enqueue(settings, dataset.id)
     except Exception as exc:
-        repo.fail_import(session, dataset.id, "the import could not be queued; nothing was charged")
+        import_state.unqueued(session, dataset.id)
         session.commit()
         raise ServiceUnavailable(
             "the job queue could not be reached; the import was not started and nothing was "
@@ -150,27 +141,28 @@ def run_import(
     """Run an import (see the module's docstring); returns the dataset's status after it."""
     dataset = _claim(settings, sessions, dataset_id)
     if dataset is None:
-        return _status(sessions, dataset_id)
+        return import_state.status(sessions, dataset_id)
     try:
         matrix, domain = _copy(settings, sessions, dataset, keepalive)
     except ImportStopped:
-        return _status(sessions, dataset_id)
+        return import_state.status(sessions, dataset_id)
     except Exception as exc:
         return fail(sessions, dataset_id, failure_reason(exc))
     try:
-        charged = _charge(sessions, dataset_id, matrix, domain, dataset.ingest_counts)
+        charged = import_state.charge_count(
+            sessions, dataset_id, matrix, domain, dataset.ingest_counts
+        )
     except ImportStopped:
         storage.delete_rows(matrix.stored)
-        return _status(sessions, dataset_id)
+        return import_state.status(sessions, dataset_id)
     except Exception as exc:
         return fail(sessions, dataset_id, failure_reason(exc))
     if charged is not None:
         n_rows, count_mu = charged
         # The charge is committed: now, and only now, the noise is drawn, once.
         n_rows_dp = max(noise.release_count(n_rows, count_mu), 0)
-        with unit_of_work(sessions) as session:
-            repo.release_import(session, dataset_id, n_rows_dp, utcnow())
-    return _status(sessions, dataset_id)
+        import_state.record_release(sessions, dataset_id, n_rows_dp)
+    return import_state.status(sessions, dataset_id)
 
 
 def _claim(
@@ -179,11 +171,10 @@ def _claim(
     """The dataset, if this run may import it (no other run holds it, nothing charged)."""
     planned = storage.rows_location(settings.resolved_storage_url, dataset_id.hex)
     now = utcnow()
-    with unit_of_work(sessions) as session:
-        stale = now - timedelta(seconds=_stale_seconds(settings))
-        if not repo.claim_import(session, dataset_id, now, stale, planned):
-            return None
-        dataset = session.get(Dataset, dataset_id)
+    stale = now - timedelta(seconds=_stale_seconds(settings))
+    dataset = import_state.claim(sessions, dataset_id, now, stale, planned)
+    if dataset is None:
+        return None
     # A run that stopped before (its worker died) may have left rows there.
     storage.delete_rows(planned)
     return dataset
@@ -191,12 +182,6 @@ def _claim(
 
 def _stale_seconds(settings: Settings) -> float:
     return max(STALE_IMPORT_SECONDS, settings.stale_job_seconds)
-
-
-def _status(sessions: sessionmaker[Session], dataset_id: uuid.UUID) -> str:
-    with unit_of_work(sessions) as session:
-        dataset = session.get(Dataset, dataset_id)
-        return "missing" if dataset is None else dataset.status
 
 
 class _Beat:
@@ -220,9 +205,7 @@ class _Beat:
         self.last = time.monotonic()
         if self.keepalive is not None:
             self.keepalive()
-        with unit_of_work(self.sessions) as session:
-            alive = repo.record_progress(session, self.dataset_id, fraction, utcnow())
-        if not alive:
+        if not import_state.record_progress(self.sessions, self.dataset_id, fraction):
             raise ImportStopped()
 
 
@@ -278,48 +261,12 @@ def _spec_of(dataset: Dataset) -> DomainSpec:
     return DomainSpec(radius=dataset.radius, center=list(dataset.center) or None)
 
 
-def _charge(
-    sessions: sessionmaker[Session],
-    dataset_id: uuid.UUID,
-    rows: IngestedMatrix,
-    domain: ResolvedDomain,
-    counts: dict[str, int] | None = None,
-) -> tuple[int, float] | None:
-    """Record the stored rows and charge the count, committed; (N, count_mu) for the release
-    still to draw, or None when the owner declared the count public (ready now)."""
-    with unit_of_work(sessions) as session:
-        ledger.begin_budget_transaction(session)
-        try:
-            dataset = ledger.lock_for_admission(session, dataset_id)
-        except Conflict as exc:  # deleted meanwhile
-            raise ImportStopped() from exc
-        if dataset.status != DatasetStatus.IMPORTING or dataset.n_rows is not None:
-            raise ImportStopped()
-        dataset.n_rows, dataset.n_cols, dataset.columns = rows.n_rows, rows.n_cols, rows.columns
-        dataset.ingest_counts = counts
-        dataset.center, dataset.radius, dataset.domain_kind = (
-            domain.center,
-            domain.radius,
-            domain.kind,
-        )
-        dataset.lower, dataset.upper = domain.lower, domain.upper
-        dataset.storage_path, dataset.progress, dataset.heartbeat_at = rows.stored, 1.0, utcnow()
-        if dataset.count_mu is None:
-            dataset.n_rows_dp, dataset.status = rows.n_rows, DatasetStatus.READY
-            return None
-        ledger.charge_count(session, dataset, dataset.created_by)
-        # A unit of m rows moves the count by up to m: released at the per-row count_mu / m.
-        bound = TableSpec.of(dataset.table_spec).contribution_bound
-        return rows.n_rows, per_row_mu(dataset.count_mu, bound)
-
-
 def fail(sessions: sessionmaker[Session], dataset_id: uuid.UUID, reason: str) -> str:
     """Mark the import failed with `reason` (committed), then delete the rows it wrote."""
-    with unit_of_work(sessions) as session:
-        failed = repo.fail_import(session, dataset_id, reason)
-    if failed is not None and failed.storage_path:
-        storage.delete_rows(failed.storage_path)
-    return _status(sessions, dataset_id)
+    written = import_state.fail(sessions, dataset_id, reason)
+    if written:
+        storage.delete_rows(written)
+    return import_state.status(sessions, dataset_id)
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -345,17 +292,16 @@ def sweep_imports(settings: Settings, sessions: sessionmaker[Session]) -> None:
     """Fail the imports whose worker stopped (charged if it had charged the count: the count
     is never drawn again), and enqueue again those waiting whose queue entry was lost."""
     now = utcnow()
-    with unit_of_work(sessions) as session:
-        stale = repo.stale_imports(session, now - timedelta(seconds=_stale_seconds(settings)))
-        waiting = repo.waiting_imports(session, now - timedelta(seconds=settings.stale_job_seconds))
+    stale, waiting = import_state.stopped_and_waiting(
+        sessions,
+        now - timedelta(seconds=_stale_seconds(settings)),
+        now - timedelta(seconds=settings.stale_job_seconds),
+    )
     for dataset_id in stale:
-        with unit_of_work(sessions) as session:
-            dataset = session.get(Dataset, dataset_id)
-            charged = dataset is not None and dataset.n_rows is not None
         reason = (
             "the worker running this import stopped after the row count was charged; no count "
             "was released and none will be: import the source again as a new dataset"
-            if charged
+            if import_state.was_charged(sessions, dataset_id)
             else "the worker running this import stopped; nothing was charged"
         )
         fail(sessions, dataset_id, reason)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
@@ -52,21 +52,31 @@ IdempotencyKey = Annotated[
 
 
 def _request_of(body: JobCreate) -> jobs_service.JobRequest:
-    return jobs_service.JobRequest(
-        algorithm=body.algorithm,
-        k=body.k,
-        epsilon=body.epsilon,
-        delta=body.delta,
-        mu=body.mu,
-        summaries=body.summaries,
-        **method_params(body.params),
-    )
+    return jobs_service.JobRequest(k=body.k, summaries=body.summaries, **run_fields(body))
 
 
-def method_params(params: JobParams | None) -> dict[str, int | None]:
-    """The request's method parameters (each None when not given), for a job or a sweep."""
+class RunBody(Protocol):
+    """What a job's and a sweep's bodies ask of each run."""
+
+    algorithm: str
+    epsilon: float | None
+    delta: float | None
+    mu: float | None
+    params: JobParams | None
+
+
+def run_fields(body: RunBody) -> dict[str, Any]:
+    """A job's or a sweep's `RunRequest` fields from its body: the method, the budget and the
+    method's parameters (each None when not given)."""
     names = ("iterations", "variations", "projection_dim")
-    return {name: getattr(params, name) if params else None for name in names}
+    params = {name: getattr(body.params, name) if body.params else None for name in names}
+    return {
+        "algorithm": body.algorithm,
+        "epsilon": body.epsilon,
+        "delta": body.delta,
+        "mu": body.mu,
+        **params,
+    }
 
 
 @router.post(

@@ -27,33 +27,40 @@ from privclust.clustering import (
 )
 from privclust.clustering.mechanisms.lloyd import DEFAULT_LLOYD_STEPS
 from privclust.clustering.outputs.accuracy import Accuracy, expected_accuracy, smallest_epsilon
-from privclust.clustering.run.options import (
-    BudgetChoiceError,
-    accounting_epsilon,
-    check_budget_choice,
-)
+from privclust.clustering.run.options import BudgetChoiceError
 from privclust.privacy import gdp
 from privclust.tabular import TableSpec
 
 MAX_K = 10_000
 
 
-@dataclass(frozen=True)
-class JobRequest:
+@dataclass(frozen=True, kw_only=True)
+class RunRequest:
+    """What a job or a sweep asks of each of its runs: the method, the budget (exactly one of
+    epsilon and mu; delta defaults to the dataset's) and the method's parameters."""
+
     algorithm: str = Algorithm.AUTO.value
-    k: int = 2
     epsilon: float | None = None
     delta: float | None = None
     mu: float | None = None
     iterations: int | None = None
     variations: int | None = None
     projection_dim: int | None = None
+
+    def body(self, dataset_id: uuid.UUID) -> dict[str, Any]:
+        """The request as the body its Idempotency-Key fingerprint digests."""
+        return {"dataset_id": str(dataset_id), **self.__dict__}
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobRequest(RunRequest):
+    k: int = 2
     summaries: bool = False
     # The summaries' share of mu (None: SUMMARY_MU_FRACTION); sweeps set their own.
     summary_fraction: float | None = None
 
     def fingerprint(self, dataset_id: uuid.UUID) -> str:
-        body = {"dataset_id": str(dataset_id), **self.__dict__}
+        body = self.body(dataset_id)
         if not self.summaries:  # fingerprints of requests made before summaries existed hold
             del body["summaries"]
         if self.summary_fraction is None:
@@ -89,14 +96,13 @@ def privacy_error(exc: gdp.PrivacyParameterError) -> InvalidParameter:
     return InvalidParameter(str(exc), field=exc.field or "epsilon")
 
 
-def check_budget_given(epsilon: float | None, delta: float, mu: float | None) -> None:
-    """The library's check that a budget is given exactly one way, as a request's 422. A
-    request's `delta` defaults to its dataset's and also prices a job given as mu, so only
-    epsilon and mu are the client's choice: the delta goes along with an epsilon alone."""
-    try:
-        check_budget_choice(epsilon, None if epsilon is None else delta, mu)
-    except BudgetChoiceError as exc:
-        raise InvalidParameter("give exactly one of `epsilon` and `mu`", field="epsilon") from exc
+def budget_choice_error(exc: BudgetChoiceError) -> InvalidParameter:
+    """The 422 of a budget not given exactly one way (the library's one check, made when it
+    resolves the budget). A request's `delta` defaults to its dataset's and also prices a job
+    given as mu, so only epsilon and mu are the client's choice: the delta goes along with an
+    epsilon alone."""
+    del exc
+    return InvalidParameter("give exactly one of `epsilon` and `mu`", field="epsilon")
 
 
 # Library argument names -> the request fields a client sent.
@@ -130,7 +136,9 @@ def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
     delta = dataset.delta if req.delta is None else req.delta
     try:
         run = _plan_run(dataset, req, count, delta)
-        epsilon = accounting_epsilon(run.mu, req.epsilon, delta)
+        epsilon = run.epsilon_at(delta)
+    except BudgetChoiceError as exc:
+        raise budget_choice_error(exc) from exc
     except gdp.PrivacyParameterError as exc:
         raise privacy_error(exc) from exc
     except ClusteringInputError as exc:
@@ -202,7 +210,6 @@ def _check_request(dataset: Dataset, req: JobRequest, n_rows: int) -> None:
         raise InvalidParameter(
             f"k must be at most the dataset's {name} ({n_rows}), got {req.k}", field="k"
         )
-    check_budget_given(req.epsilon, dataset.delta if req.delta is None else req.delta, req.mu)
     if req.algorithm in _NO_PROJECTION and req.projection_dim is not None:
         raise InvalidParameter(
             "params.projection_dim applies to hdpe-means only", field="params.projection_dim"

@@ -195,13 +195,6 @@ class Settings(BaseSettings):
         "worker, every worker paused for memory, no scheduler) for this long.",
     )
 
-    @field_validator("import_sources", mode="before")
-    @classmethod
-    def _split_sources(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [part.strip() for part in value.split(",") if part.strip()]
-        return value
-
     @field_validator("storage_url")
     @classmethod
     def _storage_url(cls, value: str | None) -> str | None:
@@ -215,9 +208,12 @@ class Settings(BaseSettings):
             raise ValueError("an s3:// URL needs a bucket: s3://bucket/prefix")
         return value.rstrip("/") if scheme else value
 
-    @field_validator("cors_origins", "worker_tenants", "dedicated_tenants", mode="before")
+    @field_validator(
+        "import_sources", "cors_origins", "worker_tenants", "dedicated_tenants", mode="before"
+    )
     @classmethod
     def _split_commas(cls, value: object) -> object:
+        """A list given as one comma-separated string (an environment variable)."""
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value

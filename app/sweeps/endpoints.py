@@ -7,7 +7,7 @@ import uuid
 from fastapi import APIRouter, Response
 
 from app.jobs import service as jobs_service
-from app.jobs.endpoints import IdempotencyKey, method_params
+from app.jobs.endpoints import IdempotencyKey, run_fields
 from app.jobs.schemas import Accuracy, FigureWarning, Privacy
 from app.keys.auth import TenantKey
 from app.kit.deps import (
@@ -29,14 +29,7 @@ router = APIRouter(prefix="/v1", tags=["sweeps"], route_class=UnitOfWorkRoute)
 
 
 def _request_of(body: SweepCreate) -> sweeps_service.SweepRequest:
-    return sweeps_service.SweepRequest(
-        ks=tuple(body.ks),
-        algorithm=body.algorithm,
-        epsilon=body.epsilon,
-        delta=body.delta,
-        mu=body.mu,
-        **method_params(body.params),
-    )
+    return sweeps_service.SweepRequest(ks=tuple(body.ks), **run_fields(body))
 
 
 def _out(state: sweeps_service.SweepState) -> SweepOut:

@@ -21,10 +21,10 @@ from app.ledger import limits as ledger_limits
 from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus, Sweep
 from app.sweeps import repository as repo
-from privclust.clustering import Algorithm, ClusteringInputError, suggest_k
+from privclust.clustering import ClusteringInputError, suggest_k
 from privclust.clustering.data.scaling import ORIGINAL_SPACE
 from privclust.clustering.outputs.uncertainty import Caveat, sweep_warnings
-from privclust.clustering.run.options import accounting_epsilon, resolve_privacy
+from privclust.clustering.run.options import BudgetChoiceError
 from privclust.clustering.run.summary_pricing import SWEEP_SUMMARY_FRACTION
 from privclust.clustering.sweeps import plan_sweep as plan_sweep_split
 from privclust.privacy import gdp
@@ -32,20 +32,12 @@ from privclust.privacy import gdp
 MAX_KS = 32
 
 
-@dataclass(frozen=True)
-class SweepRequest:
+@dataclass(frozen=True, kw_only=True)
+class SweepRequest(jobs_service.RunRequest):
     ks: tuple[int, ...]
-    algorithm: str = Algorithm.AUTO.value
-    epsilon: float | None = None
-    delta: float | None = None
-    mu: float | None = None
-    iterations: int | None = None
-    variations: int | None = None
-    projection_dim: int | None = None
 
     def fingerprint(self, dataset_id: uuid.UUID) -> str:
-        body = {"dataset_id": str(dataset_id), "kind": "sweep", **self.__dict__}
-        body["ks"] = list(self.ks)
+        body = {**self.body(dataset_id), "kind": "sweep", "ks": list(self.ks)}
         return body_digest(body)
 
 
@@ -69,11 +61,16 @@ def plan_sweep(dataset: Dataset, req: SweepRequest) -> SweepPlan:
     if len(set(req.ks)) != len(req.ks):
         raise InvalidParameter("the values of k must be distinct", field="ks")
     delta = dataset.delta if req.delta is None else req.delta
-    jobs_service.check_budget_given(req.epsilon, delta, req.mu)
     try:
-        total, _, _ = resolve_privacy(req.epsilon, None if req.epsilon is None else delta, req.mu)
-        epsilon = accounting_epsilon(total, req.epsilon, delta)
-        job_mu = plan_sweep_split(total, len(req.ks)).job_mu
+        split = plan_sweep_split(
+            len(req.ks),
+            epsilon=req.epsilon,
+            delta=None if req.epsilon is None else delta,
+            mu=req.mu,
+        )
+        epsilon = split.budget.epsilon_at(delta)
+    except BudgetChoiceError as exc:
+        raise jobs_service.budget_choice_error(exc) from exc
     except gdp.PrivacyParameterError as exc:
         raise jobs_service.privacy_error(exc) from exc
     except ClusteringInputError as exc:  # a mu the request's schema let through
@@ -83,7 +80,7 @@ def plan_sweep(dataset: Dataset, req: SweepRequest) -> SweepPlan:
         job = jobs_service.JobRequest(
             algorithm=req.algorithm,
             k=k,
-            mu=job_mu,
+            mu=split.job_mu,
             delta=delta,
             iterations=req.iterations,
             variations=req.variations,
@@ -96,7 +93,9 @@ def plan_sweep(dataset: Dataset, req: SweepRequest) -> SweepPlan:
         except InvalidParameter as exc:
             field = "ks" if exc.field == "k" else exc.field
             raise InvalidParameter(f"k={k}: {exc.detail}", field=field) from exc
-    return SweepPlan(mu=total, epsilon=epsilon, delta=delta, job_mu=job_mu, jobs=tuple(plans))
+    return SweepPlan(
+        mu=split.mu, epsilon=epsilon, delta=delta, job_mu=split.job_mu, jobs=tuple(plans)
+    )
 
 
 def estimate(

@@ -31,7 +31,8 @@ from app.models import Dataset, LedgerEntry
 from privclust.privacy import noise
 from tests.support.api import auth, upload
 from tests.support.data import csv_bytes
-from tests.support.s3 import FakeS3, fake_s3
+from tests.support.fair_worker import run_tasks_here
+from tests.support.s3 import FakeS3
 
 pytestmark = pytest.mark.integration
 
@@ -73,14 +74,6 @@ def settings(settings: Settings, lake: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("PRIVCLUST_IMPORT_SOURCES", str(lake))
     get_settings.cache_clear()
     return get_settings()
-
-
-@pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeS3]:
-    with fake_s3() as server:
-        for name, value in server.env.items():
-            monkeypatch.setenv(name, value)
-        yield server
 
 
 @pytest.fixture
@@ -408,24 +401,10 @@ def test_a_retry_after_the_charge_never_draws_a_second_count(
 def test_the_worker_takes_an_import_from_the_queue(
     client: TestClient, keys: dict, settings: Settings, lake: Path
 ) -> None:
-    import signal
-
-    from redis import Redis
-
-    from worker.fair import FairWorker
-    from worker.runner import JobRunner
 
     _write_parquet(lake / "t.parquet", _rows(20, 12))
     ds = _import(client, keys["owner"], str(lake))["body"]
-    conn = Redis.from_url(settings.redis_url or "")
-    runner = JobRunner(settings.resolved_database_url, job_timeout=60, max_rss_mb=4096)
-    worker = FairWorker(settings, conn, runner)  # the runner is not started: tasks run here
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        worker.work(burst=True, max_jobs=1)
-    finally:  # RQ's worker takes over Ctrl-C and SIGTERM in the process that runs it
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+    run_tasks_here(settings, max_jobs=1)
     assert _get(client, keys["owner"], ds["id"])["status"] == "ready"
 
 

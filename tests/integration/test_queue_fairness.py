@@ -5,7 +5,6 @@ the jobs run in this process (no job process), so their order is the worker's al
 
 from __future__ import annotations
 
-import signal
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from threading import Barrier
@@ -13,7 +12,6 @@ from threading import Barrier
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from redis import Redis
 
 from app.jobs import service as jobs_service
 from app.kit import queue
@@ -25,6 +23,7 @@ from app.models import Dataset, Job
 from tests.support.api import auth, uploaded
 from tests.support.data import csv_bytes
 from tests.support.db import make_dataset, make_key
+from tests.support.fair_worker import run_tasks_here
 
 pytestmark = pytest.mark.integration
 
@@ -49,23 +48,12 @@ def _submit(client: TestClient, key: str, dataset_id: str, n: int) -> list[str]:
 def test_a_second_tenants_job_runs_next_behind_another_tenants_burst(
     client: TestClient, keys, settings: Settings
 ) -> None:
-    from worker.fair import FairWorker
-    from worker.runner import JobRunner
-
     other_analyst = make_key(settings.resolved_database_url, "other", "analyst")
     burst = _submit(client, keys["analyst"], _dataset(client, keys["owner"]), 25)
     late = _submit(client, other_analyst, _dataset(client, keys["other_owner"]), 1)[0]
     assert queue.queued_count(settings) == 26
 
-    conn = Redis.from_url(settings.redis_url or "")
-    runner = JobRunner(settings.resolved_database_url, job_timeout=60, max_rss_mb=4096)
-    worker = FairWorker(settings, conn, runner)  # the runner is not started: jobs run here
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        worker.work(burst=True, max_jobs=5)
-    finally:  # RQ's worker takes over Ctrl-C and SIGTERM in the process that runs it
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
+    run_tasks_here(settings, max_jobs=5)
     with session_scope(settings.resolved_database_url) as s:
         started = {str(j.id): j.started_at for j in s.query(Job).filter(Job.started_at.isnot(None))}
     # Of the first five jobs run, the other tenant's is the second: one job per busy tenant.

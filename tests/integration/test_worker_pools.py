@@ -5,13 +5,11 @@ Redis and RQ worker class; the jobs run in this process, in burst mode."""
 
 from __future__ import annotations
 
-import signal
 import uuid
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from redis import Redis
 
 from app.kit import queue
 from app.kit.config import Settings
@@ -20,6 +18,7 @@ from app.models import Job, JobStatus
 from tests.support.api import auth, uploaded
 from tests.support.data import csv_bytes
 from tests.support.db import make_key
+from tests.support.fair_worker import run_tasks_here
 
 pytestmark = pytest.mark.integration
 
@@ -31,21 +30,6 @@ def _one_job(client: TestClient, owner: str, analyst: str) -> str:
     r = client.post(f"/v1/datasets/{dataset}/jobs", headers=auth(analyst), json={"k": 1, "mu": 0.1})
     assert r.status_code == 202, r.text
     return str(r.json()["id"])
-
-
-def _burst(settings: Settings) -> None:
-    from worker.fair import FairWorker
-    from worker.runner import JobRunner
-
-    conn = Redis.from_url(settings.redis_url or "")
-    runner = JobRunner(settings.resolved_database_url, job_timeout=60, max_rss_mb=4096)
-    worker = FairWorker(settings, conn, runner)  # the runner is not started: jobs run here
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        worker.work(burst=True)
-    finally:  # RQ's worker takes over Ctrl-C and SIGTERM in the process that runs it
-        for sig, handler in handlers.items():
-            signal.signal(sig, handler)
 
 
 def _statuses(settings: Settings, *ids: str) -> list[str]:
@@ -65,14 +49,14 @@ def test_a_tenants_pool_takes_only_its_jobs_and_the_shared_workers_leave_them(
     names = {q.name for q in queue.worker_queues(shared)}
     assert queue.tenant_queue_name(settings, "acme") in names
     assert queue.tenant_queue_name(settings, "other") not in names
-    _burst(shared)
+    run_tasks_here(shared)
     assert _statuses(settings, acme, other) == [JobStatus.SUCCEEDED, JobStatus.QUEUED]
 
     pool = settings.model_copy(update={"worker_tenants": ["other"]})
     assert [q.name for q in queue.worker_queues(pool)] == [
         queue.tenant_queue_name(settings, "other")
     ]
-    _burst(pool)
+    run_tasks_here(pool)
     assert _statuses(settings, acme, other) == [JobStatus.SUCCEEDED, JobStatus.SUCCEEDED]
 
 

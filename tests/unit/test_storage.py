@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import json
 import pickle
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -18,15 +17,7 @@ import pytest
 from app.datasets import storage
 from app.datasets.domain import DomainClip, DomainSpec
 from app.kit.errors import StorageUnavailable
-from tests.support.s3 import FakeS3, fake_s3
-
-
-@pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeS3]:
-    with fake_s3() as server:
-        for name, value in server.env.items():
-            monkeypatch.setenv(name, value)
-        yield server
+from tests.support.s3 import FakeS3
 
 
 def _awkward_rows(n: int, d: int, seed: int = 0) -> np.ndarray:

@@ -315,10 +315,10 @@ def test_a_summary_share_needs_summaries() -> None:
 
 def test_a_sweeps_split_is_one_plan_for_the_library_and_the_service() -> None:
     # A public count: m equal shares of the whole mu.
-    public = plan_sweep(1.0, 4)
+    public = plan_sweep(4, mu=1.0)
     assert (public.mu, public.count_mu, public.job_mu) == (1.0, None, equal_share(1.0, 4))
     # A library sweep's own count first, then m equal shares of the rest; all within mu.
-    own = plan_sweep(1.0, 4, own_count=True)
+    own = plan_sweep(4, mu=1.0, own_count=True)
     assert own.count_mu == COUNT_MU_FRACTION
     assert own.job_mu == equal_share(remaining_after(1.0, COUNT_MU_FRACTION), 4)
     assert math.sqrt(4 * own.job_mu**2 + own.count_mu**2) <= 1.0

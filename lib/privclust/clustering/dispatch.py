@@ -6,7 +6,7 @@ summaries (privclust.clustering.outputs.summaries)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, TypedDict, Unpack
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -27,10 +27,13 @@ from privclust.clustering.run.method import Method, plan_method
 from privclust.clustering.run.options import (
     DEFAULT_MAX_POPULATION,
     DEFAULT_PROJECTION_DIM,
+    Budget,
     EvolutionKeywords,
     Options,
+    job_budget,
     options_for,
-    resolve_privacy,
+    resolved,
+    with_budget,
 )
 from privclust.clustering.run.plan import RunPlan, plan_basis
 from privclust.clustering.run.result import (
@@ -114,8 +117,11 @@ def plan_run(
 def plan_options(
     n_rows: int, n_cols: int, k: int, options: Options, count_mu: float | None = None
 ) -> RunPlan:
-    """`plan_run` with its arguments as one Options: the checks every plan shares, the method
+    """`plan_run` with its arguments as one Options: the checks every plan shares and the
+    job's budget (resolved once, `plan_basis`, or before, for a contribution bound), the method
     (resolved from the public row count and the job's mu), then the method's plan."""
+    if options.contribution_bound != 1:
+        options = resolved(options)  # the unit's budget: the plan's mu, its releases per row
     per_row = per_row_options(options)
     basis = plan_basis(n_rows, n_cols, k, per_row, count_mu)
     chosen = resolve_algorithm(
@@ -174,34 +180,40 @@ def cluster_box(
 
 
 def cluster_options(X: Rowset, k: int, options: Options) -> ClusteringResult:
-    """`cluster` with its arguments as one Options: the centres (`_centres`), then, with
-    summaries, their sizes and loss (`_with_summaries`), one after the other; with a
-    contribution bound m, run at the per-row mu / m and say the unit's mu
-    (privclust.clustering.units)."""
-    if options.contribution_bound != 1:
-        return as_charged(cluster_options(X, k, per_row_options(options)), options)
-    if options.summaries:
-        return _with_summaries(X, k, options)
-    if options.summary_fraction is not None:
+    """`cluster` with its arguments as one Options, as one plan run once: the job's budget
+    resolved (once: every part reads it), the per-row budget of a contribution bound m
+    (privclust.clustering.units), the summaries' share set aside; then the centres
+    (`_centres`) from what is left, then, with summaries, their sizes and loss
+    (`_summarised`). The result says the job's budget."""
+    if not options.summaries and options.summary_fraction is not None:
         raise ClusteringInputError("summary_fraction", "summary_fraction needs summaries=True")
-    return _centres(X, k, options)
-
-
-def _centres(X: Rowset, k: int, options: Options) -> ClusteringResult:
-    """The centres of a run without summaries: the method the caller named, or the one "auto"
-    chooses from the public count (a library call under add/remove neighbours without one
-    first releases its own: `_auto_with_own_count`)."""
     n_rows, n_cols = data_shape(X)
     check_domain(options.radius, options.center, n_cols)  # before any noise, the count's too
-    replace_one = options.relation == Relation.REPLACE_ONE
-    if options.algorithm != Algorithm.AUTO or replace_one or options.n_public is not None:
-        count = n_rows if replace_one else max(int(options.n_public or 1), 1)
-        job_mu = 0.0
-        if options.algorithm == Algorithm.AUTO:
-            job_mu = resolve_privacy(options.epsilon, options.delta, options.mu)[0]
-        chosen = resolve_algorithm(options.algorithm, n_cols, n_rows=count, k=k, mu=job_mu)
-        return into_box(_run(METHODS[chosen], X, k, options), options.box)
-    return into_box(_auto_with_own_count(X, k, n_rows, n_cols, options), options.box)
+    job = resolved(options)
+    run = per_row_options(job)
+    budget = job_budget(run)
+    mu_summary = summary_mu(budget.mu, run.summary_fraction) if run.summaries else None
+    if mu_summary is not None:  # the centres get what the summaries leave, at the same T
+        centres = Budget(centres_mu(budget.mu, mu_summary), budget.epsilon, budget.delta)
+        run = dataclasses.replace(with_budget(run, centres), summaries=False, summary_fraction=None)
+    result = _centres(X, k, n_rows, n_cols, run)
+    if mu_summary is not None:
+        result = _summarised(X, result, job, mu_summary)
+    unit = job_budget(job)
+    return dataclasses.replace(result, mu=unit.mu, epsilon=unit.epsilon, delta=unit.delta)
+
+
+def _centres(X: Rowset, k: int, n_rows: int, n_cols: int, run: Options) -> ClusteringResult:
+    """The centres, from the budget `run` carries: the method the caller named, or the one
+    "auto" chooses from the public count (a library call under add/remove neighbours without
+    one first releases its own: `_auto_with_own_count`)."""
+    replace_one = run.relation == Relation.REPLACE_ONE
+    if run.algorithm != Algorithm.AUTO or replace_one or run.n_public is not None:
+        count = n_rows if replace_one else max(int(run.n_public or 1), 1)
+        mu = job_budget(run).mu
+        chosen = resolve_algorithm(run.algorithm, n_cols, n_rows=count, k=k, mu=mu)
+        return into_box(_run(METHODS[chosen], X, k, run), run.box)
+    return into_box(_auto_with_own_count(X, k, n_cols, run), run.box)
 
 
 def _run(method: Method, X: Rowset, k: int, options: Options) -> ClusteringResult:
@@ -212,105 +224,43 @@ def _run(method: Method, X: Rowset, k: int, options: Options) -> ClusteringResul
     return run_method(method, X, k, options)
 
 
-def _iterations(method: Method, options: Options, n_cols: int, epsilon: float | None) -> int | None:
-    """The caller's T, or, for a method whose default T grows with epsilon (PE-means'), the T
-    the job's epsilon plans: the run itself will see only a part of the job's mu."""
-    if options.iterations is None and method.epsilon_iterations is not None:
-        return method.epsilon_iterations(n_cols, epsilon)
-    return options.iterations
-
-
-def _auto_with_own_count(
-    X: Rowset, k: int, n_rows: int, n_cols: int, options: Options
-) -> ClusteringResult:
+def _auto_with_own_count(X: Rowset, k: int, n_cols: int, run: Options) -> ClusteringResult:
     """ "auto" under add/remove neighbours without a public count needs N~ before it can choose:
     validate everything with a stand-in count (no noise drawn yet), release N~ as
-    runner.plan_for_rows would, then run the choice on what is left of the mu."""
+    runner.plan_for_rows would, then run the choice on what is left of the mu (at the T the
+    whole budget plans: its epsilon goes along)."""
     k = check_integer("k", k, 1)
-    stand_in = plan_options(k, n_cols, k, options)  # every argument checked, the budget resolved
-    job_mu, job_epsilon, job_delta = stand_in.mu, stand_in.epsilon, stand_in.delta
-    count_mu = noise.COUNT_MU_FRACTION * job_mu
-    rng = noise.job_generator(options.rng)
-    n_tilde = released_count(counted_rows(X), k, count_mu, rng, options.check_k)
-    method = METHODS[resolve_algorithm(Algorithm.AUTO, n_cols, n_rows=n_tilde, k=k, mu=job_mu)]
-    run_options = dataclasses.replace(
-        options,
-        epsilon=None,
-        delta=None,
-        mu=remaining_after(job_mu, count_mu),
-        n_public=n_tilde,
-        iterations=_iterations(method, options, n_cols, job_epsilon),
-    )
-    result = _run(method, X, k, run_options)
-    return dataclasses.replace(
-        result, mu=job_mu, epsilon=job_epsilon, delta=job_delta, count_mu=count_mu
-    )
-
-
-def _with_summaries(X: Rowset, k: int, options: Options) -> ClusteringResult:
-    """The centres computed with remaining_after(mu, summary_mu), then the summaries released
-    with summary_mu, so the whole is mu-GDP (plan_run(summaries=True) prices exactly this).
-
-    The method and PE-means' default T are fixed here, from the job's whole mu and epsilon as
-    the planner sees them (a library call without a released count stands in k for N~: the
-    count is released inside the centres' run): the run itself sees only the centres' mu."""
-    job_mu, job_epsilon, job_delta = resolve_privacy(options.epsilon, options.delta, options.mu)
-    mu_summary = summary_mu(job_mu, options.summary_fraction)
-    n_rows, n_cols = data_shape(X)
-    replace_one = options.relation == Relation.REPLACE_ONE
-    count = n_rows if replace_one else max(int(options.n_public or k), 1)
-    chosen = resolve_algorithm(options.algorithm, n_cols, n_rows=count, k=k, mu=job_mu)
-    known_count = options.n_public is not None or replace_one
-    result = _centres(
-        X,
-        k,
-        dataclasses.replace(
-            options,
-            algorithm=chosen if known_count else options.algorithm,
-            epsilon=None,
-            delta=None,
-            mu=centres_mu(job_mu, mu_summary),
-            iterations=_iterations(METHODS[chosen], options, n_cols, job_epsilon),
-            summaries=False,
-            summary_fraction=None,
-        ),
-    )
-    job = JobPrivacy(mu=job_mu, epsilon=job_epsilon, delta=job_delta)
-    return _summarised(X, result, options, mu_summary, job)
-
-
-class JobPrivacy(TypedDict):
-    """What the whole job spent (its centres' run and its summaries): the result says it."""
-
-    mu: float
-    epsilon: float | None
-    delta: float | None
+    plan_options(k, n_cols, k, run)  # every argument checked with a stand-in count
+    budget = job_budget(run)
+    count_mu = noise.COUNT_MU_FRACTION * budget.mu
+    rng = noise.job_generator(run.rng)
+    n_tilde = released_count(counted_rows(X), k, count_mu, rng, run.check_k)
+    method = METHODS[resolve_algorithm(Algorithm.AUTO, n_cols, n_rows=n_tilde, k=k, mu=budget.mu)]
+    rest = dataclasses.replace(budget, mu=remaining_after(budget.mu, count_mu))
+    result = _run(method, X, k, dataclasses.replace(with_budget(run, rest), n_public=n_tilde))
+    return dataclasses.replace(result, count_mu=count_mu)
 
 
 def _summarised(
-    X: Rowset,
-    result: ClusteringResult,
-    options: Options,
-    mu_summary: float,
-    job: JobPrivacy,
+    X: Rowset, result: ClusteringResult, job: Options, mu_summary: float
 ) -> ClusteringResult:
     """`result` with its private sizes and loss released from `mu_summary` (on the job's
-    generator: the caller's, or a fresh ChaCha20 from OS entropy), and the job's privacy."""
-    radius = check_positive("radius", options.radius)  # checked by the run already
+    generator: the caller's, or a fresh ChaCha20 from OS entropy), so that the whole is the
+    job's mu (plan_run(summaries=True) prices exactly this)."""
+    radius = check_positive("radius", job.radius)  # checked by the run already
     summary = released_summary(
         X,
         result.centers,
         radius=radius,
-        center=options.center,
-        box=options.box,
+        center=job.center,
+        box=job.box,
         mu=mu_summary,
         relation=result.relation,
         n_public=result.n_public,
-        rng=noise.job_generator(options.rng),
+        rng=noise.job_generator(job.rng),
     )
     return dataclasses.replace(
         result,
-        **job,
         sizes=summary.sizes,
         loss=summary.loss,
         loss_se=summary.loss_se,

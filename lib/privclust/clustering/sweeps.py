@@ -22,7 +22,7 @@ from privclust.clustering.outputs.uncertainty import (
     loss_rises,
     sweep_warnings,
 )
-from privclust.clustering.run.options import resolve_privacy
+from privclust.clustering.run.options import Budget, resolve_privacy
 from privclust.clustering.run.result import ClusteringResult
 from privclust.clustering.run.runner import counted_rows, released_count
 from privclust.clustering.run.summary_pricing import SWEEP_SUMMARY_FRACTION
@@ -121,22 +121,36 @@ class SweepResult:
 
 @dataclass(frozen=True)
 class SweepSplit:
-    """A sweep's budget split: the whole sweep's `mu`, the part its own noisy row count spends
-    (`count_mu`: a library sweep without a public count; None otherwise), and each run's equal
-    share of the rest, `job_mu` (mu / sqrt(m) for m runs, rounded down)."""
+    """A sweep's budget split: the whole sweep's budget (`budget`, resolved once: its `mu`),
+    the part its own noisy row count spends (`count_mu`: a library sweep without a public
+    count; None otherwise), and each run's equal share of the rest, `job_mu` (mu / sqrt(m)
+    for m runs, rounded down)."""
 
-    mu: float
+    budget: Budget
     count_mu: float | None
     job_mu: float
 
+    @property
+    def mu(self) -> float:
+        return self.budget.mu
 
-def plan_sweep(mu: float, runs: int, *, own_count: bool = False) -> SweepSplit:
-    """How a sweep of `runs` summarised runs splits `mu`: the library's sweep and the service's
-    sweeps both split it here. With `own_count`, COUNT_MU_FRACTION of mu goes to the sweep's
-    own noisy row count first, shared by every run."""
-    count_mu = noise.COUNT_MU_FRACTION * mu if own_count else None
-    rest = mu if count_mu is None else remaining_after(mu, count_mu)
-    return SweepSplit(mu=mu, count_mu=count_mu, job_mu=equal_share(rest, runs))
+
+def plan_sweep(
+    runs: int,
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    mu: float | None = None,
+    own_count: bool = False,
+) -> SweepSplit:
+    """How a sweep of `runs` summarised runs splits its budget, (epsilon, delta) or mu: the
+    library's sweep and the service's sweeps both split it here. With `own_count`,
+    COUNT_MU_FRACTION of mu goes to the sweep's own noisy row count first, shared by every
+    run."""
+    budget = resolve_privacy(epsilon, delta, mu)
+    count_mu = noise.COUNT_MU_FRACTION * budget.mu if own_count else None
+    rest = budget.mu if count_mu is None else remaining_after(budget.mu, count_mu)
+    return SweepSplit(budget=budget, count_mu=count_mu, job_mu=equal_share(rest, runs))
 
 
 def check_ks(ks: Sequence[object]) -> tuple[int, ...]:
@@ -183,7 +197,9 @@ def sweep(
         check_domain(radius, center, data_shape(X)[1])
     options.setdefault("summary_fraction", SWEEP_SUMMARY_FRACTION)
     n_rows, n_cols = data_shape(X)
-    total_mu, _, _ = resolve_privacy(epsilon, delta, mu)
+    own_count = relation != Relation.REPLACE_ONE and n_public is None
+    split = plan_sweep(len(values), epsilon=epsilon, delta=delta, mu=mu, own_count=own_count)
+    total_mu = split.mu
     for k in values:  # every argument checked before any noise is drawn
         plan_run(
             _stand_in_count(k, n_rows, n_public, relation),
@@ -195,8 +211,6 @@ def sweep(
             summaries=True,
             **{name: options[name] for name in PLANNED_OPTIONS if name in options},
         )
-    own_count = relation != Relation.REPLACE_ONE and n_public is None
-    split = plan_sweep(total_mu, len(values), own_count=own_count)
     if split.count_mu is not None:
         n_public = released_count(
             counted_rows(X),

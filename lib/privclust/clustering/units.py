@@ -22,7 +22,7 @@ from fractions import Fraction
 from typing import TypeVar
 
 from privclust.clustering.errors import ClusteringInputError, check_integer
-from privclust.clustering.run.options import Options, resolve_privacy
+from privclust.clustering.run.options import Budget, Options, job_budget, with_budget
 
 # The largest contribution bound a dataset may declare: beyond it the noise of a run would be
 # m times that of a row-level one, too large to release anything useful.
@@ -53,20 +53,19 @@ def per_row_mu(unit_mu: float, bound: int) -> float:
 
 def per_row_options(options: Options) -> Options:
     """`options` with its budget as the per-row mu of its contribution bound (unchanged for a
-    bound of 1, the row-level guarantee)."""
+    bound of 1, the row-level guarantee); the unit's budget is resolved once, here or before."""
     m = check_contribution_bound(options.contribution_bound)
     if m == 1:
         return options
-    unit_mu = resolve_privacy(options.epsilon, options.delta, options.mu)[0]
-    return dataclasses.replace(
-        options, epsilon=None, delta=None, mu=per_row_mu(unit_mu, m), contribution_bound=1
-    )
+    row = Budget(per_row_mu(job_budget(options).mu, m))
+    return dataclasses.replace(with_budget(options, row), contribution_bound=1)
 
 
 def as_charged(charged: _Charged, options: Options) -> _Charged:
     """A plan or result of `per_row_options(options)` with the job's unit-level budget: what
-    the ledger charges and the API shows as the job's mu, epsilon and delta."""
+    the ledger charges and the API shows as the job's mu, epsilon and delta. `options` are
+    the job's, resolved (`resolved`) before its per-row options were made."""
     if check_contribution_bound(options.contribution_bound) == 1:
         return charged
-    mu, epsilon, delta = resolve_privacy(options.epsilon, options.delta, options.mu)
-    return dataclasses.replace(charged, mu=mu, epsilon=epsilon, delta=delta)  # type: ignore[type-var]
+    unit = job_budget(options)
+    return dataclasses.replace(charged, mu=unit.mu, epsilon=unit.epsilon, delta=unit.delta)  # type: ignore[type-var]

@@ -52,7 +52,6 @@ METHOD = Method(
     run=run,
     rows_dtype=VOTE_DTYPE,  # the rows are only ever voted with
     evolves=True,
-    epsilon_iterations=default_pe_iterations,
 )
 
 

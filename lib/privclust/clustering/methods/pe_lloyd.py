@@ -125,13 +125,6 @@ def variations_cap(n_cols: int) -> int | None:
     return MAX_DEFAULT_VARIATIONS if n_cols > VARIATIONS_CAP_ABOVE_DIM else None
 
 
-def default_iterations(n_cols: int, epsilon: float | None) -> int | None:
-    """PE-means's default T, which grows with epsilon (`default_pe_iterations`) up to
-    `iterations_cap`; None on the projected path, whose T does not
-    (`default_projected_iterations` of the projection)."""
-    return None if projects(n_cols) else _capped_iterations(n_cols, epsilon)
-
-
 def _capped_iterations(n_cols: int, epsilon: float | None) -> int:
     return min(default_pe_iterations(n_cols, epsilon), iterations_cap(n_cols))
 
@@ -144,9 +137,9 @@ def lloyd_weight(pe_iterations: int, steps: int, share: float) -> int:
 
 
 def step_radii(centres: np.ndarray, radius: float, k: int, rule: str) -> float | np.ndarray:
-    """The Lloyd step's clipping radius: FastLloyd's min(R, 2R / k^(1/d)) ("fastlloyd"), or
-    per cluster half the distance from its centre to the nearest other centre, within
-    [MIN_STEP_FRACTION R, FastLloyd's radius] ("centres"). Both read only public values (the
+    """The Lloyd step's clipping radius: FastLloyd's min(R, 2R / k^(1/d)) (FASTLLOYD_STEP_RULE),
+    or per cluster half the distance from its centre to the nearest other centre, within
+    [MIN_STEP_FRACTION R, FastLloyd's radius] (DEFAULT_STEP_RULE). Both read only public values (the
     centres are released PE-means output), so the step's sensitivity is data-independent."""
     d = centres.shape[1]
     fixed = step_radius(2, radius, d, k, DEFAULT_STEP_FRACTION)
@@ -331,7 +324,6 @@ METHOD = Method(
     # copy cost 1.28 GB more at 10,000,000 x 16.
     rows_dtype=VOTE_DTYPE,
     evolves=True,
-    epsilon_iterations=default_iterations,
     variations_cap=variations_cap,
 )
 

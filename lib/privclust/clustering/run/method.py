@@ -70,9 +70,6 @@ class Method:
     - `run(start, options)`: its centres (centred) from the started run.
     - `rows_dtype`: the working copy's dtype (float32 where only votes read the rows).
     - `evolves`: it runs a PE population, so it has variations L and a population size.
-    - `epsilon_iterations`: its default T when that grows with epsilon (PE-means'), so that a
-      run fed only a part of the job's mu can keep the T the whole job would plan (None for
-      a d where it does not grow: the run's own default then stands).
     - `variations_cap(d)`: a cap on its default L on d columns (pe-lloyd's; None: none), below
       the population's.
     """
@@ -84,7 +81,6 @@ class Method:
     prepare: Callable[[Options], Options] = as_given
     rows_dtype: type[np.floating[Any]] = np.float64
     evolves: bool = False
-    epsilon_iterations: Callable[[int, float | None], int | None] | None = None
     variations_cap: Callable[[int], int | None] | None = None
 
 
@@ -119,7 +115,7 @@ def plan_method(method: Method, basis: PlanBasis, options: Options) -> RunPlan:
     largest = largest_noise_std(run_plan, method, options)
     if not largest <= MAX_NOISE_STD:
         raise ClusteringInputError(
-            "mu" if options.mu is not None else "epsilon",
+            "mu" if basis.epsilon is None else "epsilon",
             f"this privacy budget is too small for {method.name}: one of its releases would "
             f"need noise of standard deviation {largest:.3g}, above the limit of "
             f"{MAX_NOISE_STD:g}",

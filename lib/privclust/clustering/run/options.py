@@ -9,6 +9,7 @@ that keep a run private: every argument before any noise is drawn.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Required, TypedDict
@@ -42,6 +43,26 @@ DEFAULT_CORESET_RESTARTS = 10
 DEFAULT_STEP_RULE = "centres"
 
 
+@dataclass(frozen=True)
+class Budget:
+    """A job's budget, resolved once (`resolve_privacy`): its mu, and the epsilon and delta it
+    was given as (both None for a job given as mu). PE-means' default T grows with that
+    epsilon; the ledger records `epsilon_at` a delta."""
+
+    mu: float
+    epsilon: float | None = None
+    delta: float | None = None
+
+    @property
+    def field(self) -> str:
+        """The request field the budget came in: a refusal of the budget names it."""
+        return "mu" if self.epsilon is None else "epsilon"
+
+    def epsilon_at(self, delta: float) -> float:
+        """The epsilon the budget is recorded at, at `delta` (`accounting_epsilon`)."""
+        return accounting_epsilon(self.mu, self.epsilon, delta)
+
+
 @dataclass(frozen=True, eq=False)
 class Options:
     """Everything a run or a plan is asked for besides the rows and k, as the caller gave it.
@@ -56,10 +77,12 @@ class Options:
     # reads neither.
     radius: float | None = None
     center: np.ndarray | None = None
-    # The budget: (epsilon, delta) or mu, exactly one (`resolve_privacy`).
+    # The budget: (epsilon, delta) or mu, exactly one, as the caller gave it; `budget` is it
+    # resolved, once per job (`resolved`), and what every part of the job reads (`job_budget`).
     epsilon: float | None = None
     delta: float | None = None
     mu: float | None = None
+    budget: Budget | None = None
     # The dataset's public row count N~ (None: the run releases its own) and the neighbours.
     n_public: int | None = None
     relation: str = Relation.ADD_REMOVE
@@ -123,10 +146,8 @@ def check_budget_choice(epsilon: float | None, delta: float | None, mu: float | 
         raise ClusteringInputError("delta", "epsilon needs a delta (or give mu instead)")
 
 
-def resolve_privacy(
-    epsilon: float | None, delta: float | None, mu: float | None
-) -> tuple[float, float | None, float | None]:
-    """(mu, epsilon, delta) of a job from exactly one of (epsilon, delta) or mu
+def resolve_privacy(epsilon: float | None, delta: float | None, mu: float | None) -> Budget:
+    """The `Budget` of a job from exactly one of (epsilon, delta) or mu
     (`check_budget_choice`).
 
     mu for (epsilon, delta) is the largest mu-GDP guarantee implying (epsilon, delta)-DP, rounded
@@ -135,9 +156,30 @@ def resolve_privacy(
     (`accounting_epsilon` is the one a ledger records)."""
     check_budget_choice(epsilon, delta, mu)
     if mu is not None:
-        return check_positive("mu", mu), None, None
+        return Budget(check_positive("mu", mu))
     assert epsilon is not None and delta is not None  # check_budget_choice
-    return mu_from_epsilon_delta(epsilon, delta), float(epsilon), float(delta)
+    return Budget(mu_from_epsilon_delta(epsilon, delta), float(epsilon), float(delta))
+
+
+def job_budget(options: Options) -> Budget:
+    """The job's budget: the one it was resolved to (`resolved`), or, for a run that was not
+    (a method's own function), its caller's budget resolved now, the one time it is read."""
+    if options.budget is not None:
+        return options.budget
+    return resolve_privacy(options.epsilon, options.delta, options.mu)
+
+
+def resolved(options: Options) -> Options:
+    """`options` with its budget resolved, so that no later part of the job resolves it again."""
+    if options.budget is not None:
+        return options
+    return dataclasses.replace(options, budget=job_budget(options))
+
+
+def with_budget(options: Options, budget: Budget) -> Options:
+    """`options` for a part of the job that spends `budget` (the centres' share, what a count
+    leaves), the caller's own figures cleared so that only `budget` can be read."""
+    return dataclasses.replace(options, epsilon=None, delta=None, mu=budget.mu, budget=budget)
 
 
 def accounting_epsilon(mu: float, epsilon: float | None, delta: float) -> float:

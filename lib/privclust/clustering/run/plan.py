@@ -19,7 +19,7 @@ import numpy as np
 from privclust.clustering.choices import RELATIONS, Relation
 from privclust.clustering.errors import ClusteringInputError, check_integer, check_positive
 from privclust.clustering.run import summary_pricing
-from privclust.clustering.run.options import Options, resolve_privacy
+from privclust.clustering.run.options import Budget, Options, job_budget
 from privclust.clustering.run.result import ClusteringResult, released_centres
 from privclust.privacy.cost import release_cost
 from privclust.privacy.gdp import remaining_after
@@ -69,20 +69,30 @@ def planned_iterations(options: Options, default: Callable[[], int]) -> int:
 @dataclass(frozen=True)
 class PlanBasis:
     """A plan's checked public inputs and the job's budget, before a method is chosen: the
-    public row count, d and k; the job's mu (and its epsilon and delta when given); the part of
-    mu the summaries spend (`summary_mu`), and what the centres may spend (`centres_mu`), of
-    which `count_mu` goes to a noisy row count the run releases itself."""
+    public row count, d and k; the job's budget (its mu, and its epsilon and delta when
+    given); the part of mu the summaries spend (`summary_mu`), and what the centres may spend
+    (`centres_mu`), of which `count_mu` goes to a noisy row count the run releases itself."""
 
     n_rows: int
     n_cols: int
     k: int
     max_population: int
-    mu: float
-    epsilon: float | None
-    delta: float | None
+    budget: Budget
     summary_mu: float | None
     centres_mu: float
     count_mu: float | None
+
+    @property
+    def mu(self) -> float:
+        return self.budget.mu
+
+    @property
+    def epsilon(self) -> float | None:
+        return self.budget.epsilon
+
+    @property
+    def delta(self) -> float | None:
+        return self.budget.delta
 
     @property
     def releases_mu(self) -> float:
@@ -116,37 +126,25 @@ def plan_basis(
             "k", f"k must be at most the dataset's public row count ({n_rows}), got {k}"
         )
     max_population = check_integer("max_population", options.max_population, 1)
-    job_mu, job_epsilon, job_delta = resolve_privacy(options.epsilon, options.delta, options.mu)
+    budget = job_budget(options)
     summary_mu: float | None = None
-    centres_mu = job_mu  # what the centres' releases (and a count of their own) may use
+    centres_mu = budget.mu  # what the centres' releases (and a count of their own) may use
     if options.summaries:
-        summary_mu = summary_pricing.summary_mu(job_mu, options.summary_fraction)
-        centres_mu = summary_pricing.centres_mu(job_mu, summary_mu)
-    _check_plannable(job_mu, centres_mu, options)
-    return PlanBasis(
-        n_rows=n_rows,
-        n_cols=n_cols,
-        k=k,
-        max_population=max_population,
-        mu=job_mu,
-        epsilon=job_epsilon,
-        delta=job_delta,
-        summary_mu=summary_mu,
-        centres_mu=centres_mu,
-        count_mu=count_mu,
-    )
+        summary_mu = summary_pricing.summary_mu(budget.mu, options.summary_fraction)
+        centres_mu = summary_pricing.centres_mu(budget.mu, summary_mu)
+    _check_plannable(budget, centres_mu)
+    return PlanBasis(n_rows, n_cols, k, max_population, budget, summary_mu, centres_mu, count_mu)
 
 
-def _check_plannable(job_mu: float, centres_mu: float, options: Options) -> None:
+def _check_plannable(budget: Budget, centres_mu: float) -> None:
     """Refuse a budget too small to plan with: one release of sensitivity 1 needs noise of
     std at least 1/mu, and no noise above MAX_NOISE_STD can be drawn, so a mu below
     MIN_PLANNABLE_MU (or one that rounds to 0 once split) can never run."""
-    if job_mu >= MIN_PLANNABLE_MU and centres_mu >= MIN_PLANNABLE_MU:
+    if budget.mu >= MIN_PLANNABLE_MU and centres_mu >= MIN_PLANNABLE_MU:
         return
-    field = "epsilon" if options.epsilon is not None else "mu"
     raise ClusteringInputError(
-        field,
-        f"the job's budget (mu={job_mu:.3g}) is too small to plan with: every release would "
+        budget.field,
+        f"the job's budget (mu={budget.mu:.3g}) is too small to plan with: every release would "
         f"need noise above {MAX_NOISE_STD:g}; a job needs a mu of at least "
         f"{MIN_PLANNABLE_MU:g} for its centres",
     )
@@ -202,6 +200,11 @@ class RunPlan:
     # `sigma` is then the centres' and sqrt(releases)/sigma is at most
     # remaining_after(mu, summary_mu) (less count_mu).
     summary_mu: float | None = None
+
+    def epsilon_at(self, delta: float) -> float:
+        """The epsilon the job is recorded at, at `delta`: the one it was given, or the
+        smallest one its mu implies (privclust.clustering.run.options.accounting_epsilon)."""
+        return Budget(self.mu, self.epsilon, self.delta).epsilon_at(delta)
 
     @property
     def count_sensitivity(self) -> float:

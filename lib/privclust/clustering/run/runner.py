@@ -20,7 +20,7 @@ from privclust.clustering.errors import (
     check_positive,
 )
 from privclust.clustering.run.method import Method, RunStart, plan_method
-from privclust.clustering.run.options import Options
+from privclust.clustering.run.options import Options, resolved
 from privclust.clustering.run.plan import RunPlan, plan_basis
 from privclust.clustering.run.result import ClusteringResult
 from privclust.privacy import noise
@@ -59,6 +59,7 @@ def start_run(method: Method, X: np.ndarray | Table, k: int, options: Options) -
     points = table.rows(reading)
     c = domain_centre(options.center, n_cols, reading.radius)
     noise_rng = noise.job_generator(options.rng)
+    options = resolved(options)  # a method's own function: its budget, once for both plans
     plan = plan_for_rows(
         points,
         k=k,
