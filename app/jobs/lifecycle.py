@@ -146,6 +146,8 @@ class QueuedJob:
     # Every use of the row count reads this (N~, or N only when declared public): never the
     # number of rows in the stored matrix.
     count: datasets_service.PlanningCount
+    # The method admitted (what the Dask cluster's partitions are planned for: app.kit.cluster).
+    algorithm: str = ""
 
 
 class JobRun:
@@ -170,6 +172,7 @@ class JobRun:
                 radius=dataset.radius,
                 domain=run_domain(dataset),
                 count=datasets_service.planning_count(dataset),
+                algorithm=job.algorithm,
             )
 
     def refund(self, reason: str) -> None:
