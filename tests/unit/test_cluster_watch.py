@@ -4,6 +4,7 @@ worker's lease on a run's cached rows (a clock the test controls)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from app.kit.cluster_watch import worker_view
 from privclust.clustering.data.rows import Reading
@@ -118,3 +119,65 @@ def test_partitions_and_cache_are_planned_within_the_smallest_workers_spill_targ
     no_limit = worker_view({"workers": {"tcp://w": {"status": "running", "nthreads": 1}}})
     unplanned = plan_for_workers(no_limit, 16, stored, 512 * mib, "hdpe-means")
     assert unplanned.partition_rows is None and unplanned.cache_bytes == 512 * mib
+
+
+class _Scheduler:
+    """What a client's `scheduler` answers: the workers' identity."""
+
+    def __init__(self, identity: dict) -> None:
+        self.identity = lambda **_: identity
+
+
+class _Client:
+    """A Dask client as `scheduler_view` asks it."""
+
+    status = "running"
+
+    def __init__(self, identity: dict) -> None:
+        self.scheduler = _Scheduler(identity)
+
+    def sync(self, call: object, **keywords: object) -> object:
+        keywords.pop("callback_timeout", None)
+        return call(**keywords)  # type: ignore[operator]
+
+
+def test_a_run_reads_the_stored_partitions_split_as_planned_and_releases_the_same(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pathlib import Path
+
+    from app.datasets import storage
+    from app.kit import cluster as planner
+    from app.kit.cluster import fit_to_workers, plan_for_workers
+    from privclust.clustering import cluster
+    from privclust.clustering.data.rows import InProcess, PartitionedTable
+    from privclust.distributed import DaskEngine
+    from tests.support.data import blobs
+
+    X = blobs(3000, 4, 3, seed=5)
+    writer = storage.new_rows_writer(str(tmp_path), "c" * 32, partition_rows=1000)
+    writer.start(4)
+    writer.append(X.copy())
+    writer.commit()
+    stored = storage.row_partitions(writer.stored, 1000)
+    # Workers whose limit leaves the tasks room for 400 rows of hdpe-means' partitions (a
+    # small table: no floor on the pieces).
+    monkeypatch.setattr(planner, "MIN_PARTITION_ROWS", 1)
+    identity = _identity("running", "running", threads=1)
+    limit = int(((256 << 20) + 2 * 400 * 5 * 4 * 8) / 0.6) + 1
+    for worker in identity["workers"].values():
+        worker["memory_limit"] = limit
+    engine = DaskEngine(_Client(identity), cache_bytes=1 << 30)
+    planned = fit_to_workers(engine, stored, 4, "hdpe-means")
+    plan = plan_for_workers(worker_view(identity), 4, 1000, 1 << 30, "hdpe-means")
+    assert plan.partition_rows == 400
+    assert [p.n_rows for p in planned] == [333, 333, 334] * 3
+    assert engine.cache_bytes == plan.cache_bytes < 1 << 30
+    assert np.concatenate([p.read() for p in planned]).tobytes() == X.tobytes()
+    # Elsewhere than on a cluster: as stored.
+    assert fit_to_workers(InProcess(), stored, 4, "hdpe-means") == stored
+    # The pieces are a partitioning like any other: the same release from the same generator.
+    keywords = dict(algorithm="hdpe-means", epsilon=1.0, delta=1e-6, radius=1.5)
+    here = cluster(PartitionedTable(stored, 4), 3, rng=np.random.default_rng(2), **keywords)
+    there = cluster(PartitionedTable(planned, 4), 3, rng=np.random.default_rng(2), **keywords)
+    assert np.array_equal(here.centers, there.centers) and Path(writer.stored).exists()
