@@ -25,7 +25,7 @@ from app.coordinator.client import MemberError
 from app.coordinator.rows import FederatedTable
 from app.datasets import storage
 from app.jobs import service as jobs_service
-from app.kit.cluster import ClusterUnreachable, close_engine, fit_cache, row_engine
+from app.kit.cluster import ClusterUnreachable, close_engine, fit_to_workers, row_engine
 from app.kit.cluster_watch import ClusterStalled, RunInterrupted
 from app.kit.config import Settings, get_settings
 from app.kit.errors import StorageUnavailable
@@ -163,8 +163,9 @@ def _open_rows(
                 return storage.open_rows(stored), engine  # one memory map, as ever
             partitions = storage.row_partitions(stored, settings.partition_rows)
             storage.check_readable(partitions)
-        fit_cache(engine, partitions, partitions[0].n_cols)
-        return PartitionedTable(partitions, partitions[0].n_cols, engine), engine
+        n_cols = partitions[0].n_cols
+        planned = fit_to_workers(engine, partitions, n_cols, queued.algorithm)
+        return PartitionedTable(planned, n_cols, engine), engine
     except StorageUnavailable as exc:
         close_engine(engine)
         _refund_unreachable(run, "the datasets' object storage could not be reached", exc)

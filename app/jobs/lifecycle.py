@@ -152,6 +152,8 @@ class QueuedJob:
     # A federated dataset's job: its calls to the members (made with the worker's settings).
     calls: Callable[[Settings], FederatedJob] | None = None
     n_cols: int = 0
+    # The method admitted (what the Dask cluster's partitions are planned for: app.kit.cluster).
+    algorithm: str = ""
 
 
 class JobRun:
@@ -180,6 +182,7 @@ class JobRun:
                 if is_federated(dataset)
                 else None,
                 n_cols=dataset.n_cols,
+                algorithm=job.algorithm,
             )
 
     def refund(self, reason: str) -> None:

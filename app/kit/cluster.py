@@ -12,10 +12,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from app.kit.cluster_watch import ClusterWatch, WorkerView, scheduler_view
 from app.kit.config import Settings
+from privclust.clustering.choices import Algorithm
 from privclust.clustering.data.rows import Engine, InProcess, Partition
 
 log = logging.getLogger("privclust.cluster")
@@ -26,13 +28,45 @@ _clients: dict[str, Any] = {}
 
 # What a worker process holds besides the run's cache and tasks (Python, NumPy, Dask, Arrow).
 WORKER_BASE_BYTES = 256 << 20
-# A task holds about this many copies of its partition at once (read, prepared, temporaries):
-# on 10,000,000 x 16 in 1,048,576-row partitions, hdpe-means' workers (one thread, 2 GiB) peaked
-# at 1,749 MB with a 512 MiB cache (bench/RESULTS.md), about 7 partitions above the base.
-TASK_COPIES = 7
 # The share of a worker's memory limit that the base, the tasks and the cache may use: Dask's
-# own spill target (its pause threshold is 0.8).
+# own spill target (it pauses a worker at 0.8).
 WORKER_MEMORY_SHARE = 0.6
+# Of that (less the base), the share a worker's tasks may hold at once; the cache has the rest.
+TASK_SHARE = 0.5
+# The fewest rows a partition is split down to (a worker too small for it is logged).
+MIN_PARTITION_ROWS = 1 << 14
+
+
+@dataclass(frozen=True)
+class PassMemory:
+    """What a method's run holds on a worker, in copies of a partition's rows as stored
+    (n_rows x d float64 values), from bench/pass_memory.py's measures (bench/RESULTS.md)."""
+
+    # One task at once: its partition being read and prepared (a whole Parquet row group as
+    # float64: 3.3 copies at the peak; as float32, 1.6), or the prepared partition, what its
+    # passes derive from it and the largest pass's temporaries.
+    task: float
+    # A cached partition's memory per byte the cache counts (its prepared rows): 2 where the
+    # passes keep a projection of the rows beside them.
+    cached: float
+
+
+PASS_MEMORY: dict[str, PassMemory] = {
+    # 1 prepared + 1 projection + a pass of 2.32: 4.3, rounded up.
+    Algorithm.HDPE_MEANS: PassMemory(task=5.0, cached=2.0),
+    # float32 rows, passes of at most 0.99: 1.5, below what they were read with.
+    Algorithm.PE_LLOYD: PassMemory(task=3.0, cached=1.0),
+    Algorithm.PE_MEANS: PassMemory(task=3.0, cached=1.0),
+    # float64 rows read (3.3), passes of 0.32.
+    Algorithm.FASTLLOYD: PassMemory(task=3.5, cached=1.0),
+    # float64 rows read (3.3), a pass of 1.22; the rows' hash codes kept beside them (0.06).
+    Algorithm.LSH_CORESET: PassMemory(task=3.5, cached=1.1),
+}
+# A method not measured (or not known when the rows are planned): the largest of each.
+ANY_METHOD = PassMemory(
+    task=max(m.task for m in PASS_MEMORY.values()),
+    cached=max(m.cached for m in PASS_MEMORY.values()),
+)
 # How long /readyz and a metrics scrape wait for the Dask scheduler's answer.
 CLUSTER_PROBE_SECONDS = 2.0
 # How often a job that waits for a running worker at its start asks the scheduler again.
@@ -143,34 +177,80 @@ def wait_for_running_worker(client: Any, seconds: float) -> WorkerView:
         time.sleep(_RUNNING_WORKER_POLL)
 
 
-def fit_cache(engine: Engine, partitions: Sequence[Partition], n_cols: int) -> None:
-    """Keep no more of a run's prepared rows in a worker's memory than fits beside its tasks:
-    within WORKER_MEMORY_SHARE of the smallest worker's memory limit, less the process's base
-    and what its threads' tasks hold at once (TASK_COPIES of the largest partition each); the
-    rest of the run's partitions go to the worker's disk."""
+@dataclass(frozen=True)
+class WorkerPlan:
+    """How a run's rows fit each worker: partitions of at most `partition_rows` rows (None:
+    as stored) and at most `cache_bytes` of prepared rows kept in a worker's memory."""
+
+    partition_rows: int | None
+    cache_bytes: int
+
+
+def plan_for_workers(
+    view: WorkerView,
+    n_cols: int,
+    stored_rows: int,
+    wanted_cache: int,
+    method: str | None = None,
+) -> WorkerPlan:
+    """The partitions and cache that fit the smallest worker's reported memory limit, by
+    construction: the process's base, what its threads' tasks hold at once (each
+    `PassMemory.task` copies of its partition) and the cache (`PassMemory.cached` per byte it
+    counts) stay within WORKER_MEMORY_SHARE of the limit (Dask's spill target; it pauses a
+    worker at 80%). The tasks may take TASK_SHARE of what the base leaves, which sets the
+    largest partition (never larger than the `stored_rows` a stored partition holds); the cache
+    has the rest, and never more than `wanted_cache`. No limit reported: as stored, as wanted."""
+    if view.memory_limit is None:
+        return WorkerPlan(None, wanted_cache)
+    memory = PASS_MEMORY.get(method or "", ANY_METHOD)
+    budget = int(view.memory_limit * WORKER_MEMORY_SHARE) - WORKER_BASE_BYTES
+    row_bytes = 8 * n_cols
+    per_task = view.threads * memory.task * row_bytes  # the tasks' bytes per partition row
+    rows = int(max(0, budget) * TASK_SHARE / per_task)
+    if rows < MIN_PARTITION_ROWS:
+        log.warning(
+            "a Dask worker's memory limit (%d MiB) leaves no room for partitions of %d rows",
+            view.memory_limit >> 20,
+            MIN_PARTITION_ROWS,
+        )
+        rows = MIN_PARTITION_ROWS
+    rows = min(rows, stored_rows)
+    cache = int((budget - per_task * rows) / memory.cached)
+    return WorkerPlan(rows, max(0, min(wanted_cache, cache)))
+
+
+def fit_to_workers(
+    engine: Engine, partitions: Sequence[Partition], n_cols: int, method: str | None = None
+) -> list[Partition]:
+    """The partitions a run on `engine` reads: on a Dask cluster, each stored partition split
+    into pieces that fit the workers' memory limits beside the engine's cache, which is cut to
+    fit too (`plan_for_workers`, from the scheduler's view of the workers now); elsewhere, as
+    stored. Splitting changes no statistic: a pass is a sum over the rows' partitions,
+    whatever they are."""
     from privclust.distributed import DaskEngine
 
     if not isinstance(engine, DaskEngine):
-        return
+        return list(partitions)
     try:
         view = scheduler_view(engine.client)
     except Exception:  # the stall watch will say what is wrong with the scheduler
-        return
-    largest = max(int(p.n_rows) for p in partitions) * n_cols * 8
-    fits = cache_that_fits(view, largest, engine.cache_bytes)
-    if fits < engine.cache_bytes:
-        log.info("cache of %d MiB per worker (its memory limit allows no more)", fits >> 20)
-        engine.cache_bytes = fits
+        return list(partitions)
+    largest = max(int(p.n_rows) for p in partitions)
+    plan = plan_for_workers(view, n_cols, largest, engine.cache_bytes, method)
+    if plan.cache_bytes < engine.cache_bytes:
+        log.info(
+            "cache of %d MiB per worker (its memory limit allows no more)", plan.cache_bytes >> 20
+        )
+        engine.cache_bytes = plan.cache_bytes
+    if plan.partition_rows is None or plan.partition_rows >= largest:
+        return list(partitions)
+    log.info("partitions split into pieces of at most %d rows", plan.partition_rows)
+    return [piece for p in partitions for piece in _split(p, plan.partition_rows)]
 
 
-def cache_that_fits(view: WorkerView, largest_partition_bytes: int, wanted: int) -> int:
-    """The bytes of prepared rows a worker may keep (see `fit_cache`); `wanted` when the
-    workers have no memory limit."""
-    if view.memory_limit is None:
-        return wanted
-    working = view.threads * TASK_COPIES * largest_partition_bytes
-    fits = int(view.memory_limit * WORKER_MEMORY_SHARE) - WORKER_BASE_BYTES - working
-    return max(0, min(wanted, fits))
+def _split(partition: Partition, most_rows: int) -> Sequence[Partition]:
+    split = getattr(partition, "split", None)
+    return [partition] if split is None else split(most_rows)
 
 
 def drop_dead_runs(client: Any, keep: KeepRuns) -> list[str]:

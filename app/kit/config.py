@@ -162,7 +162,8 @@ class Settings(BaseSettings):
         default=1 << 20,
         ge=1,
         description="Most rows in one stored partition (a Parquet row group in object "
-        "storage; a block of rows that a worker reads at once).",
+        "storage; a block of rows that a worker reads at once, or a piece of it that fits a "
+        "Dask worker's memory limit).",
     )
     import_sources: Annotated[list[str], NoDecode] = Field(
         default_factory=list,

@@ -11,6 +11,7 @@ import pickle
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -48,6 +49,14 @@ def _check_partitions(stored: str, rows: np.ndarray, partition_rows: int) -> Non
         block = copy.read()
         assert block.dtype == np.float64 and block.flags.c_contiguous
         assert block.tobytes() == rows[part.start : part.start + part.n_rows].tobytes()
+        # Split to fit a worker's memory (app.kit.cluster): the same rows, piece by piece.
+        pieces = [pickle.loads(pickle.dumps(piece)) for piece in part.split(3)]
+        assert all(0 < piece.n_rows <= 3 for piece in pieces)
+        assert sum(piece.n_rows for piece in pieces) == part.n_rows
+        assert len(pieces) == -(-part.n_rows // 3)
+        assert np.concatenate([piece.read() for piece in pieces]).tobytes() == block.tobytes()
+        starts = [part.start + sum(q.n_rows for q in pieces[:i]) for i in range(len(pieces))]
+        assert [piece.start for piece in pieces] == starts
     whole = storage.read_all(stored)
     assert whole.shape == rows.shape and whole.tobytes() == rows.tobytes()
     assert not whole.flags.writeable
@@ -86,6 +95,29 @@ def test_s3_rows_are_parquet_row_groups_that_come_back_bit_for_bit(s3: FakeS3) -
     assert s3.object_keys("datasets/") == []
     with pytest.raises(FileNotFoundError):
         storage.row_partitions(stored)
+
+
+def test_a_row_group_split_into_pieces_reads_each_piece_bit_for_bit(tmp_path: Path) -> None:
+    """Pieces of one Parquet row group larger than a decoding batch (16,384 rows), local."""
+    from app.datasets.storage.remote import column_names
+    from app.datasets.storage.rows import RowPartition
+
+    rows = _awkward_rows(40_000, 2, seed=2)
+    path = tmp_path / "part-00000.parquet"
+    table = {name: rows[:, j] for j, name in enumerate(column_names(2))}
+    pq.write_table(pa.table(table), path, row_group_size=len(rows))
+    whole = RowPartition(str(path), len(rows), 2, 0, 0)
+    for most in (15_000, 16_384, 39_999):
+        pieces = whole.split(most)
+        assert len(pieces) == -(-len(rows) // most)
+        read = [pickle.loads(pickle.dumps(piece)).read() for piece in pieces]
+        assert np.concatenate(read).tobytes() == rows.tobytes()
+    assert whole.split(len(rows)) == [whole]
+    # A piece of a piece reads its own rows.
+    inner = whole.split(15_000)[1].split(5_000)[2]
+    assert inner.read().tobytes() == rows[inner.start : inner.start + inner.n_rows].tobytes()
+    with pytest.raises(ValueError):
+        whole.split(0)
 
 
 def test_a_wide_table_gets_partitions_bounded_in_bytes(

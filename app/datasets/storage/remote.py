@@ -10,6 +10,7 @@ the rows complete, and it lets a reader plan the partitions without opening ever
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from dataclasses import dataclass
@@ -182,6 +183,41 @@ def read_row_group(
         block = rows[start : start + _INTERLEAVE_ROWS]
         for j, column in enumerate(values):
             block[:, j] = column[start : start + _INTERLEAVE_ROWS]
+    return rows
+
+
+def read_row_group_rows(
+    url: str, row_group: int, skip: int, n_rows: int, n_cols: int
+) -> npt.NDArray[np.float64]:
+    """Rows `skip` to `skip + n_rows` of one row group of a stored part, as (n_rows, n_cols)
+    float64 rows. The group is decoded in batches of _INTERLEAVE_ROWS rows and only the rows
+    asked for are kept, so reading a piece of a group holds the piece and one batch, never the
+    whole group (a partition split to fit a worker's memory: app.kit.cluster)."""
+    import pyarrow.parquet as pq
+
+    columns = column_names(n_cols)
+    rows = np.empty((n_rows, n_cols), dtype=np.float64)
+    with contextlib.ExitStack() as stack:
+        if is_remote(url):
+            source: Any = stack.enter_context(filesystem(url).open(url, "rb"))
+            parquet = pq.ParquetFile(source)
+        else:
+            parquet = pq.ParquetFile(url, memory_map=True)
+        at, filled = 0, 0  # the batch's first row in the group; rows written
+        for batch in parquet.iter_batches(
+            batch_size=_INTERLEAVE_ROWS, row_groups=[row_group], columns=columns
+        ):
+            lo, hi = max(skip, at), min(skip + n_rows, at + batch.num_rows)
+            if lo < hi:
+                block = rows[lo - skip : hi - skip]
+                for j in range(n_cols):
+                    block[:, j] = batch.column(j).to_numpy()[lo - at : hi - at]
+                filled += hi - lo
+            at += batch.num_rows
+            if at >= skip + n_rows:
+                break
+    if filled != n_rows:
+        raise ValueError(f"{url} row group {row_group} holds fewer than {skip + n_rows} rows")
     return rows
 
 

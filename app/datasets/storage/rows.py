@@ -8,8 +8,9 @@ settings), so a partitioned pass can send partitions, never arrays.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,12 +32,38 @@ class RowPartition:
     n_cols: int
     start: int = 0  # first row (.npy: row offset into the matrix)
     row_group: int | None = None  # Parquet: which row group of `url`
+    # Parquet: a piece of the row group (`split`), from its row `skip`; None: the whole group.
+    skip: int | None = None
 
     def read(self) -> npt.NDArray[np.float64]:
         """The partition's rows: float64, C-contiguous, shape (n_rows, n_cols)."""
         if self.row_group is None:
             return local.read_npy_rows(self.url, self.start, self.n_rows, self.n_cols)
+        if self.skip is not None:
+            return remote.read_row_group_rows(
+                self.url, self.row_group, self.skip, self.n_rows, self.n_cols
+            )
         return remote.read_row_group(self.url, self.row_group, self.n_rows, self.n_cols)
+
+    def split(self, most_rows: int) -> list[RowPartition]:
+        """This partition as consecutive pieces of at most `most_rows` rows each (as equal as
+        can be), in row order: a task reads one piece, and holds only its rows."""
+        if most_rows < 1:
+            raise ValueError("a partition's piece holds at least one row")
+        pieces = -(-self.n_rows // most_rows)
+        if pieces <= 1:
+            return [self]
+        bounds = [self.n_rows * i // pieces for i in range(pieces + 1)]
+        first = 0 if self.skip is None else self.skip
+        return [
+            replace(
+                self,
+                n_rows=b - a,
+                start=self.start + a,
+                skip=None if self.row_group is None else first + a,
+            )
+            for a, b in itertools.pairwise(bounds)
+        ]
 
 
 def row_partitions(
