@@ -327,10 +327,26 @@ class JobOut(BaseModel):
         )
 
 
+class Duration(BaseModel):
+    """How long the job will run once a worker starts it (not its wait in the queue), from
+    public facts only: the method, k, d, the public row count, the plan's iterations and the
+    engine, with costs calibrated on the serving machine (docs/api.md, "How long a job
+    takes")."""
+
+    seconds: float = Field(description="The expected run time, in seconds.")
+    low: float = Field(description="The run time's range: its low end, in seconds.")
+    high: float = Field(description="The range's high end, in seconds.")
+    engine: Literal["local", "dask"] = Field(
+        description="Where the job's passes run: `local` (the worker's job process) or "
+        "`dask` (the operator's Dask cluster; a wider range)."
+    )
+
+
 class Estimate(KeyPricing):
     algorithm: AlgorithmName
     privacy: Privacy
     accuracy: Accuracy = Field(description="What to expect of the job's centres and summaries.")
+    duration: Duration = Field(description="How long the job will run.")
     protects: str = Field(
         description="What the job's mu protects, in words: one row (not one person) unless the "
         "dataset declared a privacy unit, else all the rows of one unit."

@@ -413,6 +413,14 @@ def test_submit_estimate_budget_exceeded_idempotency_and_cancel(client, keys, se
     ).json()
     assert est["admissible"] and est["algorithm"] == "pe-lloyd"  # auto at d = 2
     assert est["budget_after"]["mu_reserved"] == pytest.approx(est["privacy"]["mu"])
+    # How long it will run: a figure inside its range, in process (no Dask configured), and
+    # longer for more centres on the same rows.
+    took = est["duration"]
+    assert took["engine"] == "local" and 0 < took["low"] < took["seconds"] < took["high"]
+    longer = client.post(
+        f"/v1/datasets/{ds['id']}/jobs/estimate", headers=h, json={"k": 4, "epsilon": 0.5}
+    ).json()["duration"]
+    assert longer["seconds"] > took["seconds"]
     r = client.post(
         f"/v1/datasets/{ds['id']}/jobs",
         headers={**h, "Idempotency-Key": "abc"},
