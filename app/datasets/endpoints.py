@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import uuid
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Literal
@@ -73,9 +74,11 @@ class DatasetUpload(RequestSchema):
     """The upload form (multipart/form-data): the file (or an import's `source`), its name,
     the dataset's total budget and its declared public domain (a ball, or per-column bounds)."""
 
-    file: UploadFile | None = Field(
+    # A part without a filename arrives as text: its text is then the file's content (a CSV).
+    file: UploadFile | str | None = Field(
         default=None,
-        description="CSV with a header row, .npy, or Parquet. Either `file` or `source`.",
+        description="CSV with a header row, .npy, or Parquet. Either `file` or `source`. A part "
+        "without a filename is read as the file's content (CSV).",
         json_schema_extra=_binary_part,
     )
     source: str | None = Field(
@@ -244,7 +247,10 @@ def datasets_create(
         return DatasetOut.of(accepted, key.role)
     file = form.file
     assert file is not None
-    upload = datasets_service.UploadedFile(file.file, file.filename, file.content_type)
+    if isinstance(file, str):
+        upload = datasets_service.UploadedFile(io.BytesIO(file.encode()), None, None)
+    else:
+        upload = datasets_service.UploadedFile(file.file, file.filename, file.content_type)
     created = datasets_service.create_dataset(session, key, new, upload, settings)
     return DatasetOut.of(created, key.role)
 

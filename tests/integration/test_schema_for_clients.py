@@ -145,3 +145,19 @@ def test_a_problem_documents_type_opens_its_page(client: TestClient, keys) -> No
     assert problem["type"] == "/problems/" + problem["code"]
     page = client.get(problem["type"], headers={"Accept": "application/json"})
     assert page.status_code == 200 and page.json()["code"] == problem["code"]
+
+
+def test_a_file_part_without_a_filename_is_the_files_content(client: TestClient, keys) -> None:
+    """The schema's bytes branch takes any content: a text part is read as a CSV (what a
+    client that sends the file as a plain field means), and one that is no table is a 400."""
+    form = {"name": "t", "epsilon": "3", "delta": "1e-6", "radius": "10"}
+    rows = "a,b\n" + "".join(f"{i % 7},{i % 5}\n" for i in range(300))
+    made = client.post(
+        "/v1/datasets", headers=auth(keys["owner"]), data={**form, "file": rows}, files={}
+    )
+    assert made.status_code == 201, made.json()
+    assert made.json()["n_cols"] == 2 and made.json()["columns"] == ["a", "b"]
+    bad = client.post(
+        "/v1/datasets", headers=auth(keys["owner"]), data={**form, "file": "null"}, files={}
+    )
+    assert bad.status_code == 400, bad.json()
