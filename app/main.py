@@ -38,6 +38,7 @@ from app.ledger import key_endpoints
 from app.models import ApiKey
 from app.ops import endpoints as metrics
 from app.ops import health
+from app.ops import problems as problem_pages
 from app.ops.metrics import HttpMetrics, Metrics
 from app.sweeps import endpoints as sweeps
 from privclust.clustering.auto import describe_auto
@@ -172,6 +173,7 @@ def _opentelemetry() -> TelemetryConfig:
 _ROUTERS = (
     health.router,
     metrics.router,
+    problem_pages.router,
     keys.router,
     keys.me_router,
     datasets.router,
@@ -239,13 +241,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
 
 
 def _polish_openapi(app: FastAPI) -> None:
-    """Two fixes to the generated document that make generated clients pleasant.
-
-    - The Problem schema is registered once; routes reference it under
-      `application/problem+json` (see app.kit.problems.responses).
-    - File parts are tagged `format: binary`: OpenAPI 3.1 output describes an UploadFile only by
-      `contentMediaType`, which generators such as openapi-python-client send as plain text.
-    """
+    """The Problem schema is registered once; routes reference it under
+    `application/problem+json` (see app.kit.problems.responses)."""
 
     original = app.openapi
 
@@ -256,10 +253,6 @@ def _polish_openapi(app: FastAPI) -> None:
             schemas["Problem"] = problems.Problem.model_json_schema(
                 ref_template="#/components/schemas/{model}"
             )
-            for component in schemas.values():
-                for prop in component.get("properties", {}).values():
-                    if prop.get("contentMediaType") == "application/octet-stream":
-                        prop["format"] = "binary"
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -31,6 +31,9 @@ BACKOFF_FIRST = 1.0
 BACKOFF_MAX = 30.0
 STABLE_AFTER = 60.0  # a child that ran this long before dying gets the first, shortest backoff
 MAX_RESTARTS_PER_MINUTE = 5
+# How long the banner waits for a worker to be ready (a job process imports and compiles the
+# library first: seconds, longer on a busy machine).
+READY_SECONDS = 120.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -287,6 +290,15 @@ def run(args: argparse.Namespace) -> int:
         if not healthy and not stop.is_set():
             print("privclust: the API did not start; see the messages above", file=sys.stderr)
             return 1
+        # "Running" once a job submitted now would run: /readyz answers 200 only when a worker
+        # (its job process ready) is registered on the queue.
+        ready = healthy and _wait_healthy(base + "/readyz", service[0], others, READY_SECONDS)
+        if healthy and not ready and not stop.is_set():
+            print(
+                f"privclust: no worker is ready after {READY_SECONDS:.0f} s; jobs wait in the "
+                f"queue until one is (GET {base}/readyz says what is missing)",
+                file=sys.stderr,
+            )
         if not stop.is_set():
             _banner(settings, base, token)
         _supervise(children, stop.is_set)

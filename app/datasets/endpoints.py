@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import uuid
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Form, Request, Response, UploadFile
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from app.datasets import service as datasets_service
 from app.datasets.domain import (
@@ -23,7 +24,7 @@ from app.keys.auth import TenantKey, require
 from app.kit.deps import PageCursor, PageLimit, SessionDep, SettingsDep, UnitOfWorkRoute
 from app.kit.errors import InvalidParameter
 from app.kit.problems import responses
-from app.kit.schemas import Page
+from app.kit.schemas import Page, RequestSchema
 from app.models import Role
 from privclust.clustering.data.limits import MAX_RADIUS, MIN_RADIUS
 
@@ -40,6 +41,24 @@ def _absent_not_null(schema: dict[str, Any]) -> None:
         schema.update(branches[0])
 
 
+def _binary_part(schema: dict[str, Any]) -> None:
+    """The file part: bytes, not text. Spelled both ways generators read it: OpenAPI 3.0's
+    `type: string, format: binary` (what openapi-python-client turns into a File) and 3.1's
+    `contentMediaType` with no JSON type (what openapi-typescript, without options, leaves
+    untyped, so a Blob is taken)."""
+    description = schema.get("description")
+    schema.clear()
+    if description:
+        schema["description"] = description
+    schema["anyOf"] = [
+        {"type": "string", "format": "binary", "contentMediaType": OCTETS},
+        {"contentMediaType": OCTETS},
+    ]
+
+
+OCTETS = "application/octet-stream"
+
+
 def _listed(pattern: str) -> Any:
     """An optional vector field: its schema states the accepted syntax (`pattern`), which the
     service checks itself, so that a refusal explains in words, never with the expression."""
@@ -51,14 +70,16 @@ def _listed(pattern: str) -> Any:
     return extra
 
 
-class DatasetUpload(BaseModel):
+class DatasetUpload(RequestSchema):
     """The upload form (multipart/form-data): the file (or an import's `source`), its name,
     the dataset's total budget and its declared public domain (a ball, or per-column bounds)."""
 
-    file: UploadFile | None = Field(
+    # A part without a filename arrives as text: its text is then the file's content (a CSV).
+    file: UploadFile | str | None = Field(
         default=None,
-        description="CSV with a header row, .npy, or Parquet. Either `file` or `source`.",
-        json_schema_extra=_absent_not_null,
+        description="CSV with a header row, .npy, or Parquet. Either `file` or `source`. A part "
+        "without a filename is read as the file's content (CSV).",
+        json_schema_extra=_binary_part,
     )
     source: str | None = Field(
         default=None,
@@ -255,7 +276,10 @@ def datasets_create(
         return DatasetOut.of(accepted, key.role)
     file = form.file
     assert file is not None
-    upload = datasets_service.UploadedFile(file.file, file.filename, file.content_type)
+    if isinstance(file, str):
+        upload = datasets_service.UploadedFile(io.BytesIO(file.encode()), None, None)
+    else:
+        upload = datasets_service.UploadedFile(file.file, file.filename, file.content_type)
     created = datasets_service.create_dataset(session, key, new, upload, settings)
     return DatasetOut.of(created, key.role)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import asdict
 from typing import Annotated, Any, Literal, Protocol
 
 from fastapi import APIRouter, Header, Query, Request, Response
@@ -13,6 +14,7 @@ from app.jobs import service as jobs_service
 from app.jobs.schemas import (
     Accuracy,
     CentreRow,
+    Duration,
     Estimate,
     JobCreate,
     JobEstimateRequest,
@@ -114,6 +116,7 @@ def jobs_estimate(
     dataset_id: uuid.UUID,
     body: JobEstimateRequest,
     session: SessionDep,
+    settings: SettingsDep,
     key: TenantKey,
     clock: ClockDep,
 ) -> Estimate:
@@ -122,12 +125,16 @@ def jobs_estimate(
     epsilon (and its mu) whose expected accuracy meets it."""
     asker = jobs_service.Asker(key.id, clock)
     target = body.target_centre_std_fraction
-    est = jobs_service.estimate(session, dataset_id, key.tenant, _request_of(body), target, asker)
-    assert est.plan.accuracy is not None
+    engine = "local" if settings.dask_scheduler is None else "dask"
+    est = jobs_service.estimate(
+        session, dataset_id, key.tenant, _request_of(body), target, asker, engine
+    )
+    assert est.plan.accuracy is not None and est.duration is not None
     return Estimate(
         algorithm=est.plan.algorithm,
         privacy=Privacy.of(est.plan),
         accuracy=Accuracy.of(est.plan.accuracy, est.loss_space),
+        duration=Duration(**asdict(est.duration)),
         protects=est.plan.protects,
         admissible=est.admissible,
         budget=Budget.of(est.budget_before),

@@ -89,6 +89,8 @@ class JobPlan:
     accuracy: Accuracy | None = None
     # What its mu protects: one row, or one unit's rows (app.datasets.table_terms.protects).
     protects: str = ""
+    # Candidates per PE-means iteration (0 for a method that does not evolve): its duration.
+    population_size: int = 0
 
 
 def privacy_error(exc: gdp.PrivacyParameterError) -> InvalidParameter:
@@ -250,6 +252,7 @@ def _job_plan(
         params=params,
         summary_mu=run.summary_mu,
         accuracy=accuracy,
+        population_size=run.population_size,
     )
 
 

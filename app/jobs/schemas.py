@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from typing_extensions import TypeAliasType
 
 from app.jobs.results import (
     ResultContext,
@@ -23,6 +24,14 @@ from privclust.clustering.auto import describe_auto
 from privclust.clustering.outputs.accuracy import Accuracy as AccuracyFigures
 from privclust.clustering.outputs.uncertainty import Caveat
 
+
+def _never_auto(name: str) -> str:
+    """What ran is a method, never the rule that picks one."""
+    if name == Algorithm.AUTO:
+        raise ValueError("a job runs a method, never `auto`")
+    return name
+
+
 if TYPE_CHECKING:
     from app.jobs.planning import JobPlan
 
@@ -30,9 +39,22 @@ if TYPE_CHECKING:
     AlgorithmChoice = str
     StatusName = str
 else:
-    # Derived from the enums: Literals of their values, so the schema lists the names inline.
-    AlgorithmName = Literal[tuple(a.value for a in Algorithm if a != Algorithm.AUTO)]
-    AlgorithmChoice = Literal[tuple(a.value for a in Algorithm)]
+    # Derived from the enums: Literals of their values. Every `algorithm` field's schema is the
+    # one named `Algorithm` (a component of the API document), so a generated client has one
+    # enum type; a job's own `algorithm` is never `auto` (checked, not shown in the schema).
+    _Algorithm = TypeAliasType(
+        "Algorithm",
+        Annotated[
+            Literal[tuple(a.value for a in Algorithm)],
+            Field(
+                description="A clustering method (docs/algorithms.md), or `auto`, which a job "
+                "or a sweep may request: the method is then chosen from public facts, and the "
+                "job's `algorithm` names it (a job's `algorithm` is never `auto`)."
+            ),
+        ],
+    )
+    AlgorithmName = Annotated[_Algorithm, AfterValidator(_never_auto)]
+    AlgorithmChoice = _Algorithm
     StatusName = Literal[tuple(status.value for status in JobStatus)]
 
 
@@ -309,10 +331,26 @@ class JobOut(BaseModel):
         )
 
 
+class Duration(BaseModel):
+    """How long the job will run once a worker starts it (not its wait in the queue), from
+    public facts only: the method, k, d, the public row count, the plan's iterations and the
+    engine, with costs calibrated on the serving machine (docs/api.md, "How long a job
+    takes")."""
+
+    seconds: float = Field(description="The expected run time, in seconds.")
+    low: float = Field(description="The run time's range: its low end, in seconds.")
+    high: float = Field(description="The range's high end, in seconds.")
+    engine: Literal["local", "dask"] = Field(
+        description="Where the job's passes run: `local` (the worker's job process) or "
+        "`dask` (the operator's Dask cluster; a wider range)."
+    )
+
+
 class Estimate(KeyPricing):
     algorithm: AlgorithmName
     privacy: Privacy
     accuracy: Accuracy = Field(description="What to expect of the job's centres and summaries.")
+    duration: Duration = Field(description="How long the job will run.")
     protects: str = Field(
         description="What the job's mu protects, in words: one row (not one person) unless the "
         "dataset declared a privacy unit, else all the rows of one unit."

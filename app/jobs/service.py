@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -24,6 +24,7 @@ from app.datasets.domain import loss_space
 from app.jobs import repository as repo
 from app.jobs import results
 from app.jobs.admission import Admission, Asker, QueueLimits
+from app.jobs.duration import Duration, PlanFacts, expected_duration
 from app.jobs.lifecycle import (
     LOST_WORKER,
     RUNNER_DIED,
@@ -56,6 +57,7 @@ from app.ledger import key_caps
 from app.ledger import limits as ledger_limits
 from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus
+from privclust.clustering import Algorithm
 from privclust.clustering.data.scaling import ORIGINAL_SPACE
 from privclust.privacy.cost import release_cost
 
@@ -111,6 +113,7 @@ class Estimate(Generic[P]):
     refused_by: str | None = None
     key_budget_before: ledger.BudgetView | None = None
     key_budget_after: ledger.BudgetView | None = None
+    duration: Duration | None = None
 
 
 def estimate_of(
@@ -133,7 +136,9 @@ def estimate_of(
         for mu in job_mus:
             after = after.reserved(mu)
             key_after = None if key_after is None else key_after.reserved(mu)
-    key_views = [None if k is None else key_caps.key_view(held, k) for k in (key_now, key_after)]
+    key_before, key_after_view = (
+        None if k is None else key_caps.key_view(held, k) for k in (key_now, key_after)
+    )
     return Estimate(
         plan,
         ledger.view(dataset, now),
@@ -141,7 +146,8 @@ def estimate_of(
         refused is None,
         loss_space(dataset),
         None if refused is None else str(refused.extra.get("cap")),
-        *key_views,
+        key_budget_before=key_before,
+        key_budget_after=key_after_view,
     )
 
 
@@ -152,13 +158,32 @@ def estimate(
     req: JobRequest,
     target: float | None = None,
     asker: Asker = Asker(),
+    engine: str = "local",
 ) -> Estimate[JobPlan]:
     """What the job would cost, what accuracy to expect of it and the budget after it; with a
     `target` centre_std_fraction instead of epsilon/mu, the smallest epsilon that meets it
     (`plan_for_target`). Charges nothing."""
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
     plan = plan_job(dataset, req) if target is None else plan_for_target(dataset, req, target)
-    return estimate_of(session, dataset, plan, plan.mu, [plan.mu], asker)
+    priced = estimate_of(session, dataset, plan, plan.mu, [plan.mu], asker)
+    return replace(priced, duration=job_duration(dataset, plan, engine))
+
+
+def job_duration(dataset: Dataset, plan: JobPlan, engine: str) -> Duration:
+    """How long the planned job will run (app.jobs.duration), from its public facts: the plan
+    and the count it was planned with."""
+    steps = plan.params.get("lloyd_steps") or int(plan.algorithm == Algorithm.PE_LLOYD)
+    facts = PlanFacts(
+        algorithm=plan.algorithm,
+        n_rows=datasets_service.planning_count(dataset).n_rows,
+        n_cols=dataset.n_cols,
+        k=plan.k,
+        iterations=plan.iterations,
+        population_size=plan.population_size,
+        projection_dim=plan.params.get("projection_dim"),
+        lloyd_steps=steps,
+    )
+    return expected_duration(facts, engine)
 
 
 class JobAdmission(Admission[JobRequest, JobPlan, Job]):

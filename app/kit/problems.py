@@ -18,10 +18,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import get_route_path
 
 from app.kit.errors import PrivclustError
+from app.kit.problem_types import TYPE_PATH
 
 log = logging.getLogger("privclust.api")
 PROBLEM_JSON = "application/problem+json"
-TYPE_BASE = "https://privclust.dev/problems/"
+# A problem's `type`: a page on this service that says what the code means (app.ops.problems),
+# relative to the API's address (RFC 9457 3.1.1 resolves it against the request's URI).
+TYPE_BASE = TYPE_PATH
 
 
 class Problem(BaseModel):

@@ -11,11 +11,13 @@ and anything enqueued without a tenant).
 from __future__ import annotations
 
 import hashlib
+import os
+import socket
 import uuid
 from pathlib import Path
 
 from redis import Redis
-from rq import Queue
+from rq import Queue, Worker
 from rq.serializers import JSONSerializer
 
 from app.kit.config import Settings
@@ -103,6 +105,32 @@ def worker_queues(settings: Settings, connection: Redis | None = None) -> list[Q
         return [tenant_queue(settings, tenant, conn) for tenant in settings.worker_tenants]
     dedicated = {tenant_queue_name(settings, tenant) for tenant in settings.dedicated_tenants}
     return [q for q in all_queues(settings, conn) if q.name not in dedicated]
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def live_workers(settings: Settings, connection: Redis | None = None) -> int:
+    """RQ workers registered on this service's queues (the plain one or a tenant's), that is
+    workers able to take a job: `privclust worker` registers only once its job process is
+    ready. A registration outlives a killed worker until RQ lets it expire; one of this host
+    whose process is gone is not counted."""
+    conn = _connection(settings, connection)
+    host = socket.gethostname()
+    prefix = settings.queue_name + "."
+    live = 0
+    for w in Worker.all(connection=conn):
+        ours = any(n == settings.queue_name or n.startswith(prefix) for n in w.queue_names())
+        gone = w.hostname == host and w.pid is not None and not _process_exists(w.pid)
+        live += int(ours and not gone)
+    return live
 
 
 def queued_count(settings: Settings, connection: Redis | None = None) -> int:

@@ -3,10 +3,13 @@ JSON Schema means them, the paginated list, and responses read off a row."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
-from typing import Annotated, Generic, TypeVar
+from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -42,7 +45,35 @@ def coarse_time(value: datetime | None, *, exact: bool) -> datetime | None:
     return value.replace(second=0, microsecond=0)
 
 
-class RequestBody(BaseModel):
+class RequestSchema(BaseModel):
+    """A request's body (JSON or a form). A field the client may leave out is optional in the
+    schema, and its default is stated in its description, not as the schema's `default`:
+    generators read a `default` as "always present" (openapi-typescript makes such a field
+    required), which holds of a response, not of what a client sends."""
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        defaults_in_words(handler.resolve_ref_schema(schema))
+        return schema
+
+
+def defaults_in_words(schema: dict[str, Any]) -> None:
+    """Move each property's `default` into its description ("Default: ...")."""
+    for prop in schema.get("properties", {}).values():
+        if "default" not in prop:
+            continue
+        default = prop.pop("default")
+        if default is None:
+            continue  # left out means absent: nothing to say
+        said = f"Default: {json.dumps(default)}."
+        description = prop.get("description", "")
+        prop["description"] = f"{description} {said}".strip()
+
+
+class RequestBody(RequestSchema):
     """A JSON request body: strict types (no `true` for 1, no `"2"` for 2), no unknown fields,
     no NaN or infinity. What the schema says (`integer`, `number`, `string`) is what is taken;
     a JSON integer is still a valid `number`."""

@@ -1,5 +1,5 @@
-"""Health checks: /healthz (process up) and /readyz (database and Redis reachable, and the Dask
-cluster, when jobs run on one, able to run a task)."""
+"""Health checks: /healthz (process up) and /readyz (database and Redis reachable, a worker
+able to take a job, and the Dask cluster, when jobs run on one, able to run a task)."""
 
 from __future__ import annotations
 
@@ -33,8 +33,9 @@ def health_live() -> Health:
     responses=responses(503, validation=False),
 )
 def health_ready(request: Request) -> Health | JSONResponse:
-    """Readiness: the database and Redis are reachable, and the Dask cluster (when one is
-    configured) has a running worker (503 names the one that is not)."""
+    """Readiness: a job submitted now can run. The database and Redis are reachable, a live
+    worker is registered on the job queue, and the Dask cluster (when one is configured) has a
+    running worker (503 names the one that is not)."""
     settings = request.app.state.settings
     failing = []
     try:
@@ -43,9 +44,13 @@ def health_ready(request: Request) -> Health | JSONResponse:
     except Exception as exc:
         failing.append(f"database: {type(exc).__name__}")
     try:
-        queue.redis_connection(queue.resolve_redis_url(settings)).ping()
+        connection = queue.redis_connection(queue.resolve_redis_url(settings))
+        connection.ping()
     except Exception as exc:
         failing.append(f"redis: {type(exc).__name__}: {exc}"[:200])
+    else:
+        if queue.live_workers(settings, connection) == 0:
+            failing.append("worker: no live worker is registered on the job queue")
     if settings.dask_scheduler is not None:
         failing.extend(_cluster_failing(settings))
     if failing:

@@ -7,7 +7,8 @@
   multiprocess mode: `PROMETHEUS_MULTIPROC_DIR` is set (by `privclust api`, before
   prometheus_client is imported) to a directory that every API process writes its values into
   and each scrape sums. Without it (an app in a test) values live in memory in this process.
-- `privclust_build_info` says which version answers.
+- `privclust_build_info` says which version answers; `process_*` describe the process that
+  answers (prometheus_client's process collector).
 
 Nothing here is a row's content. Budget figures are labelled by tenant (a capped key's also by
 its key id); nothing is labelled by dataset or job. Upload bytes grow with the exact row counts
@@ -23,7 +24,13 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
@@ -93,6 +100,9 @@ class Metrics:
             self.uploads.labels(outcome)
             self.upload_bytes.labels(outcome)
         self.registry.register(BuildInfo())
+        # process_* (CPU seconds, resident memory, open files, start time) of the API process
+        # that answers the scrape; in multiprocess mode, of that one process only.
+        ProcessCollector(registry=self.registry)
         self.registry.register(StateCollector(settings, sessions))
 
     def render(self) -> bytes:

@@ -76,6 +76,17 @@ def oldest_jobs(session: Session) -> tuple[datetime | None, datetime | None]:
     return running, queued
 
 
+def queued_by_tenant(session: Session) -> list[tuple[str, int, datetime]]:
+    """(tenant, jobs admitted and not yet started, when the oldest of them was admitted) for
+    every tenant with a queued job."""
+    rows = session.execute(
+        select(Job.tenant, func.count(), func.min(Job.created_at))
+        .where(Job.status == JobStatus.QUEUED)
+        .group_by(Job.tenant)
+    ).all()
+    return [(str(tenant), int(n), oldest) for tenant, n, oldest in rows]
+
+
 def dataset_counts(session: Session) -> tuple[int, int]:
     """(datasets whose rows are stored, datasets deleted)."""
     rows = session.execute(

@@ -129,9 +129,11 @@ class StateCollector(Collector):
             budgets = repo.dataset_budgets(session)
             oldest = repo.oldest_jobs(session)
             keys_left = repo.key_budgets_left(session)
+            queued = repo.queued_by_tenant(session)
             session.rollback()
         yield _jobs(counts)
         yield _oldest(*oldest)
+        yield from _tenant_queues(queued, {b.tenant for b in budgets})
         yield CounterMetricFamily(
             "privclust_jobs_failed",
             "Jobs that ended failed (the ledger's append-only `failed` entries)",
@@ -165,6 +167,37 @@ def _jobs(rows: Sequence[tuple[str, str, int]]) -> Metric:
     return jobs
 
 
+def _age(since: datetime, now: datetime) -> float:
+    if since.tzinfo is None:  # a backend that drops the zone: UTC
+        since = since.replace(tzinfo=UTC)
+    return (now - since).total_seconds()
+
+
+def _tenant_queues(
+    queued: Sequence[tuple[str, int, datetime]], tenants: set[str]
+) -> Iterator[Metric]:
+    """Per tenant (every tenant with a dataset, 0 when nothing waits): its jobs waiting for a
+    worker, and the age of the oldest of them."""
+    depth = GaugeMetricFamily(
+        "privclust_tenant_jobs_queued",
+        "The tenant's jobs admitted and not yet started (the jobs table's `queued`)",
+        labels=["tenant"],
+    )
+    age = GaugeMetricFamily(
+        "privclust_tenant_job_oldest_queued_age_seconds",
+        "Age of the tenant's oldest queued job (since it was admitted); 0 when none waits",
+        labels=["tenant"],
+    )
+    now = utcnow()
+    waiting = {tenant: (n, oldest) for tenant, n, oldest in queued}
+    for tenant in sorted(tenants | waiting.keys()):
+        n, oldest = waiting.get(tenant, (0, None))
+        depth.add_metric([tenant], n)
+        age.add_metric([tenant], 0.0 if oldest is None else _age(oldest, now))
+    yield depth
+    yield age
+
+
 def _oldest(running: datetime | None, queued: datetime | None) -> Metric:
     ages = GaugeMetricFamily(
         "privclust_job_oldest_age_seconds",
@@ -174,9 +207,7 @@ def _oldest(running: datetime | None, queued: datetime | None) -> Metric:
     )
     now = utcnow()
     for status, since in ((JobStatus.RUNNING, running), (JobStatus.QUEUED, queued)):
-        if since is not None and since.tzinfo is None:  # a backend that drops the zone: UTC
-            since = since.replace(tzinfo=UTC)
-        ages.add_metric([str(status)], 0.0 if since is None else (now - since).total_seconds())
+        ages.add_metric([str(status)], 0.0 if since is None else _age(since, now))
     return ages
 
 

@@ -97,6 +97,11 @@ def test_console_budget_ledger_costs_charts_and_roles(
         bad = tmp_path / "bad.csv"
         bad.write_text("height,weight,age\n1,2,3\n4,five,6\n")
         page.get_by_label("Radius").fill("12")
+        # Import by reference is the same form with a source instead of the file.
+        page.get_by_label("Import by reference").check()
+        expect(page.get_by_label("Import from")).to_be_visible()
+        expect(page.get_by_label("Data file")).to_be_hidden()
+        page.get_by_label("Upload a file").check()
         page.get_by_label("Data file").set_input_files(str(bad))
         page.get_by_role("button", name="Upload").click()
         expect(alert).to_contain_text("non-numeric-value")
@@ -143,6 +148,7 @@ def test_console_budget_ledger_costs_charts_and_roles(
         expect(preview).not_to_contain_text("null")
         page.get_by_label("Private summaries: also release").check()
         expect(preview).to_contain_text("goes to the private summaries")
+        expect(preview.locator('[data-field="duration"]')).to_contain_text("Expected run time")
         shot(c, "job-form", part=page.locator("form", has=preview))
         page.get_by_role("button", name="Submit job").click()
 
@@ -166,6 +172,11 @@ def test_console_budget_ledger_costs_charts_and_roles(
         page.get_by_label("Vertical axis").select_option("age")
         picture = page.get_by_role("img", name="Centres of the job: height against age")
         expect(picture.locator("circle.centre")).to_have_count(K)
+        # On the same extent as the parallel view: the ball's -12..12, not the centres' own.
+        ticks = picture.evaluate(
+            "p => [...p.querySelectorAll('text.tick')].map(t => t.textContent)"
+        )
+        assert "-10" in ticks and "10" in ticks, ticks
         c.fills_its_card(picture)
         shot(c, "job-scatter", part=page.locator("section", has=picture))
 
@@ -259,6 +270,10 @@ def test_console_budget_ledger_costs_charts_and_roles(
         jobs = page.get_by_role("table", name="Jobs")
         expect(jobs.locator("tbody tr")).to_have_count(2)
         expect(page.get_by_label("Sweep")).to_have_value(sweep_id)
+        expect(jobs.locator('[data-field="sweep"]')).to_have_count(2)  # each marked, linked
+        expect(jobs.locator('[data-field="sweep"]').first).to_have_attribute(
+            "href", f"#/sweeps/{sweep_id}"
+        )
 
         # The jobs page: filtered by status and by dataset, each filter in the address.
         page.get_by_role("navigation", name="Main").get_by_role("link", name="Jobs").click()
@@ -270,6 +285,7 @@ def test_console_budget_ledger_costs_charts_and_roles(
         page.get_by_label("Dataset").select_option(label="blobs")
         expect(page).to_have_url(re.compile(r"#/jobs\?dataset=[0-9a-f-]{36}&status=succeeded$"))
         expect(jobs.locator(f'tr[data-job-id="{job_id}"]')).to_contain_text("of the budget")
+        expect(jobs.locator(f'tr[data-job-id="{job_id}"] [data-field="sweep"]')).to_have_count(0)
         assert _every_time_names_its_zone(c) == 4
         shot(c, "jobs-filtered")
 
@@ -302,7 +318,7 @@ def test_console_budget_ledger_costs_charts_and_roles(
         expect(table.get_by_role("columnheader")).to_have_count(7)
         expect(table.get_by_role("columnheader", name=re.compile("Exact"))).to_have_count(0)
         expect(table.locator('[data-field="n_rows"]')).to_have_count(0)
-        noisy = int(table.locator('[data-field="n_rows_dp"]').inner_text())
+        noisy = int(table.locator('[data-field="n_rows_dp"]').inner_text().replace("\u2009", ""))
         expect(page.get_by_role("link", name="Upload")).to_be_hidden()
         page.get_by_role("link", name="blobs").click()
         expect(page.get_by_role("heading", name="blobs")).to_be_visible()
@@ -320,6 +336,12 @@ def test_console_budget_ledger_costs_charts_and_roles(
         expect(sizes.locator("rect.bar")).to_have_count(K)
         expect(page.get_by_role("button", name=re.compile("labels", re.I))).to_have_count(0)
         expect(page.get_by_text("Labels (owner only)")).to_have_count(0)
+        # A job this key does not see: a page that says so and leads to the lists.
+        page.goto(f"{stack.base_url}/console/#/jobs/{'0' * 8}-0000-0000-0000-{'0' * 12}")
+        expect(page.get_by_role("heading", name="No such job")).to_be_visible()
+        page.get_by_role("link", name="All jobs").click()
+        expect(page).to_have_url(re.compile(r"#/jobs$"))
+        c.errors = [e for e in c.errors if "status of 404" not in e]  # the one asked for
     finally:
         c.close()
     c.assert_clean()

@@ -167,7 +167,7 @@ def test_main_job_through_the_generated_client(stack: Stack, generated: Loader) 
         seen = datasets_get.sync(ds.id, client=analyst)
         assert isinstance(seen, models.DatasetOut)
         assert seen.n_rows is None and seen.n_rows_dp == ds.n_rows_dp  # never the exact count
-        request = models.JobCreate(k=3, algorithm=models.JobCreateAlgorithm.AUTO, epsilon=1.0)
+        request = models.JobCreate(k=3, algorithm=models.Algorithm.AUTO, epsilon=1.0)
         est = jobs_estimate.sync(ds.id, client=analyst, body=request)
         assert isinstance(est, models.Estimate)
         assert est.admissible and est.algorithm == "pe-lloyd"  # auto at d = 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import subprocess
 import uuid
 
 import numpy as np
@@ -17,13 +18,27 @@ from app.kit.deps import UnitOfWorkRoute
 from tests.support.api import auth, upload
 from tests.support.data import csv_bytes, two_blobs
 from tests.support.db import stored_files
+from tests.support.workers import registered_worker
 
 pytestmark = pytest.mark.integration
 
 
-def test_health(client: TestClient) -> None:
+def test_health(client: TestClient, settings) -> None:
     assert client.get("/healthz").json() == {"status": "ok"}
-    assert client.get("/readyz").status_code == 200
+    # Ready only once a worker can take a job: one registered on the queue, whose process
+    # lives (a registration left by a dead worker of this host does not count).
+    waiting = client.get("/readyz")
+    assert waiting.status_code == 503 and waiting.json()["failing"] == ["worker"]
+    with registered_worker(settings, pid=_dead_pid()):
+        assert client.get("/readyz").json()["failing"] == ["worker"]
+    with registered_worker(settings):
+        assert client.get("/readyz").json() == {"status": "ready"}
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
 
 
 def test_missing_and_invalid_keys_are_401_problems(client: TestClient, keys) -> None:
@@ -398,6 +413,14 @@ def test_submit_estimate_budget_exceeded_idempotency_and_cancel(client, keys, se
     ).json()
     assert est["admissible"] and est["algorithm"] == "pe-lloyd"  # auto at d = 2
     assert est["budget_after"]["mu_reserved"] == pytest.approx(est["privacy"]["mu"])
+    # How long it will run: a figure inside its range, in process (no Dask configured), and
+    # longer for more centres on the same rows.
+    took = est["duration"]
+    assert took["engine"] == "local" and 0 < took["low"] < took["seconds"] < took["high"]
+    longer = client.post(
+        f"/v1/datasets/{ds['id']}/jobs/estimate", headers=h, json={"k": 4, "epsilon": 0.5}
+    ).json()["duration"]
+    assert longer["seconds"] > took["seconds"]
     r = client.post(
         f"/v1/datasets/{ds['id']}/jobs",
         headers={**h, "Idempotency-Key": "abc"},
@@ -616,7 +639,7 @@ def test_database_down_means_503_and_readyz_names_it(settings, keys) -> None:
         r = c.get("/v1/datasets", headers=auth(keys["owner"]))
         assert r.status_code == 503 and r.json()["code"] == "database-unavailable"
         ready = c.get("/readyz")
-        assert ready.status_code == 503 and ready.json()["failing"] == ["database"]
+        assert ready.status_code == 503 and ready.json()["failing"] == ["database", "worker"]
 
 
 def test_an_async_endpoint_cannot_take_an_api_key() -> None:

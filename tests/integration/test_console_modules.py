@@ -65,3 +65,22 @@ def test_axis_ticks_are_round_and_cover_the_values() -> None:
         "2\u2009000",
         "4\u2009000",
     ]
+
+
+@needs_node
+def test_counts_have_their_thousands_apart_and_durations_read_in_words() -> None:
+    script = f"""
+    import {{ count, seconds }} from "{(STATIC_DIR / "js" / "dom.js").as_uri()}";
+    console.log(JSON.stringify({{
+      counts: [0, 999, 1000, 53940, 327346, 1234567.4, null].map(count),
+      seconds: [0.42, 12.4, 95, 4000, 9000].map(seconds),
+    }}));
+    """
+    done = _node("--input-type=module", "-e", script)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    thin = "\u2009"
+    assert out["counts"] == [
+        "0", "999", f"1{thin}000", f"53{thin}940", f"327{thin}346", f"1{thin}234{thin}567", "—",
+    ]  # fmt: skip
+    assert out["seconds"] == ["0.42 s", "12 s", "1.6 min", "67 min", "2.5 h"]

@@ -24,6 +24,7 @@ from tests.support.api import auth
 from tests.support.dask import blocks, local_cluster, pause_workers, resume_workers
 from tests.support.dask_jobs import dataset, ledger_kinds, long_job, submit, use
 from tests.support.data import blobs
+from tests.support.workers import registered_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -111,7 +112,10 @@ def test_a_workerless_cluster_refuses_jobs_and_readyz_and_the_metrics_say_so(
 
     with local_cluster(n_workers=0) as (lc, _):
         use(monkeypatch, DASK_SCHEDULER=lc.scheduler_address, DASK_CONNECT_SECONDS="0.5")
-        with TestClient(create_app(get_settings())) as client:
+        with (
+            TestClient(create_app(get_settings())) as client,
+            registered_worker(get_settings()),
+        ):
             r = client.get("/readyz")
             assert r.status_code == 503 and r.json()["failing"] == ["dask"], r.json()
             assert "no worker connected" in r.json()["detail"]

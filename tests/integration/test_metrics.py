@@ -92,11 +92,17 @@ def test_every_metric_moves_when_its_event_happens(client: TestClient, keys, set
     s = scrape(client, admin)
     assert value(s, "privclust_jobs", status="queued", algorithm="pe-means") == 1
     assert value(s, "privclust_queue_depth") == 1
+    # ... by tenant: acme's one job waits; the other tenant (no dataset) has no series.
+    assert value(s, "privclust_tenant_jobs_queued", tenant="acme") == 1
+    assert 0 <= value(s, "privclust_tenant_job_oldest_queued_age_seconds", tenant="acme") < 60
+    assert ("privclust_tenant_jobs_queued", (("tenant", "other"),)) not in s
 
     # It runs (the worker's own task function, in this process) and succeeds.
     assert run_clustering_job(job_id) == "succeeded"
     s = scrape(client, admin)
     assert value(s, "privclust_jobs", status="queued", algorithm="pe-means") == 0
+    assert value(s, "privclust_tenant_jobs_queued", tenant="acme") == 0
+    assert value(s, "privclust_tenant_job_oldest_queued_age_seconds", tenant="acme") == 0
     assert value(s, "privclust_jobs", status="succeeded", algorithm="pe-means") == 1
     assert value(s, "privclust_job_duration_seconds_count", algorithm="pe-means") == 1
     assert value(s, "privclust_job_duration_seconds_bucket", algorithm="pe-means", le="+Inf") == 1
@@ -165,6 +171,13 @@ def test_build_info_names_the_version(client: TestClient, keys) -> None:
     assert (
         value(s, "privclust_build_info", version=__version__, python=platform.python_version()) == 1
     )
+
+
+def test_the_answering_process_is_described(client: TestClient, keys) -> None:
+    s = scrape(client, keys["admin"])
+    assert value(s, "process_resident_memory_bytes") > 1_000_000
+    assert value(s, "process_start_time_seconds") > 1.6e9
+    assert ("process_cpu_seconds_total", ()) in s
 
 
 def test_budget_figures_by_tenant(client: TestClient, keys, settings: Settings) -> None:

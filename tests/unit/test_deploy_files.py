@@ -728,8 +728,9 @@ def test_backends_have_healthchecks_and_persistent_volumes(compose: dict[str, An
 
 
 def test_api_healthcheck_reports_readiness(compose: dict[str, Any]) -> None:
-    # Readiness, not liveness: the API is healthy once it reaches Postgres and Redis (/readyz
-    # answers 503 otherwise), so `up --wait` and prometheus' depends_on wait for that.
+    # Readiness, not liveness: the API is healthy once it reaches Postgres and Redis and a
+    # worker is registered (/readyz answers 503 otherwise), so `up --wait` and prometheus'
+    # depends_on wait for that.
     api = compose["services"]["api"]
     argv = api["healthcheck"]["test"]
     assert argv[0] == "CMD"

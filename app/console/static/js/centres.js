@@ -1,5 +1,6 @@
-// A job's private centres: a scatter over two columns, or parallel coordinates whose every axis
-// spans its column's declared domain (public), so a centre's place on an axis means something.
+// A job's private centres: a scatter over two columns, or parallel coordinates; in both every
+// axis spans its column's declared domain (public), so a centre's place on an axis means
+// something and the two pictures agree.
 // Nothing here sees a data row.
 
 import { colour, niceTicks, scale, tickLabel, yAxis, yTitle } from "./axes.js";
@@ -28,17 +29,30 @@ function extentOf(values) {
 }
 
 /**
- * The k centres over columns xi and yi, on round ticks: one <circle class="centre"> each, and
- * with `errors` (the result's `accuracy.centre_error`, per column) a cross of
- * <line class="centre-error"> through it spanning ± the band in both columns.
+ * One axis: exactly the declared range with round ticks inside it, or (domain unknown) the
+ * values' own extent widened to round ticks. {ticks, span}.
  */
-export function scatter(centers, columns, xi, yi, title, width = 640, errors = null) {
+function axisOver(declared, values, count) {
+  const ticks = niceTicks(...(declared ?? extentOf(values)), count);
+  const span = declared ?? ticks.range;
+  const inside = ticks.ticks.filter((v) => v >= span[0] - 1e-9 && v <= span[1] + 1e-9);
+  return { ticks: { ...ticks, ticks: inside }, span };
+}
+
+/**
+ * The k centres over columns xi and yi: one <circle class="centre"> each, and with `errors`
+ * (the result's `accuracy.centre_error`, per column) a cross of <line class="centre-error">
+ * through it spanning ± the band in both columns. Each axis spans its column's `ranges[j]`
+ * (the declared domain, as the parallel view's axes do), else the centres' own extent.
+ */
+export function scatter(centers, columns, xi, yi, title, width = 640, errors = null, ranges = null) {
   const W = width, H = Math.round(Math.min(460, Math.max(300, width * 0.62))), L = 70, R = 20, T = 16, B = 52;
   const ex = errors?.[xi] ?? 0, ey = errors?.[yi] ?? 0;
-  const xt = niceTicks(...extentOf(centers.flatMap((c) => [c[xi] - ex, c[xi] + ex])));
-  const yt = niceTicks(...extentOf(centers.flatMap((c) => [c[yi] - ey, c[yi] + ey])));
-  const X = scale(xt.range, [L, W - R]);
-  const Y = scale(yt.range, [H - B, T]);
+  const xa = axisOver(ranges?.[xi], centers.flatMap((c) => [c[xi] - ex, c[xi] + ex]));
+  const ya = axisOver(ranges?.[yi], centers.flatMap((c) => [c[yi] - ey, c[yi] + ey]));
+  const xt = xa.ticks, yt = ya.ticks;
+  const X = scale(xa.span, [L, W - R]);
+  const Y = scale(ya.span, [H - B, T]);
   const svg = s("svg", { viewBox: `0 0 ${W} ${H}`, class: "plot", role: "img", "aria-label": title });
   svg.append(s("title", {}, title), s("rect", { x: L, y: T, width: W - L - R, height: H - T - B, class: "plot-frame" }));
   yAxis(svg, { L, R, T, W, Y, ticks: yt });
@@ -80,11 +94,8 @@ export function parallel(centers, columns, title, ranges = null, width = 640, er
   // Each axis spans exactly its declared range, with round ticks inside it (the centres' own
   // extent, widened to round ticks, when the domain is unknown).
   const axes = columns.map((_, j) => {
-    const declared = ranges?.[j];
-    const ticks = niceTicks(...(declared ?? extentOf(centers.map((c) => c[j]))), 4);
-    const span = declared ?? ticks.range;
-    const inside = ticks.ticks.filter((v) => v >= span[0] - 1e-9 && v <= span[1] + 1e-9);
-    return { ticks: { ...ticks, ticks: inside }, span, Y: scale(span, [H - B, T]) };
+    const { ticks, span } = axisOver(ranges?.[j], centers.map((c) => c[j]), 4);
+    return { ticks, span, Y: scale(span, [H - B, T]) };
   });
   const x = (j) => (d === 1 ? W / 2 : L + (j * (W - L - R)) / (d - 1));
   const every = Math.ceil(d / 24); // label at most ~24 axes so the names stay readable

@@ -46,6 +46,21 @@ export function num(x, digits = 3) {
   return String(Number(x.toPrecision(digits)));
 }
 
+/** A count for people: a whole number with its thousands apart (53 940), a thin space between
+ * them as the charts' axes have. */
+export function count(n) {
+  if (n === null || n === undefined || Number.isNaN(n)) return "—";
+  return Math.round(n).toLocaleString("en-US").replace(/,/g, "\u2009");
+}
+
+/** A number of seconds in words: "0.42 s", "12 s", "3.5 min", "1.2 h". */
+export function seconds(x) {
+  if (x < 10) return `${num(x, 2)} s`;
+  if (x < 90) return `${Math.round(x)} s`;
+  if (x < 5400) return `${num(x / 60, 2)} min`;
+  return `${num(x / 3600, 2)} h`;
+}
+
 // The browser's own time zone, named on every time stamp (e.g. "UTC", "GMT+1", "PST").
 const DATE_FORMAT = new Intl.DateTimeFormat(undefined, {
   year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit",

@@ -91,6 +91,23 @@ function notFound() {
   );
 }
 
+// What a page of each section shows, named for a page that finds nothing.
+const NOUNS = { datasets: "dataset", jobs: "job", sweeps: "sweep" };
+
+/** A dataset, job or sweep the API does not find: say so and lead to the lists. */
+function missing(section) {
+  const noun = NOUNS[section] || "page";
+  main.replaceChildren(
+    h("h1", { tabindex: "-1" }, `No such ${noun}`),
+    h("p", {}, `This key sees no ${noun} with this id: it may have been deleted, belong to `,
+      "another tenant, or the link may be mistyped."),
+    h("p", { class: "next" },
+      ...(NOUNS[section] ? [h("a", { href: `#/${section}` }, `All ${section}`), " · "] : []),
+      h("a", { href: "#/datasets" }, "Datasets"), " · ", h("a", { href: "#/jobs" }, "Jobs"), " · ",
+      h("a", { href: "#/sweeps" }, "Sweeps")),
+  );
+}
+
 function adminView() {
   main.replaceChildren(
     h("h1", { tabindex: "-1" }, "An admin key"),
@@ -151,6 +168,10 @@ async function render(event) {
         session.signOut();
         setHeader();
         loginView(err);
+        return;
+      }
+      if (err instanceof ApiError && err.status === 404) {
+        missing(section);
         return;
       }
       main.replaceChildren(h("h1", { tabindex: "-1" }, "Could not load this page"));

@@ -3,7 +3,7 @@
 // with ± one standard deviation of its noise, so two that overlap are not told apart.
 
 import { colour, niceTicks, scale, tickLabel, yAxis, yTitle } from "./axes.js";
-import { num, s } from "./dom.js";
+import { count, num, s } from "./dom.js";
 
 function errorBar(x, lo, hi, half = 6) {
   return [
@@ -31,7 +31,7 @@ export function sizeBars(sizes, title, { se = null, width = 640 } = {}) {
   const every = Math.ceil(sizes.length / Math.max(1, Math.floor((W - L - R) / 70)));
   sizes.forEach((n, i) => {
     const x = L + slot * (i + 0.5), e = err(i);
-    const tip = e ? `centre ${i + 1}: about ${n} ± ${num(e, 2)} rows (noisy count)` : `centre ${i + 1}: about ${n} rows (noisy count)`;
+    const tip = e ? `centre ${i + 1}: about ${count(n)} ± ${num(e, 2)} rows (noisy count)` : `centre ${i + 1}: about ${count(n)} rows (noisy count)`;
     svg.append(
       s("rect", { x: x - barWidth / 2, y: Y(n), width: barWidth, height: Math.max(0, Y(0) - Y(n)), fill: colour(i),
         class: "bar", dataset: { index: String(i) } }, s("title", {}, tip)),
@@ -39,7 +39,7 @@ export function sizeBars(sizes, title, { se = null, width = 640 } = {}) {
     );
     if (i % every === 0) {
       svg.append(
-        s("text", { x, y: Y(n + e) - 6, "text-anchor": "middle", class: "tick" }, e ? `${n} ± ${num(e, 2)}` : String(n)),
+        s("text", { x, y: Y(n + e) - 6, "text-anchor": "middle", class: "tick" }, e ? `${count(n)} ± ${num(e, 2)}` : count(n)),
         s("text", { x, y: H - B + 16, "text-anchor": "middle", class: "tick" }, every > 1 ? String(i + 1) : `centre ${i + 1}`),
       );
     }

@@ -107,7 +107,10 @@ function jobRow(job, datasetName, muCap) {
   return h(
     "tr",
     { dataset: { jobId: job.id } },
-    h("td", {}, h("a", { href: `#/jobs/${job.id}` }, shortId(job.id))),
+    h("td", {}, h("a", { href: `#/jobs/${job.id}` }, shortId(job.id)),
+      // A sweep's job says so, and leads to the sweep (its k is one of the sweep's).
+      job.sweep_id ? [" ", h("a", { href: `#/sweeps/${job.sweep_id}`, class: "sweep-mark", "data-field": "sweep",
+        title: `One of the jobs of sweep ${shortId(job.sweep_id)}` }, "sweep")] : null),
     datasetName === undefined ? null
       : h("td", {}, h("a", { href: `#/datasets/${job.dataset_id}` }, datasetName || shortId(job.dataset_id))),
     h("td", {}, job.algorithm),

@@ -2,7 +2,7 @@
 // and a form that prices a job (the estimate endpoint) before submitting it.
 
 import { api } from "../api.js";
-import { h, num, shortId, time } from "../dom.js";
+import { count, h, num, shortId, time } from "../dom.js";
 import { datasetPanels } from "../extensions.js";
 import { budgetGauge, pct, share } from "../gauges.js";
 import { emptyState, importState, listAll, liveJobsTable, notRunnable, pause, showError } from "../ui.js";
@@ -86,10 +86,10 @@ function metadata(ds) {
       : ["Columns (d)", `${ds.n_cols}: ${ds.columns.join(", ")}`],
     ds.n_rows_dp === null ? ["Rows (noisy, n_rows_dp)", "released when the import has read every row"]
       : ["Rows (noisy, n_rows_dp)", ds.count_public || !ds.count_mu
-      ? `${ds.n_rows_dp} (declared public: exact)`
-      : h("span", {}, h("span", { "data-field": "n_rows_dp" }, String(ds.n_rows_dp)), ` ± ${num((ds.max_rows_per_unit || 1) / ds.count_mu, 2)}`,
+      ? `${count(ds.n_rows_dp)} (declared public: exact)`
+      : h("span", {}, h("span", { "data-field": "n_rows_dp" }, count(ds.n_rows_dp)), ` ± ${num((ds.max_rows_per_unit || 1) / ds.count_mu, 2)}`,
         h("span", { class: "muted" }, " (± one standard deviation of its noise, m/μ of the count)"))],
-    ds.n_rows === null || ds.n_rows === undefined ? null : ["Exact rows (owner only)", String(ds.n_rows)],
+    ds.n_rows === null || ds.n_rows === undefined ? null : ["Exact rows (owner only)", count(ds.n_rows)],
     ["Neighbouring relation", ds.relation],
     ["Unit of privacy", ds.privacy_unit === "row"
       ? "one row (the guarantee protects one row, not one person)"

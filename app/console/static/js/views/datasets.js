@@ -1,6 +1,6 @@
 // The tenant's datasets: public metadata for everyone, the exact row count for owners only.
 
-import { h, num, time } from "../dom.js";
+import { count, h, num, time } from "../dom.js";
 import { budgetBar } from "../gauges.js";
 import { emptyState, importState, listAll } from "../ui.js";
 
@@ -35,11 +35,11 @@ export async function datasetsView(main, { signal, me }) {
       h("td", { class: "columns" }, columnList(ds.columns)),
       ds.n_rows_dp === null
         ? h("td", {}, importState(ds) || "—")
-        : h("td", { class: "num" }, h("span", { "data-field": "n_rows_dp" }, String(ds.n_rows_dp)),
+        : h("td", { class: "num" }, h("span", { "data-field": "n_rows_dp" }, count(ds.n_rows_dp)),
           ds.count_public || !ds.count_mu ? h("span", { class: "muted" }, " (public)")
             : h("span", { class: "muted", title: "± one standard deviation of the count's noise (1/μ of the count)" },
               ` ± ${num(1 / ds.count_mu, 2)}`)),
-      owner ? h("td", { class: "num", "data-field": "n_rows" }, ds.n_rows === null ? "—" : String(ds.n_rows)) : null,
+      owner ? h("td", { class: "num", "data-field": "n_rows" }, ds.n_rows === null ? "—" : count(ds.n_rows)) : null,
       h("td", { class: "budget-cell" }, budgetBar(ds.budget, { label: `Budget left of ${ds.name}` }),
         ` ε ${num(ds.budget.epsilon_remaining)} of ${num(ds.budget.epsilon)}`),
       h("td", {}, time(ds.created_at)),

@@ -105,12 +105,10 @@ function centresPicture(section, result, k, ds) {
     const title = parallelView
       ? `Centres of the job: parallel coordinates over ${d} columns`
       : `Centres of the job: ${columns[xCol.value]} against ${columns[yCol.value]}`;
-    note.textContent = parallelView
-      ? (ranges ? "Each axis spans its column's declared domain." : "Each axis spans the centres' own range.")
-      : "";
+    note.textContent = ranges ? "Each axis spans its column's declared domain." : "Each axis spans the centres' own range.";
     fitted(holder, (width) => (parallelView
       ? parallel(centers, columns, title, ranges, width, errors)
-      : scatter(centers, columns, Number(xCol.value), Number(yCol.value), title, width, errors)));
+      : scatter(centers, columns, Number(xCol.value), Number(yCol.value), title, width, errors, ranges)));
   };
   for (const control of [kind, xCol, yCol]) control.addEventListener("change", redraw);
   section.replaceChildren(

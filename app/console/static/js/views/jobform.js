@@ -4,7 +4,7 @@
 // for which the estimate finds the smallest ε that meets it. Submit only when admissible.
 
 import { api, apiSchema, idempotencyKey } from "../api.js";
-import { field, h, markInvalid, num, richText } from "../dom.js";
+import { field, h, markInvalid, num, richText, seconds } from "../dom.js";
 import { budgetBar, pct, share } from "../gauges.js";
 import { keyPriceLines } from "../limits.js";
 import { clearError, cost, problemText, showError } from "../ui.js";
@@ -17,6 +17,15 @@ const MODES = [
 
 function numberInput(name, attrs = {}) {
   return h("input", { name, type: "number", step: "any", inputmode: "decimal", ...attrs });
+}
+
+/** How long the job would run once a worker starts it (the estimate's `duration`). */
+export function durationLine(duration) {
+  if (!duration) return null;
+  const where = duration.engine === "dask" ? " on the Dask cluster" : "";
+  return h("p", { class: "duration", "data-field": "duration" }, h("strong", {}, "Expected run time: "),
+    `about ${seconds(duration.seconds)}${where} (${seconds(duration.low)} to ${seconds(duration.high)}), `,
+    "once a worker starts it; the wait in the queue comes on top.");
 }
 
 /**
@@ -140,6 +149,7 @@ export function jobForm(ds, budget) {
         : h("p", {}, `Only μ ${num(est.budget.mu_remaining)} (ε ${num(est.budget.epsilon_remaining)}) remains.`),
       ...keyPriceLines(est),
       accuracyLines(est.accuracy, ds.columns),
+      durationLine(est.duration),
     ].filter(Boolean);
   }
 

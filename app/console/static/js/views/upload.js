@@ -1,4 +1,5 @@
-// The owner's upload form: a file, its declared public domain and its total privacy budget.
+// The owner's upload form: a file (or an import by reference: an s3:// URL or a path on the
+// server of Parquet), its declared public domain and its total privacy budget.
 
 import { api } from "../api.js";
 import { field, h, markInvalid } from "../dom.js";
@@ -30,6 +31,12 @@ export async function uploadView(main, { me }) {
   const number = (name, attrs = {}) => h("input", { name, type: "number", step: "any", inputmode: "decimal", ...attrs });
   const file = h("input", { name: "file", type: "file", required: true, accept: ".csv,.npy,.parquet,.pq,text/csv" });
   const name = text("name", { required: true, maxlength: 200 });
+  const source = text("source", { maxlength: 2000, placeholder: "s3://bucket/table/ or /data/table.parquet" });
+  const fromFile = field("Data file", file);
+  const fromSource = field("Import from", source,
+    "Parquet (a file or a folder of them) under a prefix the operator allows; a worker copies the rows, "
+    + "then the dataset is ready");
+  fromSource.hidden = true;
   file.addEventListener("change", () => {
     if (!name.value && file.files[0]) name.value = file.files[0].name.replace(/\.[^.]+$/, "");
   });
@@ -45,7 +52,10 @@ export async function uploadView(main, { me }) {
     h("h1", { id: "upload-title" }, "Upload a dataset"),
     h("p", { class: "lede" }, "A CSV with a header row, a .npy array, or Parquet. The domain is declared here, ",
       "never computed from the data; rows outside it are clipped into it."),
-    field("Data file", file),
+    h("div", { class: "row" }, choice("origin", "file", "Upload a file", true),
+      choice("origin", "source", "Import by reference")),
+    fromFile,
+    fromSource,
     field("Name", name),
     h("fieldset", { class: "row" }, h("legend", {}, "Total privacy budget"),
       field("Epsilon", number("epsilon", { min: 0, required: true, value: "3" })),
@@ -82,17 +92,25 @@ export async function uploadView(main, { me }) {
     ball.hidden = domain !== "ball";
     box.hidden = domain !== "box";
     countMu.disabled = form.elements.count.value !== "custom";
+    const byReference = form.elements.origin.value === "source";
+    fromFile.hidden = byReference;
+    fromSource.hidden = !byReference;
+    file.required = !byReference;
+    source.required = byReference;
   });
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const f = form.elements;
-    if (!file.files[0]) {
-      showError(new Error("choose a file to upload"), "Nothing to upload");
-      markInvalid(form, "file");
+    const byReference = f.origin.value === "source";
+    if (byReference ? !source.value.trim() : !file.files[0]) {
+      showError(new Error(byReference ? "enter the s3:// URL or the path to import" : "choose a file to upload"),
+        "Nothing to upload");
+      markInvalid(form, byReference ? "source" : "file");
       return;
     }
     const data = new FormData();
-    data.append("file", file.files[0]);
+    if (byReference) data.append("source", source.value.trim());
+    else data.append("file", file.files[0]);
     const put = (key, value) => {
       if (value !== null && value !== undefined && value !== "") data.append(key, value);
     };
