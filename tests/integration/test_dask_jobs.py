@@ -64,11 +64,12 @@ def test_every_method_runs_its_passes_on_the_cluster_and_is_charged_once(
     job = client.get(f"/v1/jobs/{job_id}", headers=auth(keys["analyst"])).json()
     assert job["status"] == "succeeded", job
     centres = np.array(job["result"]["centers"])
+    # What this test is about is where the passes ran and what was charged, not how close the
+    # noisy centres come: that is the library's (tests/unit/test_distributed_passes.py shows a
+    # run on the cluster is the in-process run bit for bit). An accuracy bound here failed by
+    # chance: lsh-coreset at epsilon 1 on these 600 rows was 1.85 off once, and such a run
+    # cannot be made rare enough (below 1 in 10,000) without a budget this dataset lacks.
     assert centres.shape == (2, 2) and np.isfinite(centres).all()
-    # Two well-separated blobs at (-3, -3) and (3, 3): each found within 1.5 (epsilon 1, 600
-    # rows; a fixed dataset, noise from OS entropy: far from the limit on every run seen).
-    found = sorted(centres.tolist())
-    assert np.allclose(found, [[-3.0, -3.0], [3.0, 3.0]], atol=1.5), found
     # 600 rows in partitions of 200: each of the job's passes (at least two) is 3 tasks.
     assert _partition_tasks(dask) - before >= 3 * 2
     kinds = ledger_kinds(client, keys["analyst"], ds["id"])
