@@ -22,6 +22,7 @@ from fastapi.testclient import TestClient
 from tests.support.api import auth
 from tests.support.dask import local_cluster, process_cluster
 from tests.support.dask_jobs import dataset, ledger_kinds, long_job, submit, use
+from tests.support.patience import join
 from tests.support.processes import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -106,7 +107,7 @@ def test_a_dask_worker_killed_mid_job_leaves_it_succeeded_and_charged_once(
         ds, job_id, thread, outcome = long_job(client, keys, monkeypatch, lc.scheduler_address)
         nanny = next(iter(lc.workers.values()))
         os.kill(nanny.process.process.pid, signal.SIGKILL)
-        thread.join(timeout=240)
+        join(thread, 240)
         assert outcome == ["succeeded"]
     job = client.get(f"/v1/jobs/{job_id}", headers=auth(keys["analyst"])).json()
     assert job["status"] == "succeeded"
@@ -127,7 +128,7 @@ def test_a_scheduler_lost_mid_job_fails_it_charged_and_never_reruns_it(
     with process_cluster() as (scheduler, address):
         ds, job_id, thread, outcome = long_job(client, keys, monkeypatch, address)
         scheduler.kill()  # type: ignore[attr-defined]
-        thread.join(timeout=240)
+        join(thread, 240)
     assert outcome == ["failed"]
     job = client.get(f"/v1/jobs/{job_id}", headers=auth(keys["analyst"])).json()
     assert job["status"] == "failed" and "stays charged" in job["error"]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.patience import Patience
 from tests.support.repo import ROOT
 
 
@@ -90,13 +91,14 @@ def wait_until(
     what: str = "not ready in time",
     interval: float = 0.2,
 ) -> None:
-    """Poll `ready` until it is true; fail with the log if `proc` exits or the time runs out."""
-    deadline = time.monotonic() + timeout
+    """Poll `ready` until it is true; fail with the log if `proc` exits or the time runs out
+    (`timeout` seconds on a quiet machine, longer while the cores are busy: Patience)."""
+    patience = Patience(timeout)
     while True:
         assert proc is None or proc.poll() is None, log()
         if ready():
             return
-        assert time.monotonic() < deadline, f"{what}\n{log()}"
+        assert patience.left(), f"{what}\n{log()}"
         time.sleep(interval)
 
 
