@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.patience import Patience
+from tests.support.patience import Patience, oversubscription
 from tests.support.repo import ROOT
 
 
@@ -48,7 +48,7 @@ def run_cli(
     command: str | list[str], env: dict[str, str], timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     """`python -m app.cli <command>` run to its end, its output captured as text (a list is a
-    command with its arguments)."""
+    command with its arguments); `timeout` seconds on a quiet machine, stretched by the load."""
     argv = [command] if isinstance(command, str) else command
     return subprocess.run(
         [sys.executable, "-m", "app.cli", *argv],
@@ -56,7 +56,7 @@ def run_cli(
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=timeout * oversubscription(),
     )
 
 
