@@ -19,6 +19,7 @@ import pytest
 from tests.support.api import uploaded
 from tests.support.data import csv_bytes
 from tests.support.db import make_key
+from tests.support.patience import Patience
 from tests.support.processes import answers, free_port, log_tail, stop, wait_until
 from tests.support.services import Stack
 
@@ -106,9 +107,9 @@ def query(base: str, expr: str) -> float | None:
 
 
 def wait_for(base: str, expr: str, expected: float, stack: Stack, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
+    patience = Patience(timeout)
     seen = None
-    while time.monotonic() < deadline:
+    while patience.left():
         seen = query(base, expr)
         if seen == expected:
             return

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.patience import oversubscription
 from tests.support.processes import (
     alive,
     cmdline,
@@ -41,16 +42,19 @@ def summaries_example() -> str:
 def run_walkthrough(
     tmp_path: Path, env: dict[str, str], base: str, **extra: str
 ) -> subprocess.CompletedProcess[str]:
-    """The README's block under `bash -euo pipefail`, from an empty working directory."""
+    """The README's block under `bash -euo pipefail`, from an empty working directory. Its
+    polls wait POLL_SECONDS (300 by default) and this run 300 s on a quiet machine, longer
+    while the cores are busy (tests/support/patience.py)."""
     cwd = tmp_path / "cwd"
     cwd.mkdir(exist_ok=True)
+    stretch = oversubscription()
     return subprocess.run(
         ["bash", "-euo", "pipefail", "-c", walkthrough() + "\n" + summaries_example()],
-        env={**env, "PRIVCLUST": base, **extra},
+        env={**env, "PRIVCLUST": base, "POLL_SECONDS": str(round(300 * stretch)), **extra},
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=300 * stretch,
     )
 
 

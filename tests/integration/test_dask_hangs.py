@@ -24,6 +24,7 @@ from tests.support.api import auth
 from tests.support.dask import blocks, local_cluster, pause_workers, resume_workers
 from tests.support.dask_jobs import dataset, ledger_kinds, long_job, submit, use
 from tests.support.data import blobs
+from tests.support.patience import join
 from tests.support.workers import registered_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -63,7 +64,7 @@ def test_a_job_whose_workers_are_all_paused_fails_within_the_stall_time_charged(
     monkeypatch.setenv("PRIVCLUST_DASK_STALL_SECONDS", "1")
     ds, job_id, thread, outcome = long_job(client, keys, monkeypatch, cluster[0].scheduler_address)
     pause_workers(paused)
-    thread.join(timeout=120)
+    join(thread, 120)
     assert outcome == ["failed"]
     job = client.get(f"/v1/jobs/{job_id}", headers=auth(keys["analyst"])).json()
     assert "every worker (2) paused because its memory is full" in job["error"], job
@@ -81,7 +82,7 @@ def test_cancel_stops_a_job_waiting_on_paused_workers(
     pause_workers(paused)
     r = client.post(f"/v1/jobs/{job_id}/cancel", headers=auth(keys["analyst"]))
     assert r.status_code == 200, r.json()
-    thread.join(timeout=120)  # the heartbeat (every 0.5 s here) sees the request, the wait stops
+    join(thread, 120)  # the heartbeat (every 0.5 s here) sees the request, the wait stops
     assert outcome == ["cancelled"]
     kinds = ledger_kinds(client, keys["analyst"], ds["id"])
     assert kinds == ["cap", "count", "reserve", "commit", "cancelled"]

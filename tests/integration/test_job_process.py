@@ -22,6 +22,7 @@ from app.ledger import repository as ledger_repo
 from app.models import Job
 from tests.support.api import auth, uploaded
 from tests.support.data import blobs, csv_bytes
+from tests.support.patience import Patience
 
 pytestmark = pytest.mark.integration
 
@@ -41,9 +42,9 @@ def _job(settings: Settings, job_id: str) -> tuple[str, str | None, list[str]]:
 
 
 def _wait_running(settings: Settings, job_id: str) -> None:
-    deadline = time.monotonic() + 60
+    patience = Patience(60)
     while _job(settings, job_id)[0] != "running":
-        assert time.monotonic() < deadline, "the job never started"
+        assert patience.left(), "the job never started"
         time.sleep(0.05)
 
 

@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from app.kit.config import get_settings
 from tests.support.api import auth, uploaded
 from tests.support.data import csv_bytes, rows_around
+from tests.support.patience import Patience
 
 
 def use(monkeypatch: pytest.MonkeyPatch, **settings: str) -> None:
@@ -50,8 +51,8 @@ def run_in_thread(job_id: str) -> tuple[threading.Thread, list[str]]:
 
 
 def wait_running(client: TestClient, key: str, job_id: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    patience = Patience(60)
+    while patience.left():
         job = client.get(f"/v1/jobs/{job_id}", headers=auth(key)).json()
         if job["status"] == "running" and (job.get("progress") or {}).get("iteration", 0) >= 1:
             return

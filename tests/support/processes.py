@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.patience import Patience, oversubscription
 from tests.support.repo import ROOT
 
 
@@ -47,7 +48,7 @@ def run_cli(
     command: str | list[str], env: dict[str, str], timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
     """`python -m app.cli <command>` run to its end, its output captured as text (a list is a
-    command with its arguments)."""
+    command with its arguments); `timeout` seconds on a quiet machine, stretched by the load."""
     argv = [command] if isinstance(command, str) else command
     return subprocess.run(
         [sys.executable, "-m", "app.cli", *argv],
@@ -55,7 +56,7 @@ def run_cli(
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=timeout * oversubscription(),
     )
 
 
@@ -90,13 +91,14 @@ def wait_until(
     what: str = "not ready in time",
     interval: float = 0.2,
 ) -> None:
-    """Poll `ready` until it is true; fail with the log if `proc` exits or the time runs out."""
-    deadline = time.monotonic() + timeout
+    """Poll `ready` until it is true; fail with the log if `proc` exits or the time runs out
+    (`timeout` seconds on a quiet machine, longer while the cores are busy: Patience)."""
+    patience = Patience(timeout)
     while True:
         assert proc is None or proc.poll() is None, log()
         if ready():
             return
-        assert time.monotonic() < deadline, f"{what}\n{log()}"
+        assert patience.left(), f"{what}\n{log()}"
         time.sleep(interval)
 
 
