@@ -25,6 +25,7 @@ from privclust.clustering.outputs.centre_error import (
 )
 from privclust.clustering.outputs.uncertainty import sweep_warnings
 from privclust.clustering.run.runner import counted_rows, released_count
+from privclust.clustering.sweeps import elbow_k
 
 
 def test_domain_spread_is_that_of_k_cubes_filling_the_domain() -> None:
@@ -108,6 +109,18 @@ def test_a_sweep_whose_losses_rise_with_k_suggests_none() -> None:
     assert suggest_k(ks, falling, wide) is None
     codes = [c.code for c in sweep_warnings(ks, falling, wide, None)]
     assert codes == ["sweep-elbow-unclear"]
+
+
+def test_noise_that_decides_only_between_k_and_k_plus_one_still_suggests_k() -> None:
+    # Three blobs swept over 2, 3, 4 (the README's sweep): k = 3 is far below k = 2, and
+    # whether 4 drops 20% below 3 is within the noise. Both readings of the rule give 3 or 4,
+    # so 3 is suggested, with the warning that it may move with the budget.
+    ks, losses, ses = [2, 3, 4], [12.6, 1.4, 1.2], [0.34] * 3
+    assert elbow_k(ks, losses, ses) == 3 and elbow_k(ks, losses, ses, against_noise=True) == 4
+    assert suggest_k(ks, losses, ses) == 3
+    assert [c.code for c in sweep_warnings(ks, losses, ses, 3)] == ["suggested-k-budget"]
+    # The same losses over 2, 4, 8: the noise decides between 4 and 8, two ks apart: none.
+    assert suggest_k([2, 4, 8], losses, ses) is None
 
 
 def test_the_library_count_is_floored_at_zero() -> None:

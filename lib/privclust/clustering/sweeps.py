@@ -43,8 +43,10 @@ def suggest_k(ks: Sequence[int], losses: Sequence[float], ses: Sequence[float]) 
     (privclust.clustering.outputs.uncertainty.ks_told_apart), when a larger k's is above a
     smaller k's by more than that (`loss_rises`: the best loss never rises with k, so those
     losses are the noise's), or when the noise decides where the elbow is (`elbow_k` with two
-    standard errors for the smaller k and `elbow_k` with two against it differ). Any
-    suggestion would then be the noise's."""
+    standard errors for the smaller k and `elbow_k` with two against it differ by more than
+    one: the noise deciding only between k and k + 1 still suggests k, which the sweep's
+    `suggested-k-budget` warning says may move with the budget). Any other suggestion would
+    then be the noise's."""
     if not (len(ks) == len(losses) == len(ses)) or len(ks) == 0:
         raise ValueError("ks, losses and ses must be non-empty and of equal length")
     order = sorted(range(len(ks)), key=lambda i: ks[i])
@@ -52,7 +54,7 @@ def suggest_k(ks: Sequence[int], losses: Sequence[float], ses: Sequence[float]) 
     if loss_rises(ordered, ordered_ses) or not ks_told_apart(ordered, ordered_ses):
         return None
     elbow = elbow_k(ks, losses, ses)
-    return elbow if elbow_k(ks, losses, ses, against_noise=True) == elbow else None
+    return elbow if abs(elbow_k(ks, losses, ses, against_noise=True) - elbow) <= 1 else None
 
 
 def elbow_k(
