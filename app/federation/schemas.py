@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from app.datasets.schemas import DatasetOut
 from app.federation.member import Join
 from app.federation.service import Seat
+from app.kit.schemas import RequestSchema
 from app.models import MemberJob, Role
 
 
@@ -34,7 +35,7 @@ class SeatOut(BaseModel):
         )
 
 
-class DomainTerms(BaseModel):
+class DomainTerms(RequestSchema):
     """The declared terms every member of a federation shares (public)."""
 
     columns: list[str]
@@ -46,7 +47,7 @@ class DomainTerms(BaseModel):
     table_spec: dict[str, Any] | None = None
 
 
-class MemberJoin(BaseModel):
+class MemberJoin(RequestSchema):
     """A coordinator's request that this member take part in one federated job."""
 
     federation: str = Field(min_length=1, max_length=100, description="The federation's id.")
@@ -103,7 +104,7 @@ class MemberJobOut(BaseModel):
         )
 
 
-class ReleaseIn(BaseModel):
+class ReleaseIn(RequestSchema):
     """One release: the pass (privclust.federation.passes) and one noise per array."""
 
     pass_: dict[str, Any] = Field(alias="pass", description="The encoded pass.")
@@ -120,5 +121,5 @@ class ReleaseOut(BaseModel):
     )
 
 
-class FinishIn(BaseModel):
+class FinishIn(RequestSchema):
     succeeded: bool = Field(description="Whether the coordinator's job succeeded.")

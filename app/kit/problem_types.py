@@ -157,4 +157,48 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
         "GET /readyz: something a job needs is not there yet (the database, Redis, a live "
         "worker, or the Dask cluster); `failing` names which.",
     ),
+    # A federation: a coordinator's calls to a member, and the member's answers.
+    "member-refused": ProblemType(
+        "Member refused",
+        "A member of the federated dataset refused (no room in its own budget, a revoked key, "
+        "another domain); the detail names the member. Nothing was charged anywhere.",
+    ),
+    "member-failed": ProblemType(
+        "Member failed",
+        "A member failed or could not be reached after the members had charged the release; "
+        "the detail names it, and the charge stays, as for a central job that failed mid-run.",
+    ),
+    "federated-dataset": ProblemType(
+        "Federated dataset",
+        "The operation needs rows on this server, and a federated dataset keeps none (its "
+        "labels are computed on each member, for that member's rows).",
+    ),
+    "domain-mismatch": ProblemType(
+        "Domain mismatch",
+        "The federation's declared domain, columns or table terms differ from this member's "
+        f"dataset. {_NOTHING}",
+    ),
+    "member-job-conflict": ProblemType(
+        "Federated job conflict",
+        "This member already joined that federated job with another plan. Nothing was charged.",
+    ),
+    "member-job-not-found": ProblemType(
+        "Federated job not found", "This member key joined no federated job with that id."
+    ),
+    "member-job-finished": ProblemType(
+        "Federated job finished", "The federated job has ended; it answers no more releases."
+    ),
+    "member-budget-spent": ProblemType(
+        "Member's charge spent",
+        "The release would take the federated job past the mu this member charged for it; the "
+        "member answers no release beyond its charge.",
+    ),
+    "release-in-progress": ProblemType(
+        "Release in progress",
+        "The member is computing that release; ask again to get its stored answer.",
+    ),
+    "release-taken": ProblemType(
+        "Release taken",
+        "That release index was answered for another request; a release is answered once.",
+    ),
 }
