@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from app.commands.processes import pid_alive
+from app.kit.processes import pid_alive
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

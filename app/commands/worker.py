@@ -8,7 +8,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from app.commands.processes import pid_alive
+from app.kit.processes import pid_alive
 
 if TYPE_CHECKING:
     from app.kit.config import Settings

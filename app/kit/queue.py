@@ -11,7 +11,6 @@ and anything enqueued without a tenant).
 from __future__ import annotations
 
 import hashlib
-import os
 import socket
 import uuid
 from pathlib import Path
@@ -21,6 +20,7 @@ from rq import Queue, Worker
 from rq.serializers import JSONSerializer
 
 from app.kit.config import Settings
+from app.kit.processes import pid_alive
 
 TASK = "worker.tasks.run_clustering_job"
 
@@ -107,16 +107,6 @@ def worker_queues(settings: Settings, connection: Redis | None = None) -> list[Q
     return [q for q in all_queues(settings, conn) if q.name not in dedicated]
 
 
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def live_workers(settings: Settings, connection: Redis | None = None) -> int:
     """RQ workers registered on this service's queues (the plain one or a tenant's), that is
     workers able to take a job: `privclust worker` registers only once its job process is
@@ -128,7 +118,7 @@ def live_workers(settings: Settings, connection: Redis | None = None) -> int:
     live = 0
     for w in Worker.all(connection=conn):
         ours = any(n == settings.queue_name or n.startswith(prefix) for n in w.queue_names())
-        gone = w.hostname == host and w.pid is not None and not _process_exists(w.pid)
+        gone = w.hostname == host and w.pid is not None and not pid_alive(w.pid)
         live += int(ours and not gone)
     return live
 

@@ -1,4 +1,4 @@
-"""What the commands ask of other processes on this host."""
+"""What the service asks of other processes on this host."""
 
 from __future__ import annotations
 
