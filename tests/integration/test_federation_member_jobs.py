@@ -24,21 +24,12 @@ from privclust.clustering.mechanisms.grid import grid_sensitivity
 from privclust.clustering.mechanisms.lloyd import JointLloydSums, LloydSums
 from privclust.federation import Layout, released
 from privclust.federation.passes import encode, encode_noises
-from tests.support.api import auth, uploaded
+from tests.support.api import auth
+from tests.support.federation import PARTS, make_members, parsed
 
 pytestmark = pytest.mark.integration
 
 SEED = 11
-PARTS = [np.random.default_rng(20 + i).normal(0.0, 1.0, size=(60 + 15 * i, 2)) for i in range(3)]
-
-
-def csv(rows: np.ndarray) -> bytes:
-    return ("x,y\n" + "\n".join(f"{a:.6f},{b:.6f}" for a, b in rows)).encode()
-
-
-def parsed(rows: np.ndarray) -> np.ndarray:
-    """The rows as the server parsed them from the CSV."""
-    return np.array([[float(f"{v:.6f}") for v in row] for row in rows])
 
 
 DOMAIN = {
@@ -55,17 +46,7 @@ DOMAIN = {
 @pytest.fixture
 def members(client: TestClient, keys: dict[str, str]) -> list[dict[str, Any]]:
     """Three members: each a dataset (epsilon 10) and a member key with its seat."""
-    out = []
-    for rows in PARTS:
-        dataset = uploaded(client, keys["owner"], csv(rows), epsilon=10)
-        made = client.post(
-            "/v1/api-keys",
-            headers=auth(keys["admin"]),
-            json={"tenant": "acme", "role": "member", "dataset_id": dataset["id"]},
-        ).json()
-        seat = client.get("/v1/federation/seat", headers=auth(made["key"])).json()
-        out.append({"dataset": dataset, "key": made["key"], "public": seat["public_key"]})
-    return out
+    return make_members(client, keys)
 
 
 @pytest.fixture
