@@ -14,10 +14,8 @@ runs stays within its time on 2 cores.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,9 +25,14 @@ import pytest
 
 from tests.support.api import bearer_client, new_keys, running_long_job, uploaded, wait_for_job
 from tests.support.data import blobs_and_centres, csv_bytes
-from tests.support.hosts import Network, can_make_hosts, network_of_hosts
+from tests.support.hosts import (
+    HostProcesses,
+    Network,
+    hosts_or_skip,
+    network_of_hosts,
+    processes_on,
+)
 from tests.support.processes import wait_until
-from tests.support.repo import ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -42,35 +45,25 @@ AWS = {
 }
 
 
-def _start(network: Network, host: str, argv: list[str], env: dict, log: Path) -> subprocess.Popen:
-    with open(log, "wb") as out:
-        return subprocess.Popen(
-            network.hosts[host].command(argv),
-            env={**os.environ, **env},
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
 @dataclass
 class Spread:
-    """The running hosts: the network, the API's URL, each process's log and Popen by name,
-    and `start(host, name, argv)` to start one again."""
+    """The running hosts: the network, the API's URL, and the processes on them by name
+    (`procs.start(host, name, argv, env)` starts one again)."""
 
     network: Network
     base: str
-    logs: dict[str, Path]
-    processes: dict[str, subprocess.Popen]
-    start: Callable[[str, str, list[str]], None]
+    procs: HostProcesses
+    env: dict[str, str]
 
     @property
     def scheduler(self) -> str:
         return f"tcp://{self.network.hosts['api'].address}:8786"
 
+    def start(self, host: str, name: str, argv: list[str]) -> None:
+        self.procs.start(host, name, argv, self.env)
+
     def all_logs(self) -> str:
-        return "\n".join(f"--- {n}\n{p.read_text()[-3000:]}" for n, p in self.logs.items())
+        return self.procs.all_logs()
 
 
 def _scheduler_argv(network: Network) -> list[str]:
@@ -89,96 +82,59 @@ def _worker_argv(network: Network, host: str) -> list[str]:
 
 @pytest.fixture
 def spread(tmp_path: Path) -> Iterator[Spread]:
-    if os.environ.get("PRIVCLUST_TEST_HOSTS") != "1":
-        pytest.skip("needs root and its own network: PRIVCLUST_TEST_HOSTS=1 runs it (.ci/run does)")
-    why = can_make_hosts()
-    if why is not None:
-        pytest.fail(f"PRIVCLUST_TEST_HOSTS=1, but this machine cannot make test hosts: {why}")
+    hosts_or_skip()
     bin_dir = Path(sys.executable).parent
-    processes: list[subprocess.Popen] = []
-    named: dict[str, subprocess.Popen] = {}
-    logs: dict[str, Path] = {}
-    with network_of_hosts(["api", "w1", "w2", "s3"]) as network:
+    with (
+        network_of_hosts(["api", "w1", "w2", "s3"]) as network,
+        processes_on(network, tmp_path) as procs,
+    ):
         h = network.hosts
         s3_url = f"http://{h['s3'].address}:5000"
         scheduler = f"tcp://{h['api'].address}:8786"
-        shared = {**AWS, "AWS_ENDPOINT_URL": s3_url, "PYTHONUNBUFFERED": "1"}
+        shared = {**os.environ, **AWS, "AWS_ENDPOINT_URL": s3_url, "PYTHONUNBUFFERED": "1"}
         # The tests pause workers as Dask's memory monitor does: without this, the monitor of
         # a worker far from its limit would resume it.
         shared["DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE"] = "False"
+        s3 = procs.start(
+            "s3", "s3", [str(bin_dir / "moto_server"), "-H", h["s3"].address, "-p", "5000"], shared
+        )
+        wait_until(lambda: _answers(s3_url), proc=s3, what="S3 did not start", log=procs.all_logs)
+        import botocore.session
 
-        def start(host: str, what: str, argv: list[str], env: dict | None = None) -> None:
-            logs[what] = tmp_path / f"{what}.log"
-            processes.append(_start(network, host, argv, {**shared, **(env or {})}, logs[what]))
-            named[what] = processes[-1]
-
-        try:
-            start(
-                "s3", "s3", [str(bin_dir / "moto_server"), "-H", h["s3"].address, "-p", "5000"], {}
-            )
-            wait_until(
-                lambda: _answers(s3_url),
-                proc=processes[-1],
-                what="S3 did not start",
-                log=lambda: logs["s3"].read_text(),
-            )
-            import botocore.session
-
-            botocore.session.get_session().create_client(
-                "s3",
-                endpoint_url=s3_url,
-                region_name="us-east-1",
-                aws_access_key_id=AWS["AWS_ACCESS_KEY_ID"],
-                aws_secret_access_key=AWS["AWS_SECRET_ACCESS_KEY"],
-            ).create_bucket(Bucket=BUCKET)
-            start("api", "scheduler", _scheduler_argv(network))
-            for w in ("w1", "w2"):
-                start(w, w, _worker_argv(network, w))
-            env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVCLUST_")}
-            env.update(
-                PRIVCLUST_DATA_DIR=str(tmp_path / "var"),
-                PRIVCLUST_HOST=h["api"].address,
-                PRIVCLUST_PORT="8000",
-                PRIVCLUST_ADMIN_TOKEN=ADMIN,
-                PRIVCLUST_WORKER_THREADS="1",
-                PRIVCLUST_STORAGE_URL=f"s3://{BUCKET}/datasets",
-                PRIVCLUST_PARTITION_ROWS="500",
-                PRIVCLUST_DASK_SCHEDULER=scheduler,
-                PRIVCLUST_DASK_CONNECT_SECONDS="10",
-                PRIVCLUST_DASK_STALL_SECONDS="5",
-            )
-            logs["serve"] = tmp_path / "serve.log"
-            with open(logs["serve"], "wb") as out:
-                processes.append(
-                    subprocess.Popen(
-                        h["api"].command([sys.executable, "-m", "app.cli", "serve"]),
-                        env={**env, **shared},
-                        cwd=ROOT,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                    )
-                )
-            base = f"http://{h['api'].address}:8000"
-            wait_until(
-                lambda: _answers(base + "/readyz"),
-                proc=processes[-1],
-                what="the API did not start",
-                log=lambda: logs["serve"].read_text(),
-                timeout=120,
-            )
-            _wait_for_workers(scheduler, 2)
-            yield Spread(network, base, logs, named, start)
-        finally:
-            for proc in reversed(processes):
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGTERM)
-            for proc in reversed(processes):
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+        botocore.session.get_session().create_client(
+            "s3",
+            endpoint_url=s3_url,
+            region_name="us-east-1",
+            aws_access_key_id=AWS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=AWS["AWS_SECRET_ACCESS_KEY"],
+        ).create_bucket(Bucket=BUCKET)
+        procs.start("api", "scheduler", _scheduler_argv(network), shared)
+        for w in ("w1", "w2"):
+            procs.start(w, w, _worker_argv(network, w), shared)
+        env = {k: v for k, v in shared.items() if not k.startswith("PRIVCLUST_")}
+        env.update(
+            PRIVCLUST_DATA_DIR=str(tmp_path / "var"),
+            PRIVCLUST_HOST=h["api"].address,
+            PRIVCLUST_PORT="8000",
+            PRIVCLUST_ADMIN_TOKEN=ADMIN,
+            PRIVCLUST_WORKER_THREADS="1",
+            PRIVCLUST_STORAGE_URL=f"s3://{BUCKET}/datasets",
+            PRIVCLUST_PARTITION_ROWS="500",
+            PRIVCLUST_DASK_SCHEDULER=scheduler,
+            PRIVCLUST_DASK_CONNECT_SECONDS="10",
+            PRIVCLUST_DASK_STALL_SECONDS="5",
+        )
+        serve = procs.start("api", "serve", [sys.executable, "-m", "app.cli", "serve"], env)
+        base = f"http://{h['api'].address}:8000"
+        wait_until(
+            lambda: _answers(base + "/readyz"),
+            proc=serve,
+            what="the API did not start",
+            log=procs.all_logs,
+            timeout=120,
+        )
+        _wait_for_workers(scheduler, 2)
+        yield Spread(network, base, procs, shared)
 
 
 def _answers(url: str) -> bool:
@@ -210,7 +166,7 @@ def _workers_and_tasks(scheduler: str) -> tuple[list[str], int]:
 
 
 def test_a_job_runs_on_dask_workers_on_other_hosts_reading_s3_on_another(spread: Spread) -> None:
-    network, base, logs, all_logs = spread.network, spread.base, spread.logs, spread.all_logs
+    network, base, all_logs = spread.network, spread.base, spread.all_logs
     h = network.hosts
     scheduler = spread.scheduler
 
@@ -234,7 +190,7 @@ def test_a_job_runs_on_dask_workers_on_other_hosts_reading_s3_on_another(spread:
         # 2,000 rows in partitions of 500: each pass is 4 tasks, on the two workers' hosts.
         assert after - before >= 4 * 2
     # The rows are in S3 on its own host, and no copy on the API's.
-    assert not list((Path(logs["serve"]).parent / "var").rglob("*.npy"))
+    assert not list((spread.procs.logs["serve"].parent / "var").rglob("*.npy"))
 
 
 def _set_workers(scheduler: str, status: str) -> None:
@@ -297,12 +253,11 @@ def test_jobs_that_cannot_run_on_the_hosts_end_soon_and_the_next_one_succeeds(
         assert _job(analyst, ds["id"], spread)["status"] == "succeeded"
         # A scheduler restarted without its workers: refused with nothing charged.
         for name in ("w1", "w2", "scheduler"):
-            os.killpg(spread.processes[name].pid, signal.SIGTERM)
-            spread.processes[name].wait(timeout=60)
+            spread.procs.stop(name)
         spread.start("api", "scheduler", _scheduler_argv(spread.network))
         wait_until(
             lambda: _answers_tcp(spread.network.hosts["api"].address, 8786),
-            proc=spread.processes["scheduler"],
+            proc=spread.procs.processes["scheduler"],
             what="the scheduler did not start again",
             log=spread.all_logs,
         )

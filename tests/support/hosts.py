@@ -3,17 +3,24 @@ address, so that a test can run the service's parts as if on separate machines (
 
 Every name and address is the test run's own: namespaces `pc<id><host>`, a bridge `pcbr<id>`,
 addresses 10.213.<n>.0/24 (the bridge, in this namespace, is .254). Everything is removed at
-exit, also when the test fails.
+exit, also when the test fails: the processes started on the hosts (`processes_on`, each in a
+session of its own, stopped with everything it started) before the namespaces.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.support.repo import ROOT
 
 
 def can_make_hosts() -> str | None:
@@ -26,6 +33,18 @@ def can_make_hosts() -> str | None:
     if probe.returncode != 0:
         return f"`ip netns` does not work here: {probe.stderr.strip()}"
     return None
+
+
+def hosts_or_skip() -> None:
+    """Skip the test unless PRIVCLUST_TEST_HOSTS=1 (`.ci/run` sets it) and this process is root;
+    fail it where both hold and the hosts still cannot be made (CI asked for them)."""
+    if os.environ.get("PRIVCLUST_TEST_HOSTS") != "1":
+        pytest.skip("needs root and its own network: PRIVCLUST_TEST_HOSTS=1 runs it (.ci/run does)")
+    if os.geteuid() != 0:
+        pytest.skip("PRIVCLUST_TEST_HOSTS=1, but network namespaces need root")
+    why = can_make_hosts()
+    if why is not None:
+        pytest.fail(f"PRIVCLUST_TEST_HOSTS=1, but this machine cannot make test hosts: {why}")
 
 
 def _ip(*args: str) -> None:
@@ -85,3 +104,73 @@ def network_of_hosts(names: Sequence[str]) -> Iterator[Network]:
         subprocess.run(["ip", "link", "delete", bridge], capture_output=True)
         if accept and shutil.which("iptables"):
             subprocess.run(["iptables", "-D", *accept], capture_output=True)
+
+
+@dataclass
+class HostProcesses:
+    """Processes started on the hosts of `network`, by name, each logging into `logs_dir`."""
+
+    network: Network
+    logs_dir: Path
+    logs: dict[str, Path] = field(default_factory=dict)
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _started: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def start(
+        self, host: str, name: str, argv: Sequence[str], env: dict[str, str]
+    ) -> subprocess.Popen[bytes]:
+        """`argv` on `host` from the repository root, in a session of its own, with `env`
+        (whole: nothing of this process's environment is added)."""
+        self.logs[name] = self.logs_dir / f"{name}.log"
+        with open(self.logs[name], "wb") as out:
+            proc = subprocess.Popen(
+                self.network.hosts[host].command(argv),
+                env=env,
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self._started.append(proc)
+        self.processes[name] = proc
+        return proc
+
+    def stop(self, name: str, timeout: float = 60) -> None:
+        """Stop one process and everything it started (its session)."""
+        _stop_sessions([self.processes[name]], timeout)
+
+    def all_logs(self) -> str:
+        return "\n".join(
+            f"--- {n}\n{p.read_text(errors='replace')[-3000:]}" for n, p in self.logs.items()
+        )
+
+    def stop_all(self) -> None:
+        _stop_sessions(list(reversed(self._started)), 30)
+
+
+def _stop_sessions(procs: Sequence[subprocess.Popen[bytes]], timeout: float) -> None:
+    """SIGTERM to each process's session, then SIGKILL to any that outlives `timeout` s. The
+    session is signalled even where its leader has exited: what it started may live on."""
+    for proc in procs:
+        _signal_session(proc, signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _signal_session(proc, signal.SIGKILL)
+            proc.wait()
+
+
+def _signal_session(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    with suppress(ProcessLookupError):  # the session has ended
+        os.killpg(proc.pid, sig)
+
+
+@contextmanager
+def processes_on(network: Network, logs_dir: Path) -> Iterator[HostProcesses]:
+    """Processes to start on the network's hosts; all stopped at exit, also on failure."""
+    started = HostProcesses(network, logs_dir)
+    try:
+        yield started
+    finally:
+        started.stop_all()
