@@ -34,6 +34,10 @@ MAX_RESTARTS_PER_MINUTE = 5
 # How long the banner waits for a worker to be ready (a job process imports and compiles the
 # library first: seconds, longer on a busy machine).
 READY_SECONDS = 120.0
+# How long the API may take to answer /healthz at start: its processes import the app, which
+# takes seconds on a quiet machine and can take a minute or more on a busy one. An API process
+# that exits is noticed at once, whatever this is.
+API_START_SECONDS = 180.0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -286,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
         children += service
         base = f"http://{settings.host}:{settings.port}"
         others = [c for c in children if c is not service[0]]
-        healthy = _wait_healthy(base + "/healthz", service[0], others, timeout=60)
+        healthy = _wait_healthy(base + "/healthz", service[0], others, API_START_SECONDS)
         if not healthy and not stop.is_set():
             print("privclust: the API did not start; see the messages above", file=sys.stderr)
             return 1

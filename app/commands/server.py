@@ -10,6 +10,9 @@ from app.kit.processes import pid_alive
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+# How long uvicorn's supervisor waits for a worker process to answer (see `_run`).
+WORKER_HEALTHCHECK_SECONDS = 60
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("api", help="run the HTTP API (PRIVCLUST_HOST:PRIVCLUST_PORT)")
@@ -81,6 +84,11 @@ def _run(args: argparse.Namespace) -> int:
         "access_log": settings.access_log,
         "proxy_headers": True,
         "timeout_graceful_shutdown": 5,
+        # uvicorn kills a worker process that does not answer its supervisor's ping within this
+        # many seconds, and a worker answers only once it has imported the app: 5 s (uvicorn's
+        # default) is too short on a busy machine, where each replacement was killed in turn
+        # and the API never started. A worker that really hangs is still replaced.
+        "timeout_worker_healthcheck": WORKER_HEALTHCHECK_SECONDS,
     }
     if settings.api_workers > 1:
         # Processes sharing the listening socket; each builds its app from the environment.
