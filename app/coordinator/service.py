@@ -23,7 +23,7 @@ from app.coordinator.client import MemberAddress, MemberClient, MemberError
 from app.kit.config import Settings
 from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import Statistic
-from privclust.federation.passes import encode, encode_noises, layout_of
+from privclust.federation.passes import encode, encode_noises, layout_of, ring_bits
 from privclust.federation.protocol import released
 from privclust.federation.ring import Layout
 
@@ -57,6 +57,8 @@ class FederatedJob:
     settings: Settings
     member_jobs: list[str] = field(default_factory=list)
     releases: int = 0
+    # The members that are sent a vote's candidates whole (they drew others from the recipe).
+    whole: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         members = self.federation.members
@@ -111,17 +113,32 @@ class FederatedJob:
                     self._clients[i].finish(member_job, succeeded=False)
             raise
 
-    def release(self, statistic: Statistic, noises: Sequence[Gaussian]) -> tuple[np.ndarray, ...]:
+    def release(
+        self, statistic: Statistic, noises: Sequence[Gaussian], n_public: int | None = None
+    ) -> tuple[np.ndarray, ...]:
         """The release of `statistic` with `noises`, as the central engine's `Rows.release`
-        gives it: every member's masked vector, added up."""
+        gives it: every member's masked vector, added up. `n_public` (the dataset's N~) lets a
+        vote be summed in 32-bit words (`passes.ring_bits`)."""
         if not self.member_jobs:
             raise RuntimeError("the members have not joined this job")
         index, self.releases = self.releases, self.releases + 1
-        body = {"pass": encode(statistic), "noises": encode_noises(noises)}
+        bits = ring_bits(statistic, noises, n_public, self.federation.colluding + 1)
+        body = {"pass": encode(statistic), "noises": encode_noises(noises), "bits": bits}
         layout = Layout(layout_of(statistic))
 
         def one(i: int, client: MemberClient) -> np.ndarray:
-            return client.release(self.member_jobs[i], index, body, layout.size)
+            member_job = self.member_jobs[i]
+            if i not in self.whole:
+                try:
+                    return client.release(member_job, index, body, layout.size, bits)
+                except MemberError as exc:
+                    if exc.code != "candidates-differ":
+                        raise
+                    # It drew other candidates from the recipe (nothing charged): from now on
+                    # it gets them whole.
+                    self.whole.add(i)
+            whole = body | {"pass": encode(statistic, whole=True)}
+            return client.release(member_job, index, whole, layout.size, bits)
 
         messages = self._each(one)
         for i, message in enumerate(messages):

@@ -46,7 +46,9 @@ from privclust.federation.passes import (
     LLOYD_SUMS,
     ROW_COUNT,
     VOTE_COUNTS,
+    CandidatesDiffer,
     PassError,
+    check_ring_bits,
     decode,
     decode_noises,
     release_mu_squared,
@@ -227,10 +229,11 @@ def answer(
     if isinstance(claim, bytes):
         return claim
     rows = member_rows(claim.stored, claim.reading)
+    bits = int(body.get("bits", 64))  # checked by `_priced` when the claim was made
     _, masked = answer_pass(
-        rows, claim.statistic, claim.noises, claim.seat, claim.scope, _test_rng(release)
+        rows, claim.statistic, claim.noises, claim.seat, claim.scope, _test_rng(release), bits
     )
-    words = np.ascontiguousarray(masked, dtype="<u8").tobytes()
+    words = np.ascontiguousarray(masked, dtype=f"<u{bits // 8}").tobytes()
     ledger.begin_budget_transaction(session)
     row = session.get(MemberAnswer, (claim.member_job_id, release))
     assert row is not None
@@ -330,7 +333,10 @@ def _priced(job: MemberJob, dataset: Dataset, body: dict[str, Any]) -> tuple[Any
         bound = TableSpec.of(dataset.table_spec).contribution_bound
         required = required_sensitivities(statistic, dataset.n_cols, bound)
         noises = decode_noises(body.get("noises"), len(required))
+        check_ring_bits(body["pass"]["pass"], body.get("bits", 64))
         return statistic, noises, release_mu_squared(noises, required)
+    except CandidatesDiffer as exc:
+        raise InvalidParameter(str(exc), field="pass", code="candidates-differ") from exc
     except PassError as exc:
         raise InvalidParameter(str(exc), field="pass") from exc
 

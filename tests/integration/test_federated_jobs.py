@@ -27,6 +27,8 @@ from app.ledger import verify
 from privclust.clustering import cluster
 from privclust.clustering.data.release import Gaussian, central_release
 from privclust.clustering.data.rows import ArrayTable, Reading, Rows, Statistic, WorkingCopy
+from privclust.clustering.evolution.variation import Variations
+from privclust.federation import passes
 from tests.support.api import auth
 from tests.support.federation import PARTS, make_members, members_field, parsed, reachable
 
@@ -188,3 +190,75 @@ def test_a_federated_job_runs_through_the_service_and_no_member_body_holds_its_s
         assert f'"n_rows":{n}'.encode() not in text and f": {n}".encode() not in text
         word = base64.b64encode(np.array([n], dtype="<i8").tobytes())[:10]
         assert word not in text
+
+
+class _Requests(httpx.BaseTransport):
+    """Every request body the coordinator sends a member, and the answer's size, recorded."""
+
+    def __init__(self, inner: httpx.BaseTransport, log: list[tuple[dict, int]]) -> None:
+        self.inner, self.log = inner, log
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        body = response.read()
+        if "/releases/" in request.url.path:
+            self.log.append((json.loads(request.content), len(body)))
+        return httpx.Response(response.status_code, headers=response.headers, content=body)
+
+
+class _DrawnOtherwise(Variations):
+    """A member whose numpy draws one candidate's last bit differently."""
+
+    def population(self) -> np.ndarray:
+        out = super().population()
+        out[-1, 0] = np.nextafter(out[-1, 0], np.inf)
+        return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("drawn_otherwise", [False, True])
+def test_a_vote_travels_as_its_recipe_in_32_bit_words_or_whole_to_a_member_that_draws_otherwise(
+    client: TestClient,
+    keys: dict[str, str],
+    settings: Settings,
+    fixed_noise: None,
+    monkeypatch: pytest.MonkeyPatch,
+    drawn_otherwise: bool,
+) -> None:
+    if drawn_otherwise:
+        monkeypatch.setattr(passes, "Variations", _DrawnOtherwise)
+    members = make_members(client, keys)
+    log: list[tuple[dict, int]] = []
+    options: dict[str, Any] = {
+        "algorithm": "pe-means", "mu": 1.0, "radius": 10.0, "center": np.zeros(2),
+        "n_public": 220, "relation": "add-remove",
+    }  # fmt: skip
+    with reachable(client, members):
+        for m in members:
+            TRANSPORTS[m["url"]] = _Requests(client._transport, log)
+        calls = _calls(members, "job-votes", "pe-means", 1.0, "float32", settings)
+        calls.join()
+        federated = cluster(
+            FederatedTable(calls, 220, 2), 3, rng=np.random.default_rng(RUN_SEED), **options
+        )
+        calls.finish(succeeded=True)
+        calls.close()
+    central = cluster(
+        _CentralTable(np.concatenate([parsed(p) for p in PARTS]), []), 3,
+        rng=np.random.default_rng(RUN_SEED), **options,
+    )  # fmt: skip
+    np.testing.assert_array_equal(federated.centers, central.centers)
+    assert calls.whole == ({0, 1, 2} if drawn_otherwise else set())
+    drawn = [body for body, _ in log if "anchors" in body["pass"]["arrays"]]
+    whole = [body for body, _ in log if "candidates" in body["pass"]["arrays"]]
+    assert all(body["bits"] == 32 for body, _ in log)  # N~ = 220: every vote in 32-bit words
+    assert len(drawn) == (3 if drawn_otherwise else 3 * (calls.releases - 1))
+    assert len(whole) == 3 * (calls.releases if drawn_otherwise else 1)  # the packing: whole
+    for body, size in log:
+        if "candidates" in body["pass"]["arrays"]:
+            bins = body["pass"]["arrays"]["candidates"]["shape"][0]
+            assert size == len(
+                json.dumps(
+                    {"release": 0, "words": "x" * (4 * -(-4 * bins // 3))}, separators=(",", ":")
+                )
+            )
