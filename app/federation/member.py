@@ -364,16 +364,22 @@ def finish(session: Session, key: ApiKey, member_job_id: uuid.UUID, succeeded: b
     the member's ledger; otherwise its charge stays."""
     ledger.begin_budget_transaction(session)
     job = member_job(session, key, member_job_id)
-    if job.status == JobStatus.RUNNING:
-        answered = session.scalars(
-            select(MemberAnswer.release).where(MemberAnswer.member_job_id == job.id).limit(1)
-        ).first()
-        if answered is None and member_ledger.refund_member_job(
-            session, job, "the federated job ended before this member answered a release"
-        ):
-            job.status = JobStatus.CANCELLED  # ended before any noise: refunded
-        else:
-            job.status = JobStatus.SUCCEEDED if succeeded else JobStatus.FAILED
-        job.finished_at = utcnow()
+    end(session, job, succeeded, "the federated job ended before this member answered a release")
     session.commit()
     return job
+
+
+def end(session: Session, job: MemberJob, succeeded: bool, note: str) -> None:
+    """End a running member job in the caller's budget transaction: refunded (`cancelled`,
+    with `note`) when it answered no release, else `succeeded` or `failed`, its charge kept.
+    A job that ended already keeps its end."""
+    if job.status != JobStatus.RUNNING:
+        return
+    answered = session.scalars(
+        select(MemberAnswer.release).where(MemberAnswer.member_job_id == job.id).limit(1)
+    ).first()
+    if answered is None and member_ledger.refund_member_job(session, job, note):
+        job.status = JobStatus.CANCELLED  # ended before any noise: refunded
+    else:
+        job.status = JobStatus.SUCCEEDED if succeeded else JobStatus.FAILED
+    job.finished_at = utcnow()
