@@ -59,11 +59,29 @@ class FederatedJob:
     releases: int = 0
     # The members that are sent a vote's candidates whole (they drew others from the recipe).
     whole: set[int] = field(default_factory=set)
+    # Called with `states()` after each change of a member's status (the job's record).
+    observer: Callable[[list[dict[str, Any]]], None] | None = None
 
     def __post_init__(self) -> None:
         members = self.federation.members
         self._clients = [MemberClient(m, self.settings) for m in members]
         self._pool = ThreadPoolExecutor(max_workers=len(members), thread_name_prefix="member")
+        self._status = ["pending"] * len(members)
+        self._answered = [0] * len(members)
+
+    def states(self) -> list[dict[str, Any]]:
+        """Each member's part in the job, from public facts only: its position, `status`
+        (pending: not asked yet; joined; answered: it answered `releases` releases; finished:
+        told the job's end; refused: it refused to join; failed: it failed a call mid-job)
+        and the releases it answered. Never a statistic, a share or a count of its rows."""
+        return [
+            {"position": i, "status": status, "releases": answered}
+            for i, (status, answered) in enumerate(zip(self._status, self._answered, strict=True))
+        ]
+
+    def _changed(self) -> None:
+        if self.observer is not None:
+            self.observer(self.states())
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -101,7 +119,12 @@ class FederatedJob:
         joined: dict[int, str] = {}
 
         def one(i: int, client: MemberClient) -> str:
-            joined[i] = client.join(body)
+            try:
+                joined[i] = client.join(body)
+            except MemberError:
+                self._status[i] = "refused"
+                raise
+            self._status[i] = "joined" if self._answered[i] == 0 else "answered"
             return joined[i]
 
         try:
@@ -111,7 +134,10 @@ class FederatedJob:
                 # It answered nothing: told or not, its charge is its own to refund.
                 with contextlib.suppress(MemberError):
                     self._clients[i].finish(member_job, succeeded=False)
+                    self._status[i] = "finished"
             raise
+        finally:
+            self._changed()
 
     def release(
         self, statistic: Statistic, noises: Sequence[Gaussian], n_public: int | None = None
@@ -127,31 +153,57 @@ class FederatedJob:
         layout = Layout(layout_of(statistic))
 
         def one(i: int, client: MemberClient) -> np.ndarray:
-            member_job = self.member_jobs[i]
-            if i not in self.whole:
-                try:
-                    return client.release(member_job, index, body, layout.size, bits)
-                except MemberError as exc:
-                    if exc.code != "candidates-differ":
-                        raise
-                    # It drew other candidates from the recipe (nothing charged): from now on
-                    # it gets them whole.
-                    self.whole.add(i)
-            whole = body | {"pass": encode(statistic, whole=True)}
-            return client.release(member_job, index, whole, layout.size, bits)
+            try:
+                words = self._answer(i, client, index, statistic, body, layout.size)
+            except MemberError:
+                self._status[i] = "failed"
+                raise
+            self._status[i], self._answered[i] = "answered", self._answered[i] + 1
+            return words
 
-        messages = self._each(one)
+        try:
+            messages = self._each(one)
+        finally:
+            self._changed()
         for i, message in enumerate(messages):
             for hook in RECEIVED:
                 hook(i, message)
         return released(messages, layout, len(messages))
 
+    def _answer(
+        self,
+        i: int,
+        client: MemberClient,
+        index: int,
+        statistic: Statistic,
+        body: dict[str, Any],
+        words: int,
+    ) -> np.ndarray:
+        """Member i's masked vector: from the vote's recipe, or its candidates whole to a member
+        that drew others from the recipe (it refused with `candidates-differ`, nothing charged,
+        and gets them whole from then on)."""
+        member_job, bits = self.member_jobs[i], int(body["bits"])
+        if i not in self.whole:
+            try:
+                return client.release(member_job, index, body, words, bits)
+            except MemberError as exc:
+                if exc.code != "candidates-differ":
+                    raise
+                self.whole.add(i)
+        whole = body | {"pass": encode(statistic, whole=True)}
+        return client.release(member_job, index, whole, words, bits)
+
     def finish(self, succeeded: bool) -> None:
         """Tell every member the job ended (best effort: a member that is gone keeps its
         charge, or refunds it when it answered nothing, on its own)."""
-        for client, member_job in zip(self._clients, self.member_jobs, strict=False):
+        for i, (client, member_job) in enumerate(
+            zip(self._clients, self.member_jobs, strict=False)
+        ):
             with contextlib.suppress(MemberError):
                 client.finish(member_job, succeeded)
+                if self._status[i] != "failed":
+                    self._status[i] = "finished"
+        self._changed()
 
 
 def seat_of(member: MemberAddress, settings: Settings) -> dict[str, Any]:

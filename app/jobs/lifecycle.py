@@ -267,6 +267,11 @@ class JobRun:
         with unit_of_work(self.sessions) as s:
             return {o for o in owners if _job_status(s, o) in (None, JobStatus.RUNNING)}
 
+    def record_members(self, states: list[dict[str, Any]]) -> None:
+        """A federated job's members' states as they change (`FederatedJob.observer`)."""
+        with unit_of_work(self.sessions) as s:
+            repo.set_member_states(s, self.job_id, states)
+
     def stopped(self) -> None:
         """The job stopped on request while running: cancelled, and it stays charged."""
         self._end(JobStatus.CANCELLED, note="stopped while running; stays charged")

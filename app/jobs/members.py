@@ -11,11 +11,13 @@ PRIVCLUST_FEDERATION_RESERVATION_SECONDS with no release (app.federation.expiry)
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from sqlalchemy.orm import Session
 
 from app.coordinator.client import MemberError
 from app.coordinator.terms import is_federated, job_calls
+from app.jobs import repository as repo
 from app.kit.config import get_settings
 from app.models import Dataset, Job
 
@@ -38,3 +40,15 @@ def tell_members_failed(session: Session, job: Job, what: str) -> None:
         log.warning("job %s: could not tell %s that it %s", job.id, exc.member.name, what)
     finally:
         calls.close()
+    # The releases each member answered while the job ran stay as its worker recorded them.
+    before = {int(m["position"]): int(m["releases"]) for m in job.member_states or []}
+    states = [
+        m | {"releases": max(m["releases"], before.get(m["position"], 0))} for m in calls.states()
+    ]
+    record_members(session, job, states)
+
+
+def record_members(session: Session, job: Job, states: list[dict[str, Any]]) -> None:
+    """Record `job`'s members' states (public facts) in a transaction of its own."""
+    repo.set_member_states(session, job.id, states)
+    session.commit()

@@ -176,6 +176,11 @@ def test_a_federated_job_runs_through_the_service_and_no_member_body_holds_its_s
         job = client.get(f"/v1/jobs/{job_id}", headers=auth(keys["analyst"])).json()
         assert job["status"] == "succeeded" and job["algorithm"] == ran
         assert len(job["result"]["centers"]) == 3
+        # Each member's part, public facts only: every member answered every release.
+        releases = job["privacy"]["iterations"]
+        assert job["members"] == [
+            {"position": i, "status": "finished", "releases": releases} for i in range(3)
+        ]
     spent = _budget(client, keys["owner"], dataset["id"])["mu_spent"]
     sessions = session_factory(settings.resolved_database_url)
     for m in members:  # each member charged the count and the three jobs, as the coordinator

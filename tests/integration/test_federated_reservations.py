@@ -72,6 +72,7 @@ def test_a_job_whose_worker_died_is_ended_on_every_member(
                    for m in members)  # fmt: skip
         if answered:  # the worker got one release through before it died
             calls = queued.calls(settings)
+            calls.observer = run.record_members  # as the worker records each release
             calls.join()
             calls.release(STATISTIC, [Gaussian(SENSITIVITY, 4.0)])
             calls.close()
@@ -83,6 +84,9 @@ def test_a_job_whose_worker_died_is_ended_on_every_member(
             assert run.lost() == "failed"
     mine = _member_jobs(settings, job_id)
     assert len(mine) == 3
+    shown = client.get(f"/v1/jobs/{job_id}", headers=auth(keys["analyst"])).json()["members"]
+    told = [{"position": i, "status": "finished", "releases": int(answered)} for i in range(3)]
+    assert shown == told
     assert {m.status for m in mine} == {"failed" if answered else "cancelled"}
     for m, was in zip(members, before, strict=True):
         held = budget(client, keys["owner"], m["dataset"]["id"])
