@@ -30,7 +30,14 @@ from privclust.clustering.data.rows import ArrayTable, Reading, Rows, Statistic,
 from privclust.clustering.evolution.variation import Variations
 from privclust.federation import passes
 from tests.support.api import auth
-from tests.support.federation import PARTS, make_members, members_field, parsed, reachable
+from tests.support.federation import (
+    PARTS,
+    budget,
+    federated_dataset,
+    make_members,
+    parsed,
+    reachable,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -123,20 +130,6 @@ def test_a_federated_run_makes_the_central_runs_releases_bit_for_bit(
     assert len(log) > 0 and len(received) == 3 * len(log)  # every release, from every member
 
 
-def _budget(client: TestClient, owner: str, dataset_id: str) -> dict[str, float]:
-    return client.get(f"/v1/datasets/{dataset_id}", headers=auth(owner)).json()["budget"]
-
-
-def _federated_dataset(client: TestClient, owner: str, members: list[dict[str, Any]]) -> dict:
-    form = {
-        "name": "pooled", "epsilon": "8", "delta": "1e-6", "radius": "10", "columns": "x,y",
-        "members": json.dumps(members_field(members)),
-    }  # fmt: skip
-    resp = client.post("/v1/datasets", headers=auth(owner), data=form)
-    assert resp.status_code == 201, resp.text
-    return resp.json()
-
-
 class _Recorder(httpx.BaseTransport):
     """Every response body a member sends the coordinator, recorded."""
 
@@ -161,7 +154,7 @@ def test_a_federated_job_runs_through_the_service_and_no_member_body_holds_its_s
     with reachable(client, members):
         for m in members:
             TRANSPORTS[m["url"]] = _Recorder(client._transport, bodies)
-        dataset = _federated_dataset(client, keys["owner"], members)
+        dataset = federated_dataset(client, keys["owner"], members)
         jobs = []
         for algorithm in ("fastlloyd", "pe-means", "auto"):
             resp = client.post(
@@ -181,10 +174,10 @@ def test_a_federated_job_runs_through_the_service_and_no_member_body_holds_its_s
         assert job["members"] == [
             {"position": i, "status": "finished", "releases": releases} for i in range(3)
         ]
-    spent = _budget(client, keys["owner"], dataset["id"])["mu_spent"]
+    spent = budget(client, keys["owner"], dataset["id"])["mu_spent"]
     sessions = session_factory(settings.resolved_database_url)
     for m in members:  # each member charged the count and the three jobs, as the coordinator
-        assert _budget(client, keys["owner"], m["dataset"]["id"])["mu_spent"] >= spent - 1e-6
+        assert budget(client, keys["owner"], m["dataset"]["id"])["mu_spent"] >= spent - 1e-6
         found = verify.check(sessions, uuid.UUID(m["dataset"]["id"]))
         assert found is not None and found.agrees and not found.breaks
     # No body a member sent holds its exact row count or any exact statistic it computed:
