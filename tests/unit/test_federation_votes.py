@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from scipy.stats import chisquare
 
 from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import WorkingCopy
@@ -150,3 +151,20 @@ def test_only_a_vote_whose_noisy_bins_surely_fit_is_summed_in_32_bits() -> None:
     for name, bits in (("lloyd-sums", 32), ("row-count", 32), ("vote-counts", 16)):
         with pytest.raises(PassError):
             check_ring_bits(name, bits)
+
+
+def test_messages_in_32_bit_words_look_uniform() -> None:
+    keys = [MemberKey.generate() for _ in range(3)]
+    publics = [key.public for key in keys]
+    # Small vote counts: unmasked, nearly every word's three high bytes would be zero.
+    stats = [RNG.integers(0, 40, size=20_000) for _ in keys]
+    words = np.concatenate(
+        [
+            masked_contribution(s, np.zeros_like(s), key, publics, SCOPE, bits=32)
+            for s, key in zip(stats, keys, strict=True)
+        ]
+    )
+    for byte in range(4):
+        cells = ((words >> np.uint32(8 * byte)) & np.uint32(0xFF)).astype(np.int64)
+        # p > 1e-5 for each of the 4 bytes: a chance failure in under 1 of 10,000 runs (4e-5).
+        assert chisquare(np.bincount(cells, minlength=256)).pvalue > 1e-5
