@@ -6,6 +6,7 @@ import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import anyio
@@ -22,6 +23,7 @@ from app import __version__, console
 from app.datasets import endpoints as datasets
 from app.datasets import service as datasets_service
 from app.federation import endpoints as federation
+from app.federation.expiry import expire_idle_member_jobs
 from app.jobs import endpoints as jobs
 from app.jobs.sweeper import Sweeper
 from app.keys import endpoints as keys
@@ -195,7 +197,8 @@ def create_app(settings: Settings | None = None, clock: Clock | None = None) -> 
         # and the pool has a connection for every thread (app.kit.db.session.get_engine).
         configure_threads(settings)
         datasets_service.remove_abandoned_uploads(settings, app.state.sessionmaker)
-        with Sweeper.running(settings, app.state.sessionmaker):
+        chores = [partial(expire_idle_member_jobs, settings, app.state.sessionmaker)]
+        with Sweeper.running(settings, app.state.sessionmaker, chores):
             yield
 
     # /docs and /redoc load Swagger UI, ReDoc and the favicon from files shipped in the

@@ -10,7 +10,8 @@ histogram over the default population cap of 8,192 candidates), each measured as
   plus the coordinator's sum; each member's pass over its own rows is the central pass's work,
   split. Also one
   member's mask alone (M - 1 X25519 agreements, HKDFs and ChaCha20 streams), and the bytes of
-  its message (8 per value; what goes over the wire before any encoding).
+  its message (8 per value, 4 for a vote whose bins fit int32: `passes.ring_bits`; what goes
+  over the wire before any encoding).
 
 Prints a table (medians over --repeats); never asserts on timings.
 
@@ -28,6 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import Statistic, WorkingCopy
 from privclust.clustering.evolution.vote import VoteCounts
 from privclust.clustering.mechanisms.lloyd import LloydSums
@@ -42,6 +44,7 @@ from privclust.federation import (
     member_mask,
     released,
 )
+from privclust.federation.passes import ring_bits
 from privclust.privacy import noise
 
 SENSITIVITY, SIGMA = 4.0, 10.0
@@ -71,6 +74,8 @@ def measure(name: str, rows: np.ndarray, statistic: Statistic, members: int, rep
     seats = [MemberSeat(key=key, members=publics, shares=shares) for key in keys]
     parts = [WorkingCopy(own) for own in np.array_split(rows, members)]
     scope = MaskScope("bench", "job", 0, 0)
+    # The ring the coordinator asks for (a vote's bins in 32-bit words: N stands as N~).
+    bits = ring_bits(statistic, [Gaussian(SENSITIVITY, SIGMA)], len(rows), 1)
     exact = [part.total(statistic) for part in parts]
     layout = Layout.of(exact[0])
     messages: dict = {}
@@ -79,7 +84,7 @@ def measure(name: str, rows: np.ndarray, statistic: Statistic, members: int, rep
         # What the protocol adds to member i's pass: its noise share and its masks.
         flat = layout.flatten(exact[i])
         share = shares.share(i, flat.shape, sensitivity=SENSITIVITY, sigma=SIGMA)
-        messages[i] = masked_contribution(flat, share, keys[i], publics, scope)
+        messages[i] = masked_contribution(flat, share, keys[i], publics, scope, bits)
 
     central(rows, statistic)  # compiles the pass's kernels before anything is timed
     central_ms = median_ms(lambda: central(rows, statistic), repeats)
@@ -91,7 +96,7 @@ def measure(name: str, rows: np.ndarray, statistic: Statistic, members: int, rep
     )
     sent = [messages[i] for i in range(members)]
     sum_ms = median_ms(lambda: released(sent, layout, members), repeats)
-    mask_ms = median_ms(lambda: member_mask(keys[0], publics, scope, layout.size), repeats)
+    mask_ms = median_ms(lambda: member_mask(keys[0], publics, scope, layout.size, bits), repeats)
     return {
         "pass": name,
         "M": members,

@@ -5,17 +5,22 @@ One privclust API (this process, uvicorn on 127.0.0.1, SQLite in a temporary dir
 M member datasets of N/M rows each (k = d = 16 by default) and a member key for each; a
 `FederatedJob` (app.coordinator.service) calls them as a coordinator does, over real HTTP.
 Measured per pass, for one Lloyd pass (`JointLloydSums`: k x d grid sums and k counts) and one
-PE-means vote (`VoteCounts` over 8,192 candidates):
+PE-means vote (`VoteCounts` over 8,192 candidates: k anchors and their Levy variations, as
+PE-means votes after its first iteration):
 
 - central: the pass over the pooled rows in one process, then the integer release;
 - federated: the coordinator's `release` (every member, in parallel threads: decode the pass,
   read and prepare its rows, compute, draw its share, mask, store its answer; the coordinator
   adds the vectors up). The members share this machine's cores, so their passes are not run
   in parallel as on M hosts;
-- bytes per member: the request (the encoded pass and noises, JSON) and the answer (the masked
-  words, base64 in JSON).
+- bytes per member: the request (the encoded pass and noises, JSON: a vote's candidates as
+  their recipe) and the answer (the masked words, base64 in JSON: 4 bytes a bin for a vote
+  whose bins fit int32 by `ring_bits`, the dataset's N rows standing as the public count).
 
-Prints a table (medians over --repeats); never asserts on timings.
+A third row, `vote-whole`, sends the same vote as it travelled before its recipe: the
+candidates whole (float64 in base64) and the answer in 64-bit words, for a ratio within one
+run. Prints a table (medians over --repeats; bytes per member, request and answer, as httpx
+and the API write them); never asserts on timings.
 
     .venv/bin/python bench/federation_loopback.py
     .venv/bin/python bench/federation_loopback.py --rows 30000 --members 3 --repeats 3
@@ -122,16 +127,21 @@ def main() -> None:
     from app.coordinator.service import FederatedJob, Federation
     from privclust.clustering.data.release import Gaussian
     from privclust.clustering.data.rows import Reading, WorkingCopy
+    from privclust.clustering.evolution.nearest import GroupLayout
+    from privclust.clustering.evolution.variation import Variations
     from privclust.clustering.evolution.vote import VoteCounts
     from privclust.clustering.mechanisms.grid import grid_sensitivity
     from privclust.clustering.mechanisms.lloyd import JointLloydSums, LloydSums
-    from privclust.federation.passes import encode, encode_noises
+    from privclust.privacy import noise
 
     rng = np.random.default_rng(0)
     pooled = rng.normal(0.0, 1.0, size=(args.rows, args.d))
     pooled = np.round(pooled, 5)  # as the CSV carries them
     centres = rng.normal(0.0, 1.0, size=(args.k, args.d))
-    candidates = rng.normal(0.0, 1.0, size=(args.candidates, args.d))
+    # A vote as PE-means makes it after its first: k anchors (the last selection) and their
+    # Levy variations, which travel as their recipe.
+    per = args.candidates // args.k - 1
+    recipe, candidates = Variations.draw(centres, per, 4.0, noise.variation_generator(rng))
     multiplier = 7
     passes = {
         "lloyd": (
@@ -139,14 +149,20 @@ def main() -> None:
             [Gaussian(float(np.hypot(grid_sensitivity(args.d), multiplier)), 50.0)],
             "float64",
         ),
-        "vote": (VoteCounts(candidates, None), [Gaussian(1.0, 50.0)], "float32"),
+        "vote": (
+            VoteCounts(candidates, GroupLayout(anchors=args.k, per_anchor=per), recipe),
+            [Gaussian(1.0, 50.0)],
+            "float32",
+        ),
     }
+    passes["vote-whole"] = passes["vote"]
     domain = {
         "columns": [f"c{j}" for j in range(args.d)], "domain_kind": "ball", "radius": 4.0,
         "center": [0.0] * args.d, "lower": None, "upper": None, "table_spec": None,
     }  # fmt: skip
     print(f"N = {args.rows}, k = {args.k}, d = {args.d}, {args.candidates} candidates")
-    print("pass   M  central_ms  federated_ms  overhead_ms  request_KB  answer_KB")
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    print("pass        M  central_ms  federated_ms  overhead_ms  request_B  answer_B  both_B")
     with tempfile.TemporaryDirectory() as tmp:
         base, admin = _serve(Path(tmp))
         from app.kit.config import get_settings
@@ -168,24 +184,38 @@ def main() -> None:
                     args.repeats,
                 )
                 job = FederatedJob(
-                    federation, f"{name}-{m}", "pe-lloyd", 10.0, dtype, domain, settings
+                    federation, f"{name}-{m}", "pe-lloyd", 3.0, dtype, domain, settings
                 )
+                # "vote-whole": the wire form before the recipe and the 32-bit ring, to compare.
+                whole = name.endswith("whole")
+                n_public = None if whole else args.rows
+                job.whole = set(range(m)) if whole else set()
                 job.join()
                 federated = _median(
-                    lambda j=job, s=statistic, n=noises: j.release(s, n), args.repeats
+                    lambda j=job, s=statistic, n=noises, p=n_public: j.release(s, n, p),
+                    args.repeats,
                 )
                 job.finish(succeeded=True)
                 job.close()
-                request = len(
-                    json.dumps({"pass": encode(statistic), "noises": encode_noises(noises)})
-                )
-                size = _answer_words(statistic)
-                answer = len(json.dumps({"release": 0, "words": "x" * (4 * ((8 * size + 2) // 3))}))
+                request, answer = _bytes(statistic, noises, n_public, whole)
                 print(
-                    f"{name:6s} {m:2d} {central * 1e3:11.1f} {federated * 1e3:13.1f} "
-                    f"{(federated - central) * 1e3:12.1f} {request / 1024:11.1f} "
-                    f"{answer / 1024:10.1f}"
+                    f"{name:10s} {m:2d} {central * 1e3:11.1f} {federated * 1e3:13.1f} "
+                    f"{(federated - central) * 1e3:12.1f} {request:10d} {answer:9d} "
+                    f"{request + answer:8d}"
                 )
+
+
+def _bytes(statistic, noises, n_public: int | None, whole: bool) -> tuple[int, int]:
+    """A member's request and answer in bytes, as httpx and the API write them (compact JSON)."""
+    from privclust.federation.passes import encode, encode_noises, ring_bits
+
+    bits = ring_bits(statistic, noises, n_public, 1)
+    body = {"pass": encode(statistic, whole=whole), "noises": encode_noises(noises), "bits": bits}
+    raw = _answer_words(statistic) * bits // 8
+    answer = {"release": 0, "words": "x" * (4 * -(-raw // 3))}
+    return len(json.dumps(body, separators=(",", ":"))), len(
+        json.dumps(answer, separators=(",", ":"))
+    )
 
 
 def _answer_words(statistic: object) -> int:

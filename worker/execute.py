@@ -120,6 +120,7 @@ def _run_federated(
     jobs back) answer every release; they are told the job's end."""
     assert queued.calls is not None
     calls = queued.calls(settings)
+    calls.observer = run.record_members
     try:
         try:
             calls.join()

@@ -18,6 +18,7 @@ import httpx
 import numpy as np
 
 from app.kit.config import Settings
+from privclust.federation.ring import word_dtype
 
 # Test-only: transports by member URL (in-process members), instead of the network.
 TRANSPORTS: dict[str, httpx.BaseTransport] = {}
@@ -96,16 +97,20 @@ class MemberClient:
             raise MemberError(self.member, "answered a join without a job id")
         return job_id
 
-    def release(self, member_job: str, index: int, body: dict[str, Any], words: int) -> np.ndarray:
-        """The member's masked vector for release `index`: `words` uint64 words."""
+    def release(
+        self, member_job: str, index: int, body: dict[str, Any], words: int, bits: int = 64
+    ) -> np.ndarray:
+        """The member's masked vector for release `index`: `words` words of `bits` bits
+        (uint64 or uint32, as the body asks)."""
+        dtype = word_dtype(bits)
         answer = self._call("POST", f"/v1/federation/jobs/{member_job}/releases/{index}", body)
         try:
             raw = base64.b64decode(str(answer.get("words")), validate=True)
         except (binascii.Error, ValueError) as exc:
             raise MemberError(self.member, "answered words that are not base64") from exc
-        if answer.get("release") != index or len(raw) != 8 * words:
+        if answer.get("release") != index or len(raw) != dtype.itemsize * words:
             raise MemberError(self.member, f"answered {len(raw)} bytes, not {words} words")
-        return np.frombuffer(raw, dtype="<u8").astype(np.uint64)
+        return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).astype(dtype)
 
     def finish(self, member_job: str, succeeded: bool) -> None:
         self._call("POST", f"/v1/federation/jobs/{member_job}/finish", {"succeeded": succeeded})

@@ -31,7 +31,7 @@ class FederatedRows(Rows):
         self, statistic: Statistic, noises: Sequence[Gaussian], rng: np.random.Generator
     ) -> tuple[np.ndarray, ...]:
         # The noise is the members' shares; `rng` stays the run's for its post-processing.
-        return self.calls.release(statistic, noises)
+        return self.calls.release(statistic, noises, n_public=self.shape[0])
 
 
 class FederatedTable(Table):

@@ -23,7 +23,7 @@ from app.coordinator.client import MemberAddress, MemberClient, MemberError
 from app.kit.config import Settings
 from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import Statistic
-from privclust.federation.passes import encode, encode_noises, layout_of
+from privclust.federation.passes import encode, encode_noises, layout_of, ring_bits
 from privclust.federation.protocol import released
 from privclust.federation.ring import Layout
 
@@ -57,11 +57,31 @@ class FederatedJob:
     settings: Settings
     member_jobs: list[str] = field(default_factory=list)
     releases: int = 0
+    # The members that are sent a vote's candidates whole (they drew others from the recipe).
+    whole: set[int] = field(default_factory=set)
+    # Called with `states()` after each change of a member's status (the job's record).
+    observer: Callable[[list[dict[str, Any]]], None] | None = None
 
     def __post_init__(self) -> None:
         members = self.federation.members
         self._clients = [MemberClient(m, self.settings) for m in members]
         self._pool = ThreadPoolExecutor(max_workers=len(members), thread_name_prefix="member")
+        self._status = ["pending"] * len(members)
+        self._answered = [0] * len(members)
+
+    def states(self) -> list[dict[str, Any]]:
+        """Each member's part in the job, from public facts only: its position, `status`
+        (pending: not asked yet; joined; answered: it answered `releases` releases; finished:
+        told the job's end; refused: it refused to join; failed: it failed a call mid-job)
+        and the releases it answered. Never a statistic, a share or a count of its rows."""
+        return [
+            {"position": i, "status": status, "releases": answered}
+            for i, (status, answered) in enumerate(zip(self._status, self._answered, strict=True))
+        ]
+
+    def _changed(self) -> None:
+        if self.observer is not None:
+            self.observer(self.states())
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -99,7 +119,12 @@ class FederatedJob:
         joined: dict[int, str] = {}
 
         def one(i: int, client: MemberClient) -> str:
-            joined[i] = client.join(body)
+            try:
+                joined[i] = client.join(body)
+            except MemberError:
+                self._status[i] = "refused"
+                raise
+            self._status[i] = "joined" if self._answered[i] == 0 else "answered"
             return joined[i]
 
         try:
@@ -109,32 +134,76 @@ class FederatedJob:
                 # It answered nothing: told or not, its charge is its own to refund.
                 with contextlib.suppress(MemberError):
                     self._clients[i].finish(member_job, succeeded=False)
+                    self._status[i] = "finished"
             raise
+        finally:
+            self._changed()
 
-    def release(self, statistic: Statistic, noises: Sequence[Gaussian]) -> tuple[np.ndarray, ...]:
+    def release(
+        self, statistic: Statistic, noises: Sequence[Gaussian], n_public: int | None = None
+    ) -> tuple[np.ndarray, ...]:
         """The release of `statistic` with `noises`, as the central engine's `Rows.release`
-        gives it: every member's masked vector, added up."""
+        gives it: every member's masked vector, added up. `n_public` (the dataset's N~) lets a
+        vote be summed in 32-bit words (`passes.ring_bits`)."""
         if not self.member_jobs:
             raise RuntimeError("the members have not joined this job")
         index, self.releases = self.releases, self.releases + 1
-        body = {"pass": encode(statistic), "noises": encode_noises(noises)}
+        bits = ring_bits(statistic, noises, n_public, self.federation.colluding + 1)
+        body = {"pass": encode(statistic), "noises": encode_noises(noises), "bits": bits}
         layout = Layout(layout_of(statistic))
 
         def one(i: int, client: MemberClient) -> np.ndarray:
-            return client.release(self.member_jobs[i], index, body, layout.size)
+            try:
+                words = self._answer(i, client, index, statistic, body, layout.size)
+            except MemberError:
+                self._status[i] = "failed"
+                raise
+            self._status[i], self._answered[i] = "answered", self._answered[i] + 1
+            return words
 
-        messages = self._each(one)
+        try:
+            messages = self._each(one)
+        finally:
+            self._changed()
         for i, message in enumerate(messages):
             for hook in RECEIVED:
                 hook(i, message)
         return released(messages, layout, len(messages))
 
+    def _answer(
+        self,
+        i: int,
+        client: MemberClient,
+        index: int,
+        statistic: Statistic,
+        body: dict[str, Any],
+        words: int,
+    ) -> np.ndarray:
+        """Member i's masked vector: from the vote's recipe, or its candidates whole to a member
+        that drew others from the recipe (it refused with `candidates-differ`, nothing charged,
+        and gets them whole from then on)."""
+        member_job, bits = self.member_jobs[i], int(body["bits"])
+        if i not in self.whole:
+            try:
+                return client.release(member_job, index, body, words, bits)
+            except MemberError as exc:
+                if exc.code != "candidates-differ":
+                    raise
+                self.whole.add(i)
+        whole = body | {"pass": encode(statistic, whole=True)}
+        return client.release(member_job, index, whole, words, bits)
+
     def finish(self, succeeded: bool) -> None:
         """Tell every member the job ended (best effort: a member that is gone keeps its
         charge, or refunds it when it answered nothing, on its own)."""
-        for client, member_job in zip(self._clients, self.member_jobs, strict=False):
+        for i, (client, member_job) in enumerate(
+            zip(self._clients, self.member_jobs, strict=False)
+        ):
             with contextlib.suppress(MemberError):
                 client.finish(member_job, succeeded)
+                if self._status[i] != "failed":
+                    self._status[i] = "finished"
+        self._changed()
 
 
 def seat_of(member: MemberAddress, settings: Settings) -> dict[str, Any]:

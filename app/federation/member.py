@@ -46,7 +46,9 @@ from privclust.federation.passes import (
     LLOYD_SUMS,
     ROW_COUNT,
     VOTE_COUNTS,
+    CandidatesDiffer,
     PassError,
+    check_ring_bits,
     decode,
     decode_noises,
     release_mu_squared,
@@ -227,10 +229,11 @@ def answer(
     if isinstance(claim, bytes):
         return claim
     rows = member_rows(claim.stored, claim.reading)
+    bits = int(body.get("bits", 64))  # checked by `_priced` when the claim was made
     _, masked = answer_pass(
-        rows, claim.statistic, claim.noises, claim.seat, claim.scope, _test_rng(release)
+        rows, claim.statistic, claim.noises, claim.seat, claim.scope, _test_rng(release), bits
     )
-    words = np.ascontiguousarray(masked, dtype="<u8").tobytes()
+    words = np.ascontiguousarray(masked, dtype=f"<u{bits // 8}").tobytes()
     ledger.begin_budget_transaction(session)
     row = session.get(MemberAnswer, (claim.member_job_id, release))
     assert row is not None
@@ -330,7 +333,10 @@ def _priced(job: MemberJob, dataset: Dataset, body: dict[str, Any]) -> tuple[Any
         bound = TableSpec.of(dataset.table_spec).contribution_bound
         required = required_sensitivities(statistic, dataset.n_cols, bound)
         noises = decode_noises(body.get("noises"), len(required))
+        check_ring_bits(body["pass"]["pass"], body.get("bits", 64))
         return statistic, noises, release_mu_squared(noises, required)
+    except CandidatesDiffer as exc:
+        raise InvalidParameter(str(exc), field="pass", code="candidates-differ") from exc
     except PassError as exc:
         raise InvalidParameter(str(exc), field="pass") from exc
 
@@ -358,16 +364,22 @@ def finish(session: Session, key: ApiKey, member_job_id: uuid.UUID, succeeded: b
     the member's ledger; otherwise its charge stays."""
     ledger.begin_budget_transaction(session)
     job = member_job(session, key, member_job_id)
-    if job.status == JobStatus.RUNNING:
-        answered = session.scalars(
-            select(MemberAnswer.release).where(MemberAnswer.member_job_id == job.id).limit(1)
-        ).first()
-        if answered is None and member_ledger.refund_member_job(
-            session, job, "the federated job ended before this member answered a release"
-        ):
-            job.status = JobStatus.CANCELLED  # ended before any noise: refunded
-        else:
-            job.status = JobStatus.SUCCEEDED if succeeded else JobStatus.FAILED
-        job.finished_at = utcnow()
+    end(session, job, succeeded, "the federated job ended before this member answered a release")
     session.commit()
     return job
+
+
+def end(session: Session, job: MemberJob, succeeded: bool, note: str) -> None:
+    """End a running member job in the caller's budget transaction: refunded (`cancelled`,
+    with `note`) when it answered no release, else `succeeded` or `failed`, its charge kept.
+    A job that ended already keeps its end."""
+    if job.status != JobStatus.RUNNING:
+        return
+    answered = session.scalars(
+        select(MemberAnswer.release).where(MemberAnswer.member_job_id == job.id).limit(1)
+    ).first()
+    if answered is None and member_ledger.refund_member_job(session, job, note):
+        job.status = JobStatus.CANCELLED  # ended before any noise: refunded
+    else:
+        job.status = JobStatus.SUCCEEDED if succeeded else JobStatus.FAILED
+    job.finished_at = utcnow()

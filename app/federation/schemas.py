@@ -109,15 +109,21 @@ class ReleaseIn(RequestSchema):
 
     pass_: dict[str, Any] = Field(alias="pass", description="The encoded pass.")
     noises: list[dict[str, Any]] = Field(description="{sensitivity, sigma, weight} per array.")
+    bits: int = Field(
+        default=64,
+        description="The ring the masked words are in: 64 (modulo 2^64), or 32 (modulo 2^32, "
+        "a vote histogram only).",
+    )
 
     def body(self) -> dict[str, Any]:
-        return {"pass": self.pass_, "noises": self.noises}
+        return {"pass": self.pass_, "noises": self.noises, "bits": self.bits}
 
 
 class ReleaseOut(BaseModel):
     release: int
     words: str = Field(
-        description="The member's masked vector: little-endian uint64 words, in base64."
+        description="The member's masked vector: little-endian words of the request's bits "
+        "(uint64 or uint32), in base64."
     )
 
 

@@ -31,6 +31,7 @@ from app.coordinator.terms import is_federated, job_calls, refused
 from app.datasets import service as datasets_service
 from app.jobs import lifecycle
 from app.jobs import repository as repo
+from app.jobs.members import record_members
 from app.kit import queue
 from app.kit.clock import SYSTEM_CLOCK, Clock
 from app.kit.config import Settings
@@ -252,8 +253,9 @@ class Admission(ABC, Generic[R, P, A]):
             session.commit()
             raise refused(exc, "the job") from exc
         finally:
-            for calls in made:
+            for job, calls in zip(jobs, made, strict=True):
                 calls.close()
+                record_members(session, job, calls.states())
 
     def _enqueue_or_refund(self, session: Session, settings: Settings, admitted: A) -> None:
         jobs = self.jobs(session, admitted)

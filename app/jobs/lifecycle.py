@@ -23,6 +23,7 @@ from app.datasets import service as datasets_service
 from app.datasets.domain import run_domain
 from app.jobs import planning
 from app.jobs import repository as repo
+from app.jobs.members import tell_members_failed
 from app.kit import repository as kit_repo
 from app.kit.config import Settings
 from app.kit.db.session import session_factory, unit_of_work
@@ -96,6 +97,8 @@ def cancel(session: Session, job: Job, actor: uuid.UUID | None) -> Job:
 
 def sweep_stale_jobs(session: Session, stale_seconds: float) -> list[uuid.UUID]:
     """Fail running jobs whose worker stopped sending heartbeats. Their budget stays spent.
+    A federated dataset's members are told each job failed (`tell_members_failed`: each
+    refunds if it answered no release).
 
     Each job's failure is committed on its own: a transaction holds one job's row and then its
     dataset's budget lock (for the `failed` entry), the order every writer takes them in, and
@@ -112,9 +115,11 @@ def sweep_stale_jobs(session: Session, stale_seconds: float) -> list[uuid.UUID]:
             finished_at=kit_repo.now(),
         ):
             ledger.record(session, job, LedgerKind.FAILED, note=LOST_WORKER)
-            failed.append(job.id)
+            failed.append(job)
         session.commit()
-    return failed
+    for job in failed:
+        tell_members_failed(session, job, "failed (its worker stopped)")
+    return [job.id for job in failed]
 
 
 def queued_before(sessions: sessionmaker[Session], cutoff: datetime) -> list[tuple[uuid.UUID, str]]:
@@ -244,12 +249,16 @@ class JobRun:
     def lost(self, running_reason: str = RUNNER_DIED) -> str:
         """The process running the job died or was stopped: the job ends failed, refunded if it
         had not started (no noise can exist), else charged with `running_reason`. Both are
-        compare-and-sets, so a job that ended meanwhile keeps its end. Returns its status."""
+        compare-and-sets, so a job that ended meanwhile keeps its end. A federated dataset's
+        members are told a failed job ended. Returns its status."""
         with unit_of_work(self.sessions) as s:
-            if fail_unqueued(s, self.job_id, RUNNER_DIED_BEFORE_START):
-                return JobStatus.FAILED
-        self._end(JobStatus.FAILED, note=running_reason, error=running_reason)
+            refunded = fail_unqueued(s, self.job_id, RUNNER_DIED_BEFORE_START)
+        if not refunded:
+            self._end(JobStatus.FAILED, note=running_reason, error=running_reason)
         with unit_of_work(self.sessions) as s:
+            job = s.get(Job, self.job_id)
+            if job is not None and job.status == JobStatus.FAILED:
+                tell_members_failed(s, job, "failed (its process stopped)")
             return repo.job_status(s, self.job_id) or "missing"
 
     def runs_to_keep(self, owners: Collection[str]) -> set[str]:
@@ -257,6 +266,11 @@ class JobRun:
         every running job's id, and every name that is not a job of this database."""
         with unit_of_work(self.sessions) as s:
             return {o for o in owners if _job_status(s, o) in (None, JobStatus.RUNNING)}
+
+    def record_members(self, states: list[dict[str, Any]]) -> None:
+        """A federated job's members' states as they change (`FederatedJob.observer`)."""
+        with unit_of_work(self.sessions) as s:
+            repo.set_member_states(s, self.job_id, states)
 
     def stopped(self) -> None:
         """The job stopped on request while running: cancelled, and it stays charged."""

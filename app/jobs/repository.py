@@ -75,6 +75,11 @@ def update_running_job(session: Session, job_id: uuid.UUID, **values: Any) -> bo
     return transition_job(session, job_id, from_status=JobStatus.RUNNING, **values)
 
 
+def set_member_states(session: Session, job_id: uuid.UUID, states: list[Any]) -> None:
+    """Record a federated job's members' states (public facts), whatever the job's status."""
+    session.execute(update(Job).where(Job.id == job_id).values(member_states=states))
+
+
 def stale_running_jobs(session: Session, cutoff: datetime) -> Sequence[Job]:
     return session.scalars(
         select(Job).where(

@@ -283,6 +283,19 @@ class JobResult(BaseModel):
     )
 
 
+class MemberState(BaseModel):
+    """One member's part in a federated dataset's job, from public facts only (never a
+    statistic, a noise share or a count of its rows)."""
+
+    position: int = Field(description="The member's place in the federation's public order.")
+    status: Literal["pending", "joined", "answered", "finished", "refused", "failed"] = Field(
+        description="pending (not asked yet), joined (it charged the job on its own ledger), "
+        "answered (it answered `releases` releases), finished (told the job's end), refused "
+        "(it refused to join: nothing charged), failed (a call to it failed mid-job)."
+    )
+    releases: int = Field(description="The releases it answered in this job.")
+
+
 class JobOut(BaseModel):
     id: uuid.UUID
     dataset_id: uuid.UUID
@@ -296,6 +309,11 @@ class JobOut(BaseModel):
     cancel_requested: bool = False
     summaries: bool = False
     sweep_id: uuid.UUID | None = None
+    members: list[MemberState] | None = Field(
+        default=None,
+        description="A federated dataset's job: each member's part as the coordinator saw it "
+        "(public facts only); null for a dataset of this server's own rows.",
+    )
     created_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -326,6 +344,7 @@ class JobOut(BaseModel):
             progress=progress,
             privacy=Privacy.of(job),
             result=result,
+            members=job.member_states,
             started_at=coarse_time(job.started_at, exact=exact),
             finished_at=coarse_time(job.finished_at, exact=exact),
         )

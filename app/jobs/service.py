@@ -8,7 +8,6 @@ job's state or write its ledger entries.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -17,8 +16,6 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy.orm import Session
 
-from app.coordinator.client import MemberError
-from app.coordinator.terms import is_federated, job_calls
 from app.datasets import service as datasets_service
 from app.datasets.domain import loss_space
 from app.jobs import repository as repo
@@ -37,6 +34,7 @@ from app.jobs.lifecycle import (
     still_queued,
     sweep_stale_jobs,
 )
+from app.jobs.members import tell_members_failed
 from app.jobs.planning import (
     JobPlan,
     JobRequest,
@@ -50,7 +48,7 @@ from app.jobs.planning import (
 )
 from app.jobs.results import ResultContext
 from app.kit.clock import SYSTEM_CLOCK, Clock
-from app.kit.config import Settings, get_settings
+from app.kit.config import Settings
 from app.kit.errors import Conflict, NotFound, ServiceUnavailable
 from app.kit.query import ListQuery
 from app.ledger import key_caps
@@ -60,8 +58,6 @@ from app.models import Dataset, Job, JobStatus
 from privclust.clustering import Algorithm
 from privclust.clustering.data.scaling import ORIGINAL_SPACE
 from privclust.privacy.cost import release_cost
-
-log = logging.getLogger("privclust.api")
 
 P = TypeVar("P")  # a job's or a sweep's plan
 
@@ -346,20 +342,5 @@ def cancel_job(session: Session, job: Job, actor: uuid.UUID | None) -> Job:
     job = cancel(session, job, actor)
     session.commit()
     if queued and job.status == JobStatus.CANCELLED:
-        _release_members(session, job)
+        tell_members_failed(session, job, "was cancelled")
     return job
-
-
-def _release_members(session: Session, job: Job) -> None:
-    dataset = session.get(Dataset, job.dataset_id)
-    if dataset is None or not is_federated(dataset):
-        return
-    calls = job_calls(session, dataset, str(job.id), job.algorithm, job.mu)(get_settings())
-    session.commit()  # no transaction is held while the members answer
-    try:
-        calls.join()  # joined at admission: this gives each member's job back
-        calls.finish(succeeded=False)
-    except MemberError as exc:  # best effort: the member's charge stays reserved, never spent
-        log.warning("job %s: could not tell %s that it was cancelled", job.id, exc.member.name)
-    finally:
-        calls.close()

@@ -2,6 +2,8 @@
 
 - Fails running jobs whose worker died (no heartbeat); their budget stays charged.
 - Re-enqueues queued jobs whose queue entry was lost (app.jobs.reconcile).
+- Runs the chores the app gives it (a federation member's expiry of idle member jobs,
+  app.federation.expiry), each failure logged and retried at the next round.
 - Deletes uploads abandoned by a killed API process (also done at start-up).
 - Every PRIVCLUST_LEDGER_CHECK_SECONDS (0: never), checks a bounded batch of datasets'
   ledgers (app.ledger.verify: the replay against the running budget, the hash chain, each
@@ -16,7 +18,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from redis import Redis
@@ -48,19 +50,30 @@ def mismatched_ledgers(conn: Redis) -> int:
 class Sweeper(threading.Thread):
     """One per API process, for the app's lifespan (`Sweeper.running`)."""
 
-    def __init__(self, settings: Settings, sessions: sessionmaker[Session]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        sessions: sessionmaker[Session],
+        chores: Sequence[Callable[[], None]] = (),
+    ) -> None:
         super().__init__(daemon=True, name="stale-job-sweeper")
         self.settings = settings
         self.sessions = sessions
+        self.chores = tuple(chores)
         self.stopped = threading.Event()
         self.every = max(0.5, min(10.0, settings.stale_job_seconds / 3))
         self._queue_down = False
 
     @classmethod
     @contextmanager
-    def running(cls, settings: Settings, sessions: sessionmaker[Session]) -> Iterator[Sweeper]:
+    def running(
+        cls,
+        settings: Settings,
+        sessions: sessionmaker[Session],
+        chores: Sequence[Callable[[], None]] = (),
+    ) -> Iterator[Sweeper]:
         """Sweep in the background for as long as the block runs (the app's lifespan)."""
-        sweeper = cls(settings, sessions)
+        sweeper = cls(settings, sessions, chores)
         sweeper.start()
         try:
             yield sweeper
@@ -73,6 +86,7 @@ class Sweeper(threading.Thread):
         next_ledger_check = time.monotonic() + self.every
         while not self.stopped.wait(self.every):
             self.sweep_stale()
+            self.run_chores()
             self.reconcile()
             if ledger_every > 0 and time.monotonic() >= next_ledger_check:
                 next_ledger_check = time.monotonic() + ledger_every
@@ -118,6 +132,15 @@ class Sweeper(threading.Thread):
                     log.warning("job %s failed: its worker stopped", job_id)
         except Exception:
             log.exception("stale-job sweep failed; will retry")
+
+    def run_chores(self) -> None:
+        for chore in self.chores:
+            try:
+                chore()
+            except Exception:
+                log.exception(
+                    "sweeper chore %s failed; will retry", getattr(chore, "__name__", chore)
+                )
 
     def reconcile(self) -> None:
         try:

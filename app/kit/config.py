@@ -153,6 +153,14 @@ class Settings(BaseSettings):
         description="A coordinator's bound on each call to a federation's member (connect, "
         "send, answer); a member that does not answer in time fails the job.",
     )
+    federation_reservation_seconds: float = Field(
+        default=86400.0,
+        gt=0,
+        description="A member ends a federated job that received no release for this long "
+        "(since it joined, or since its last release): refunded when it answered none, else "
+        "failed with its charge kept. A coordinator's job that waits longer in its queue fails "
+        "at its first release.",
+    )
     federation_ca_file: str | None = Field(
         default=None,
         description="A CA bundle (PEM) that members' HTTPS certificates must chain to, in place "

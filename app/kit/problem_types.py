@@ -193,6 +193,12 @@ PROBLEM_TYPES: dict[str, ProblemType] = {
         "The release would take the federated job past the mu this member charged for it; the "
         "member answers no release beyond its charge.",
     ),
+    "candidates-differ": ProblemType(
+        "Vote candidates differ",
+        "The member drew a vote's candidates again from their recipe and they differ from the "
+        "coordinator's digest (another numpy build or processor rounds a draw differently); "
+        "the coordinator sends the candidates whole instead. Nothing was charged.",
+    ),
     "release-in-progress": ProblemType(
         "Release in progress",
         "The member is computing that release; ask again to get its stored answer.",

@@ -246,6 +246,9 @@ class Job(Base):
     sweep_id: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("sweeps.id"), default=None, index=True
     )
+    # A federated dataset's job: each member's part, public facts only (position, status, the
+    # releases it answered: app.coordinator.service.FederatedJob.states); null otherwise.
+    member_states: Mapped[list[Any] | None] = mapped_column(JSON, default=None)
 
 
 class LedgerEntry(Base):

@@ -27,8 +27,17 @@ from app.ledger import verify
 from privclust.clustering import cluster
 from privclust.clustering.data.release import Gaussian, central_release
 from privclust.clustering.data.rows import ArrayTable, Reading, Rows, Statistic, WorkingCopy
+from privclust.clustering.evolution.variation import Variations
+from privclust.federation import passes
 from tests.support.api import auth
-from tests.support.federation import PARTS, make_members, members_field, parsed, reachable
+from tests.support.federation import (
+    PARTS,
+    budget,
+    federated_dataset,
+    make_members,
+    parsed,
+    reachable,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -121,20 +130,6 @@ def test_a_federated_run_makes_the_central_runs_releases_bit_for_bit(
     assert len(log) > 0 and len(received) == 3 * len(log)  # every release, from every member
 
 
-def _budget(client: TestClient, owner: str, dataset_id: str) -> dict[str, float]:
-    return client.get(f"/v1/datasets/{dataset_id}", headers=auth(owner)).json()["budget"]
-
-
-def _federated_dataset(client: TestClient, owner: str, members: list[dict[str, Any]]) -> dict:
-    form = {
-        "name": "pooled", "epsilon": "8", "delta": "1e-6", "radius": "10", "columns": "x,y",
-        "members": json.dumps(members_field(members)),
-    }  # fmt: skip
-    resp = client.post("/v1/datasets", headers=auth(owner), data=form)
-    assert resp.status_code == 201, resp.text
-    return resp.json()
-
-
 class _Recorder(httpx.BaseTransport):
     """Every response body a member sends the coordinator, recorded."""
 
@@ -159,7 +154,7 @@ def test_a_federated_job_runs_through_the_service_and_no_member_body_holds_its_s
     with reachable(client, members):
         for m in members:
             TRANSPORTS[m["url"]] = _Recorder(client._transport, bodies)
-        dataset = _federated_dataset(client, keys["owner"], members)
+        dataset = federated_dataset(client, keys["owner"], members)
         jobs = []
         for algorithm in ("fastlloyd", "pe-means", "auto"):
             resp = client.post(
@@ -174,10 +169,15 @@ def test_a_federated_job_runs_through_the_service_and_no_member_body_holds_its_s
         job = client.get(f"/v1/jobs/{job_id}", headers=auth(keys["analyst"])).json()
         assert job["status"] == "succeeded" and job["algorithm"] == ran
         assert len(job["result"]["centers"]) == 3
-    spent = _budget(client, keys["owner"], dataset["id"])["mu_spent"]
+        # Each member's part, public facts only: every member answered every release.
+        releases = job["privacy"]["iterations"]
+        assert job["members"] == [
+            {"position": i, "status": "finished", "releases": releases} for i in range(3)
+        ]
+    spent = budget(client, keys["owner"], dataset["id"])["mu_spent"]
     sessions = session_factory(settings.resolved_database_url)
     for m in members:  # each member charged the count and the three jobs, as the coordinator
-        assert _budget(client, keys["owner"], m["dataset"]["id"])["mu_spent"] >= spent - 1e-6
+        assert budget(client, keys["owner"], m["dataset"]["id"])["mu_spent"] >= spent - 1e-6
         found = verify.check(sessions, uuid.UUID(m["dataset"]["id"]))
         assert found is not None and found.agrees and not found.breaks
     # No body a member sent holds its exact row count or any exact statistic it computed:
@@ -188,3 +188,75 @@ def test_a_federated_job_runs_through_the_service_and_no_member_body_holds_its_s
         assert f'"n_rows":{n}'.encode() not in text and f": {n}".encode() not in text
         word = base64.b64encode(np.array([n], dtype="<i8").tobytes())[:10]
         assert word not in text
+
+
+class _Requests(httpx.BaseTransport):
+    """Every request body the coordinator sends a member, and the answer's size, recorded."""
+
+    def __init__(self, inner: httpx.BaseTransport, log: list[tuple[dict, int]]) -> None:
+        self.inner, self.log = inner, log
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        body = response.read()
+        if "/releases/" in request.url.path:
+            self.log.append((json.loads(request.content), len(body)))
+        return httpx.Response(response.status_code, headers=response.headers, content=body)
+
+
+class _DrawnOtherwise(Variations):
+    """A member whose numpy draws one candidate's last bit differently."""
+
+    def population(self) -> np.ndarray:
+        out = super().population()
+        out[-1, 0] = np.nextafter(out[-1, 0], np.inf)
+        return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("drawn_otherwise", [False, True])
+def test_a_vote_travels_as_its_recipe_in_32_bit_words_or_whole_to_a_member_that_draws_otherwise(
+    client: TestClient,
+    keys: dict[str, str],
+    settings: Settings,
+    fixed_noise: None,
+    monkeypatch: pytest.MonkeyPatch,
+    drawn_otherwise: bool,
+) -> None:
+    if drawn_otherwise:
+        monkeypatch.setattr(passes, "Variations", _DrawnOtherwise)
+    members = make_members(client, keys)
+    log: list[tuple[dict, int]] = []
+    options: dict[str, Any] = {
+        "algorithm": "pe-means", "mu": 1.0, "radius": 10.0, "center": np.zeros(2),
+        "n_public": 220, "relation": "add-remove",
+    }  # fmt: skip
+    with reachable(client, members):
+        for m in members:
+            TRANSPORTS[m["url"]] = _Requests(client._transport, log)
+        calls = _calls(members, "job-votes", "pe-means", 1.0, "float32", settings)
+        calls.join()
+        federated = cluster(
+            FederatedTable(calls, 220, 2), 3, rng=np.random.default_rng(RUN_SEED), **options
+        )
+        calls.finish(succeeded=True)
+        calls.close()
+    central = cluster(
+        _CentralTable(np.concatenate([parsed(p) for p in PARTS]), []), 3,
+        rng=np.random.default_rng(RUN_SEED), **options,
+    )  # fmt: skip
+    np.testing.assert_array_equal(federated.centers, central.centers)
+    assert calls.whole == ({0, 1, 2} if drawn_otherwise else set())
+    drawn = [body for body, _ in log if "anchors" in body["pass"]["arrays"]]
+    whole = [body for body, _ in log if "candidates" in body["pass"]["arrays"]]
+    assert all(body["bits"] == 32 for body, _ in log)  # N~ = 220: every vote in 32-bit words
+    assert len(drawn) == (3 if drawn_otherwise else 3 * (calls.releases - 1))
+    assert len(whole) == 3 * (calls.releases if drawn_otherwise else 1)  # the packing: whole
+    for body, size in log:
+        if "candidates" in body["pass"]["arrays"]:
+            bins = body["pass"]["arrays"]["candidates"]["shape"][0]
+            assert size == len(
+                json.dumps(
+                    {"release": 0, "words": "x" * (4 * -(-4 * bins // 3))}, separators=(",", ":")
+                )
+            )

@@ -4,7 +4,6 @@ receives."""
 
 from __future__ import annotations
 
-import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from threading import Barrier
@@ -23,7 +22,12 @@ from app.kit.config import Settings
 from privclust.clustering.data.release import Gaussian
 from privclust.clustering.evolution.vote import VoteCounts
 from tests.support.api import auth
-from tests.support.federation import make_members, members_field, reachable
+from tests.support.federation import (
+    budget,
+    federated_dataset,
+    make_members,
+    reachable,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -31,20 +35,6 @@ DOMAIN = {
     "columns": ["x", "y"], "domain_kind": "ball", "radius": 10.0, "center": [0.0, 0.0],
     "lower": None, "upper": None, "table_spec": None,
 }  # fmt: skip
-
-
-def _dataset(client: TestClient, owner: str, members: list[dict[str, Any]], epsilon: str) -> dict:
-    form = {
-        "name": "pooled", "epsilon": epsilon, "delta": "1e-6", "radius": "10",
-        "columns": "x,y", "members": json.dumps(members_field(members)),
-    }  # fmt: skip
-    resp = client.post("/v1/datasets", headers=auth(owner), data=form)
-    assert resp.status_code == 201, resp.text
-    return resp.json()
-
-
-def _budget(client: TestClient, owner: str, dataset_id: str) -> dict[str, float]:
-    return client.get(f"/v1/datasets/{dataset_id}", headers=auth(owner)).json()["budget"]
 
 
 def _submit(client: TestClient, analyst: str, dataset_id: str, **body: Any) -> httpx.Response:
@@ -57,15 +47,15 @@ def test_a_member_without_room_refuses_the_job_and_nothing_is_charged_anywhere(
 ) -> None:
     members = make_members(client, keys, epsilon=3)
     with reachable(client, members):
-        dataset = _dataset(client, keys["owner"], members, epsilon="40")
+        dataset = federated_dataset(client, keys["owner"], members, epsilon="40")
         ids = [dataset["id"]] + [m["dataset"]["id"] for m in members]
-        before = [_budget(client, keys["owner"], i) for i in ids]
+        before = [budget(client, keys["owner"], i) for i in ids]
         resp = _submit(client, keys["analyst"], dataset["id"], k=3, algorithm="fastlloyd", mu=3)
         assert resp.status_code == 409, resp.text
         problem = resp.json()
         assert problem["code"] == "member-refused" and problem["member_code"] == "budget-exceeded"
         assert problem["detail"].startswith("member 0 (http://member-0) refused the job")
-        after = [_budget(client, keys["owner"], i) for i in ids]
+        after = [budget(client, keys["owner"], i) for i in ids]
     for b, a in zip(before, after, strict=True):
         assert (a["mu_spent"], a["mu_reserved"]) == (b["mu_spent"], b["mu_reserved"])
     for algorithm in ("hdpe-means", "lsh-coreset"):
@@ -95,7 +85,7 @@ def test_a_member_that_dies_mid_job_fails_it_charged_and_it_never_runs_again(
 
     members = make_members(client, keys, epsilon=20)
     with reachable(client, members):
-        dataset = _dataset(client, keys["owner"], members, epsilon="8")
+        dataset = federated_dataset(client, keys["owner"], members, epsilon="8")
         TRANSPORTS[members[2]["url"]] = _Dies(client._transport, releases=2)
         resp = _submit(client, keys["analyst"], dataset["id"], k=3, algorithm="pe-means", mu=1)
         assert resp.status_code == 202, resp.text
@@ -106,9 +96,9 @@ def test_a_member_that_dies_mid_job_fails_it_charged_and_it_never_runs_again(
         assert run_job_here(job_id) == "failed"  # never run again
     job = client.get(f"/v1/jobs/{job_id}", headers=auth(keys["analyst"])).json()
     assert job["status"] == "failed" and "member 2 (http://member-2)" in job["error"]
-    assert _budget(client, keys["owner"], dataset["id"])["mu_spent"] > 1.0
+    assert budget(client, keys["owner"], dataset["id"])["mu_spent"] > 1.0
     for m in members[:2]:  # the members that answered keep the job's charge
-        assert _budget(client, keys["owner"], m["dataset"]["id"])["mu_spent"] > 1.0
+        assert budget(client, keys["owner"], m["dataset"]["id"])["mu_spent"] > 1.0
 
 
 def test_two_federations_racing_for_one_member_never_overspend_it(
@@ -116,7 +106,7 @@ def test_two_federations_racing_for_one_member_never_overspend_it(
 ) -> None:
     members = make_members(client, keys, epsilon=5)
     shared = members[0]
-    room = _budget(client, keys["owner"], shared["dataset"]["id"])["mu_remaining"]
+    room = budget(client, keys["owner"], shared["dataset"]["id"])["mu_remaining"]
     addresses = tuple(
         MemberAddress(i, m["url"], m["dataset"]["id"], m["key"]) for i, m in enumerate(members)
     )
@@ -147,7 +137,7 @@ def test_two_federations_racing_for_one_member_never_overspend_it(
             for job in calls:
                 job.finish(succeeded=False)  # answered nothing: refunded
                 job.close()
-            assert _budget(client, keys["owner"], shared["dataset"]["id"])["mu_reserved"] == 0
+            assert budget(client, keys["owner"], shared["dataset"]["id"])["mu_reserved"] == 0
     assert all(sorted(o) == [False, True] for o in outcomes), outcomes
 
 
@@ -186,13 +176,13 @@ def test_a_federated_job_cancelled_while_queued_is_refunded_on_every_member(
 ) -> None:
     members = make_members(client, keys, epsilon=20)
     with reachable(client, members):
-        dataset = _dataset(client, keys["owner"], members, epsilon="8")
+        dataset = federated_dataset(client, keys["owner"], members, epsilon="8")
         resp = _submit(client, keys["analyst"], dataset["id"], k=3, algorithm="fastlloyd", mu=1)
         assert resp.status_code == 202, resp.text
-        reserved = _budget(client, keys["owner"], members[0]["dataset"]["id"])["mu_reserved"]
+        reserved = budget(client, keys["owner"], members[0]["dataset"]["id"])["mu_reserved"]
         assert reserved > 0.99
         job_id = resp.json()["id"]
         done = client.post(f"/v1/jobs/{job_id}/cancel", headers=auth(keys["analyst"]))
         assert done.status_code == 200 and done.json()["status"] == "cancelled", done.text
     for m in members:
-        assert _budget(client, keys["owner"], m["dataset"]["id"])["mu_reserved"] == 0.0
+        assert budget(client, keys["owner"], m["dataset"]["id"])["mu_reserved"] == 0.0

@@ -3,6 +3,7 @@ each reached by the coordinator at its own URL through an in-process transport."
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -65,3 +66,20 @@ def reachable(client: TestClient, members: list[dict[str, Any]]) -> Iterator[Non
 
 def members_field(members: list[dict[str, Any]]) -> list[dict[str, str]]:
     return [{"url": m["url"], "dataset_id": m["dataset"]["id"], "key": m["key"]} for m in members]
+
+
+def federated_dataset(
+    client: TestClient, owner: str, members: list[dict[str, Any]], epsilon: str = "8"
+) -> dict[str, Any]:
+    """A coordinator's federated dataset (x, y in the ball of radius 10) over `members`."""
+    form = {
+        "name": "pooled", "epsilon": epsilon, "delta": "1e-6", "radius": "10",
+        "columns": "x,y", "members": json.dumps(members_field(members)),
+    }  # fmt: skip
+    resp = client.post("/v1/datasets", headers=auth(owner), data=form)
+    assert resp.status_code == 201, resp.text
+    return dict(resp.json())
+
+
+def budget(client: TestClient, owner: str, dataset_id: str) -> dict[str, float]:
+    return dict(client.get(f"/v1/datasets/{dataset_id}", headers=auth(owner)).json()["budget"])

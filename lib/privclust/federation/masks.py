@@ -27,12 +27,13 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from privclust.federation.keys import MemberKey, check_public_key
-from privclust.federation.ring import ring_negate
+from privclust.federation.ring import ring_negate, word_dtype
 
 __all__ = ["MaskScope", "member_mask", "pair_stream"]
 
 _LABEL = b"privclust federation mask v1"
-_WORD_BYTES = 8
+# A stream of 32-bit words has a key of its own (this label added): a release masks in one ring.
+_LABEL_32 = b" ring 2^32"
 # ChaCha20's 32-bit block counter: 2^32 blocks of 64 bytes, i.e. 2^35 words per stream.
 MAX_WORDS = 1 << 35
 
@@ -69,30 +70,33 @@ class MaskScope:
 
 
 def pair_stream(
-    secret: bytes, publics: tuple[bytes, bytes], scope: MaskScope, words: int
+    secret: bytes, publics: tuple[bytes, bytes], scope: MaskScope, words: int, bits: int = 64
 ) -> np.ndarray:
-    """The pair's keystream for `scope`: `words` uniform uint64 words (both members of the pair
-    compute the same one; `publics` in either order)."""
+    """The pair's keystream for `scope`: `words` uniform words of `bits` bits (uint64 or
+    uint32; both members of the pair compute the same one; `publics` in either order)."""
+    dtype = word_dtype(bits)
     if not 0 <= words <= MAX_WORDS:
         raise ValueError(f"a stream holds at most {MAX_WORDS} words")
     low, high = sorted(publics)
+    label = _LABEL if bits == 64 else _LABEL + _LABEL_32
     key = HKDF(
         algorithm=hashes.SHA256(),
         length=32,
         salt=None,
-        info=_LABEL + _field(low) + _field(high) + scope.info(),
+        info=label + _field(low) + _field(high) + scope.info(),
     ).derive(secret)
     # The key is used for this one stream only, so the nonce can be fixed (counter starts at 0).
     encryptor = Cipher(algorithms.ChaCha20(key, bytes(16)), mode=None).encryptor()
-    stream = encryptor.update(bytes(words * _WORD_BYTES))
-    return np.frombuffer(stream, dtype="<u8").astype(np.uint64)
+    stream = encryptor.update(bytes(words * dtype.itemsize))
+    return np.frombuffer(stream, dtype=dtype.newbyteorder("<")).astype(dtype)
 
 
 def member_mask(
-    key: MemberKey, members: Sequence[bytes], scope: MaskScope, words: int
+    key: MemberKey, members: Sequence[bytes], scope: MaskScope, words: int, bits: int = 64
 ) -> np.ndarray:
-    """This member's mask for `scope`: the sum of its pair streams, each with the sign its
-    place in the pair gives. `members` is every member's public key, this one's included."""
+    """This member's mask for `scope`: the sum of its pair streams (modulo 2^bits), each with
+    the sign its place in the pair gives. `members` is every member's public key, this one's
+    included."""
     publics = list(members)
     for public in publics:
         check_public_key(public)
@@ -100,10 +104,10 @@ def member_mask(
         raise ValueError("two members have the same public key")
     if key.public not in publics:
         raise ValueError("the member's own public key is not among the members'")
-    mask = np.zeros(words, dtype=np.uint64)
+    mask = np.zeros(words, dtype=word_dtype(bits))
     for peer in publics:
         if peer == key.public:
             continue
-        stream = pair_stream(key.shared_secret(peer), (key.public, peer), scope, words)
+        stream = pair_stream(key.shared_secret(peer), (key.public, peer), scope, words, bits)
         np.add(mask, stream if key.public < peer else ring_negate(stream), out=mask)
     return mask

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
@@ -29,6 +30,7 @@ import numpy as np
 from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import RowCount, Statistic
 from privclust.clustering.evolution.nearest import GroupLayout
+from privclust.clustering.evolution.variation import Variations
 from privclust.clustering.evolution.vote import VoteCounts
 from privclust.clustering.mechanisms.grid import grid_sensitivity
 from privclust.clustering.mechanisms.lloyd import (
@@ -41,7 +43,9 @@ from privclust.privacy.noise import MAX_NOISE_STD, noise_std
 __all__ = [
     "MAX_VALUES",
     "PASSES",
+    "CandidatesDiffer",
     "PassError",
+    "check_ring_bits",
     "decode",
     "decode_noises",
     "encode",
@@ -49,6 +53,7 @@ __all__ = [
     "layout_of",
     "release_mu_squared",
     "required_sensitivities",
+    "ring_bits",
 ]
 
 # The most values one encoded array (or one release) may hold: 2^22 float64s, 32 MiB.
@@ -64,6 +69,12 @@ PASSES = (ROW_COUNT, VOTE_COUNTS, LLOYD_SUMS)
 
 class PassError(ValueError):
     """An encoded pass or noise a member refuses (the service answers 422)."""
+
+
+class CandidatesDiffer(PassError):
+    """A vote's candidates, drawn again from their recipe, are not the coordinator's (their
+    digests differ: another numpy build or CPU rounds a draw differently); the coordinator then
+    sends the candidates whole."""
 
 
 def _array(values: np.ndarray) -> dict[str, Any]:
@@ -111,12 +122,24 @@ def _int(scalars: Mapping[str, Any], name: str, low: int, high: int) -> int:
     return value
 
 
-def encode(statistic: Statistic) -> dict[str, Any]:
-    """`statistic` as JSON-ready data (refused when it is not a federated pass)."""
+def candidates_digest(candidates: np.ndarray) -> str:
+    """SHA-256 of the candidates' little-endian float64 bytes (hex): what a member checks the
+    candidates it drew again against."""
+    data = np.ascontiguousarray(candidates, dtype=_DTYPE)
+    shape = ",".join(str(n) for n in data.shape).encode()
+    return hashlib.sha256(shape + b";" + data.tobytes()).hexdigest()
+
+
+def encode(statistic: Statistic, *, whole: bool = False) -> dict[str, Any]:
+    """`statistic` as JSON-ready data (refused when it is not a federated pass). A vote whose
+    candidates have a recipe (`VoteCounts.recipe`) sends the recipe and the candidates' digest
+    instead of the candidates, unless `whole`."""
     if isinstance(statistic, RowCount):
         return {"pass": ROW_COUNT, "arrays": {}, "scalars": {}}
     if isinstance(statistic, VoteCounts):
-        layout = statistic.layout
+        layout, recipe = statistic.layout, statistic.recipe
+        if recipe is not None and not whole and layout == _layout_of(recipe):
+            return _recipe(statistic, recipe)
         scalars = {} if layout is None else {"anchors": layout.anchors, "per": layout.per_anchor}
         return {
             "pass": VOTE_COUNTS,
@@ -134,6 +157,23 @@ def encode(statistic: Statistic) -> dict[str, Any]:
             },
         }
     raise PassError(f"{type(statistic).__name__} is not a federated pass")
+
+
+def _layout_of(recipe: Variations) -> GroupLayout:
+    return GroupLayout(anchors=int(recipe.anchors.shape[0]), per_anchor=recipe.per_anchor)
+
+
+def _recipe(statistic: VoteCounts, recipe: Variations) -> dict[str, Any]:
+    return {
+        "pass": VOTE_COUNTS,
+        "arrays": {"anchors": _array(recipe.anchors)},
+        "scalars": {
+            "per": recipe.per_anchor,
+            "radius": float(recipe.radius),
+            "generator": [str(w) for w in recipe.generator],
+            "digest": candidates_digest(statistic.candidates),
+        },
+    }
 
 
 def decode(body: Any, n_cols: int) -> Statistic:
@@ -165,8 +205,10 @@ def _points(arrays: Mapping[str, Any], name: str, n_cols: int) -> np.ndarray:
 
 
 def _votes(arrays: Mapping[str, Any], scalars: Mapping[str, Any], n_cols: int) -> Statistic:
-    if "step" in arrays:
-        raise PassError("a vote carries candidates only")
+    if set(arrays) == {"anchors"}:
+        return _drawn_votes(arrays, scalars, n_cols)
+    if set(arrays) != {"candidates"}:
+        raise PassError("a vote carries its candidates, or their anchors and recipe")
     candidates = _points(arrays, "candidates", n_cols)
     if not scalars:
         return VoteCounts(candidates, None)
@@ -177,6 +219,41 @@ def _votes(arrays: Mapping[str, Any], scalars: Mapping[str, Any], n_cols: int) -
     if anchors * (per + 1) != candidates.shape[0]:
         raise PassError("the layout does not match the candidates")
     return VoteCounts(candidates, GroupLayout(anchors=anchors, per_anchor=per))
+
+
+# The recipe's SFC64 state: four 64-bit words, the buffered-half flag (0 or 1) and the half.
+_GENERATOR_BOUNDS = ((1 << 64) - 1,) * 4 + (1, (1 << 32) - 1)
+
+
+def _drawn_votes(arrays: Mapping[str, Any], scalars: Mapping[str, Any], n_cols: int) -> Statistic:
+    """A vote whose candidates the member draws again from their recipe (anchors, variations
+    per anchor, radius, generator state) and checks against the coordinator's digest."""
+    if set(scalars) != {"per", "radius", "generator", "digest"}:
+        raise PassError("a vote's recipe is {per, radius, generator, digest}")
+    anchors = _points(arrays, "anchors", n_cols)
+    per = _int(scalars, "per", 0, MAX_CANDIDATES)
+    size = anchors.shape[0] * (per + 1)
+    if size > MAX_CANDIDATES or size * n_cols > MAX_VALUES:
+        raise PassError(f"at most {MAX_CANDIDATES} candidates and {MAX_VALUES} values")
+    radius, generator, digest = scalars["radius"], scalars["generator"], scalars["digest"]
+    if not _positive(radius):
+        raise PassError("radius: a finite number > 0")
+    if not (isinstance(generator, list) and len(generator) == len(_GENERATOR_BOUNDS)):
+        raise PassError(f"generator: {len(_GENERATOR_BOUNDS)} integers in decimal")
+    words = []
+    for word, high in zip(generator, _GENERATOR_BOUNDS, strict=True):
+        if not (isinstance(word, str) and word.isascii() and word.isdigit() and len(word) <= 20):
+            raise PassError("generator: integers in decimal")
+        if int(word) > high:
+            raise PassError(f"generator: a word above {high}")
+        words.append(int(word))
+    if not (isinstance(digest, str) and len(digest) == 64):
+        raise PassError("digest: SHA-256 in hex")
+    recipe = Variations(anchors, per, float(radius), tuple(words))
+    candidates = recipe.population()
+    if candidates_digest(candidates) != digest:
+        raise CandidatesDiffer("the candidates drawn from the recipe differ from the digest")
+    return VoteCounts(candidates, _layout_of(recipe), recipe)
 
 
 def _lloyd(arrays: Mapping[str, Any], scalars: Mapping[str, Any], n_cols: int) -> Statistic:
@@ -264,3 +341,40 @@ def layout_of(statistic: Statistic) -> tuple[tuple[int, ...], ...]:
         k, d = statistic.sums.centres.shape
         return ((int(k) * int(d) + int(k),),)
     raise PassError(f"{type(statistic).__name__} is not a federated pass")
+
+
+# A vote's noisy bins are read from 32-bit words when the public count and the noise put them
+# this far inside int32's range (below).
+_RING_32_BOUND = float(1 << 30)
+_RING_32_STDS = 64.0
+
+
+def ring_bits(
+    statistic: Statistic, noises: Sequence[Gaussian], n_public: int | None, holders: int
+) -> int:
+    """The ring a release is summed in: modulo 2^32 for a vote histogram whose noisy bins
+    surely fit int32, else modulo 2^64 (every other pass).
+
+    A bin of the pooled vote is v + Z, 0 <= v <= N (each row votes once), Z the sum of the
+    `holders` shares (std `holders`^(1/2) s, s the release's noise std). It is read exactly
+    from 32-bit words while -2^31 <= v + Z < 2^31. 32 bits are chosen when the public count
+    N~ (`n_public`) plus 64 standard deviations of Z stays below 2^30: a bin is then misread
+    only if N exceeds N~ by 2^30 (the count's own noise below -2^30) or |Z| exceeds 64 std
+    (probability below 10^-890). Even then the coordinator reads (v + Z) modulo 2^32, a
+    function of the noisy release alone: post-processing, at no privacy cost, a loss of
+    accuracy only. Halves what each member sends for a vote (4 bytes a bin, not 8).
+    The choice depends on public values only (the pass, N~, the noise)."""
+    if not isinstance(statistic, VoteCounts) or n_public is None or len(noises) != 1:
+        return 64
+    g = noises[0]
+    std = noise_std(g.scaled_sensitivity, g.sigma) * math.sqrt(holders)
+    if float(n_public) + _RING_32_STDS * std < _RING_32_BOUND:
+        return 32
+    return 64
+
+
+def check_ring_bits(name: str, bits: Any) -> int:
+    """The ring a member is asked to answer `name` in: 64 bits for any pass, 32 for a vote."""
+    if bits == 64 or (bits == 32 and name == VOTE_COUNTS):
+        return int(bits)
+    raise PassError(f"bits: 64, or 32 for a {VOTE_COUNTS} pass")

@@ -43,8 +43,10 @@ def masked_contribution(
     key: MemberKey,
     members: Sequence[bytes],
     scope: MaskScope,
+    bits: int = 64,
 ) -> np.ndarray:
-    """The member's flat uint64 message: (statistic + noise_share) + mask, modulo 2^64.
+    """The member's flat message: (statistic + noise_share) + mask, modulo 2^bits (uint64 or
+    uint32 words).
 
     `statistic` and `noise_share` are integer arrays of one shape; `members` is every member's
     public key in the federation (this member's included)."""
@@ -52,14 +54,14 @@ def masked_contribution(
     share = np.asarray(noise_share)
     if exact.shape != share.shape:
         raise ValueError(f"a statistic of shape {exact.shape} and a share of shape {share.shape}")
-    words = to_ring(exact)
-    np.add(words, to_ring(share), out=words)
-    np.add(words, member_mask(key, members, scope, words.shape[0]), out=words)
+    words = to_ring(exact, bits)
+    np.add(words, to_ring(share, bits), out=words)
+    np.add(words, member_mask(key, members, scope, words.shape[0], bits), out=words)
     return words
 
 
 def aggregate(messages: Sequence[np.ndarray], members: int) -> np.ndarray:
-    """The coordinator's whole part: the sum of every member's message modulo 2^64, read as
+    """The coordinator's whole part: the sum of every member's message in their ring, read as
     int64 (the exact statistic plus the noise). All `members` messages are needed: without one,
     its masks do not cancel and the sum is noise."""
     if len(messages) != members:
@@ -116,11 +118,12 @@ def answer_pass(
     seat: MemberSeat,
     scope: MaskScope,
     rng: np.random.Generator | None = None,
+    bits: int = 64,
 ) -> tuple[Layout, np.ndarray]:
     """`answer_release` for a pass of several arrays, each with its own `Gaussian` (as
     `Rows.release` takes them): each array's share is drawn in order, from one generator
     (OS entropy unless a test passes `rng`), as the central release draws each array's noise.
-    The shares are drawn after the pass."""
+    The shares are drawn after the pass; the message is in the ring modulo 2^bits."""
     exact = rows.total(statistic)
     if len(exact) != len(noises):
         raise ValueError(f"{len(exact)} arrays but {len(noises)} noises")
@@ -137,7 +140,7 @@ def answer_pass(
         )
         shares.append(share)
     flat, share = layout.flatten(exact), layout.flatten(shares)
-    return layout, masked_contribution(flat, share, seat.key, seat.members, scope)
+    return layout, masked_contribution(flat, share, seat.key, seat.members, scope, bits)
 
 
 def released(

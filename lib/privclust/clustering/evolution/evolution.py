@@ -11,7 +11,7 @@ from privclust.clustering.evolution.histogram import adapt_variations, postproce
 from privclust.clustering.evolution.nearest import GroupLayout
 from privclust.clustering.evolution.packing import initial_population
 from privclust.clustering.evolution.selection import select_centres
-from privclust.clustering.evolution.variation import levy_variations
+from privclust.clustering.evolution.variation import Variations
 from privclust.clustering.evolution.vote import VoteCounts, one_blas_thread
 from privclust.clustering.run.options import Progress
 from privclust.clustering.run.plan import RunPlan
@@ -38,6 +38,7 @@ def evolve(
     current_l = plan.variations
     selection: np.ndarray | None = None
     layout: GroupLayout | None = None  # the sphere packing has no group structure
+    recipe: Variations | None = None
     sensitivity = plan.count_sensitivity
     vote_noise = (Gaussian(sensitivity, plan.sigma),)
     # The variations are published post-processing; they take a fast generator keyed from rng
@@ -45,16 +46,14 @@ def evolve(
     variation_rng = noise.variation_generator(rng)
     with one_blas_thread():  # see there: idle BLAS threads would slow the next vote
         for t in range(1, plan.iterations + 1):
-            (noisy,) = points.release(VoteCounts(population, layout), vote_noise, rng)
+            (noisy,) = points.release(VoteCounts(population, layout, recipe), vote_noise, rng)
             processed = postprocess_votes(noisy, plan.n_rows)
             selection = select_centres(population, processed, k, selection, rng)
             current_l = adapt_variations(
                 current_l, processed, sensitivity * plan.sigma, len(population)
             )
             if t < plan.iterations:
-                population = np.concatenate(
-                    [selection, levy_variations(selection, current_l, radius, variation_rng)]
-                )
+                recipe, population = Variations.draw(selection, current_l, radius, variation_rng)
                 layout = GroupLayout(anchors=k, per_anchor=current_l)
             if progress is not None:
                 progress(t, plan.progress_total)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -54,3 +55,53 @@ def levy_variations(
     steps *= gamma * radius
     steps += np.repeat(centres, variations, axis=0)
     return project_into_ball(steps, radius)
+
+
+@dataclass(frozen=True, eq=False)
+class Variations:
+    """How a population was made from public values alone: its `anchors` (the previous
+    selection) followed by `per_anchor` Levy variations of each, drawn by `levy_variations` in
+    the ball of `radius` from an SFC64 generator whose state before the draw was `generator`
+    (its four 64-bit words, then its buffered 32-bit half: a flag and the value).
+
+    Anyone holding these (a federation's member) draws the same population again (`population`)
+    instead of receiving it whole. The state is that of the variations' own generator, which
+    never draws noise (privacy.noise.variation_generator); knowing it tells nothing but the
+    variations, which are published with the vote anyway."""
+
+    anchors: np.ndarray
+    per_anchor: int
+    radius: float
+    generator: tuple[int, ...]
+
+    @classmethod
+    def draw(
+        cls, anchors: np.ndarray, per_anchor: int, radius: float, rng: np.random.Generator
+    ) -> tuple[Variations, np.ndarray]:
+        """The recipe and the population it gives (anchors first), drawing from `rng` (an
+        SFC64 generator, advanced as `levy_variations` advances it)."""
+        recipe = cls(np.array(anchors, dtype=np.float64), per_anchor, radius, sfc64_words(rng))
+        variations = levy_variations(recipe.anchors, per_anchor, radius, rng)
+        return recipe, np.concatenate([recipe.anchors, variations])
+
+    def population(self) -> np.ndarray:
+        """The anchors and their variations, drawn again from the recorded state."""
+        rng = np.random.Generator(np.random.SFC64())
+        a, b, c, counter, has_half, half = self.generator
+        rng.bit_generator.state = {
+            "bit_generator": "SFC64",
+            "state": {"state": np.array([a, b, c, counter], dtype=np.uint64)},
+            "has_uint32": has_half,
+            "uinteger": half,
+        }
+        variations = levy_variations(self.anchors, self.per_anchor, self.radius, rng)
+        return np.concatenate([self.anchors, variations])
+
+
+def sfc64_words(rng: np.random.Generator) -> tuple[int, ...]:
+    """An SFC64 generator's whole state as six integers (`Variations.generator`)."""
+    state = rng.bit_generator.state
+    if state["bit_generator"] != "SFC64":
+        raise TypeError(f"the variations are drawn from SFC64, not {state['bit_generator']}")
+    words = [int(w) for w in state["state"]["state"]]
+    return (*words, int(state["has_uint32"]), int(state["uinteger"]))

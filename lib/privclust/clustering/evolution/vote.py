@@ -33,6 +33,7 @@ from privclust.clustering.evolution.kernels import (
     smallest_scores,
 )
 from privclust.clustering.evolution.nearest import GroupLayout, worker_count
+from privclust.clustering.evolution.variation import Variations
 from privclust.clustering.evolution.vote_cells import VOTE_DTYPE, Cell, VoteIndex, vote_index
 
 _EPS = float(np.finfo(np.float64).eps)
@@ -374,10 +375,13 @@ def nearest_candidate_votes(
 
 @dataclass(frozen=True, eq=False)
 class VoteCounts:
-    """The vote histogram of a partition (`nearest_candidate_votes`): a pass's statistic."""
+    """The vote histogram of a partition (`nearest_candidate_votes`): a pass's statistic.
+    `recipe`, when the candidates are anchors and their variations, says how to draw them
+    again (a federation sends it instead of the candidates)."""
 
     candidates: np.ndarray
     layout: GroupLayout | None = None
+    recipe: Variations | None = None
 
     def __call__(self, part: Part) -> tuple[np.ndarray, ...]:
         return (nearest_candidate_votes(part.points, self.candidates, self.layout),)

@@ -61,6 +61,7 @@ function details(job, ds, signal, draw) {
     ["Private summaries", job.summaries
       ? `yes: μ ${num(job.privacy.summary_mu)} of the job's μ ${num(job.privacy.mu)} (noisy sizes and loss)` : "no"],
     job.sweep_id ? ["Sweep", h("a", { href: `#/sweeps/${job.sweep_id}` }, `sweep ${shortId(job.sweep_id)}`)] : null,
+    job.members ? ["Members", memberStates(job.members, ds)] : null,
     ["Created", time(job.created_at)],
     ["Started", time(job.started_at)],
     ["Finished", time(job.finished_at)],
@@ -81,6 +82,26 @@ function details(job, ds, signal, draw) {
     h("dl", { class: "meta", "aria-label": "Job" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
     job.cancel_requested && !TERMINAL.has(job.status) ? h("p", { class: "muted" }, "Cancellation requested.") : null,
     cancel);
+}
+
+const MEMBER_STATUS = {
+  pending: () => "not asked yet",
+  joined: () => "joined (charged the job on its own ledger)",
+  answered: (n) => `answered ${n} release${n === 1 ? "" : "s"}`,
+  finished: (n) => `finished after ${n} release${n === 1 ? "" : "s"}`,
+  refused: () => "refused to join (nothing charged)",
+  failed: (n) => `failed after ${n} release${n === 1 ? "" : "s"}`,
+};
+
+/** A federated job's members in public order: each one's status and the releases it answered
+ * (public facts only: never a statistic or a count of its rows). */
+function memberStates(members, ds) {
+  return h("ol", { "aria-label": "Members' status" }, members.map((m) => {
+    const where = ds?.members?.[m.position]?.url;
+    const say = MEMBER_STATUS[m.status] ?? (() => m.status);
+    return h("li", { "data-status": m.status },
+      where ? `${where}: ` : `member ${m.position + 1}: `, say(m.releases));
+  }));
 }
 
 /** Scatter over two chosen columns, or parallel coordinates (the default when d > 2). */
