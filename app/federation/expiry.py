@@ -55,7 +55,7 @@ def expire_member_jobs(
     ended = []
     for job_id in stale:
         ledger.begin_budget_transaction(session)
-        job = session.get(MemberJob, job_id, populate_existing=True)
+        job = session.get(MemberJob, job_id, with_for_update=True, populate_existing=True)
         last = session.scalar(
             select(func.max(MemberAnswer.created_at)).where(MemberAnswer.member_job_id == job_id)
         )

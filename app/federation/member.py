@@ -183,7 +183,11 @@ def _same_join(existing: MemberJob, request: Join) -> MemberJob:
 
 
 def member_job(session: Session, key: ApiKey, member_job_id: uuid.UUID) -> MemberJob:
-    found = session.get(MemberJob, member_job_id)
+    """The key's member job, its row locked for the caller's budget transaction: a release's
+    claim and the job's end (`finish`, the expiry) read its status and its answers under this
+    lock, one after the other, so an end never refunds a job whose first release is being
+    claimed (on SQLite the transaction's BEGIN IMMEDIATE serializes them already)."""
+    found = session.get(MemberJob, member_job_id, with_for_update=True, populate_existing=True)
     if found is None or found.key_id != key.id:
         raise NotFound("no such federated job for this member", code="member-job-not-found")
     return found

@@ -5,6 +5,7 @@ nothing for. Three members sit on one server here (three datasets, three member 
 from __future__ import annotations
 
 import base64
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -14,8 +15,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.federation import member as member_service
+from app.keys import service as keys_service
 from app.kit.config import Settings
 from app.kit.db.session import session_factory, session_scope
+from app.ledger import service as ledger_service
 from app.ledger import verify
 from app.models import MemberAnswer
 from privclust.clustering.data.release import Gaussian, central_release
@@ -265,3 +268,40 @@ def test_a_release_being_computed_is_not_computed_twice_unless_its_claim_went_st
     assert taken.status_code == 200, taken.text
     again = client.post(url, headers=auth(m["key"]), json=body)
     assert again.json()["words"] == taken.json()["words"]
+
+
+def test_an_end_waits_for_a_release_being_claimed_and_keeps_its_charge(
+    client: TestClient, keys: dict[str, str], members: list[dict[str, Any]], settings: Settings
+) -> None:
+    """A release's claim and the job's end (`finish`) take the member job's row lock: an end
+    that arrives while the first release is being claimed waits, then sees the release and
+    keeps the charge. Without the lock (on PostgreSQL, where a budget transaction takes no lock
+    at BEGIN) the end read "no release answered", refunded, and the claim then answered the
+    release on a refunded reservation."""
+    m = members[0]
+    job_id = joined(client, members[:2], mu=0.5)[0]
+    url = settings.resolved_database_url
+    with session_scope(url) as claiming, session_scope(url) as ending:
+        key = keys_service.authenticate(claiming, m["key"])
+        ledger_service.begin_budget_transaction(claiming)
+        job = member_service.member_job(claiming, key, uuid.UUID(job_id))
+        ended: list[Any] = []
+        end_key = keys_service.authenticate(ending, m["key"])
+        waiting = threading.Thread(
+            target=lambda: ended.append(
+                member_service.finish(ending, end_key, uuid.UUID(job_id), False).status
+            )
+        )
+        waiting.start()
+        waiting.join(timeout=1.0)
+        assert waiting.is_alive()  # the end waits for the claim's lock
+        dataset = member_service._dataset_of(claiming, key)
+        member_service._counted(
+            claiming, job, dataset, release_body(sigma=4.0), 0, "digest", "attempt"
+        )
+        claiming.commit()
+        waiting.join(timeout=60)
+        assert not waiting.is_alive()
+    assert ended == ["failed"]  # answered a release: not refunded
+    spent = budget(client, keys["owner"], m["dataset"]["id"])
+    assert spent["mu_spent"] > 0.5 - 1e-9 and spent["mu_reserved"] < 1e-9
