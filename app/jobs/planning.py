@@ -89,8 +89,10 @@ class JobPlan:
     accuracy: Accuracy | None = None
     # What its mu protects: one row, or one unit's rows (app.datasets.table_terms.protects).
     protects: str = ""
-    # Candidates per PE-means iteration (0 for a method that does not evolve): its duration.
+    # Candidates per PE-means iteration (0 for a method that does not evolve) and the noisy
+    # Lloyd steps the run takes (`RunPlan.lloyd_steps`): its duration.
     population_size: int = 0
+    lloyd_steps: int = 0
 
 
 def privacy_error(exc: gdp.PrivacyParameterError) -> InvalidParameter:
@@ -253,18 +255,17 @@ def _job_plan(
         summary_mu=run.summary_mu,
         accuracy=accuracy,
         population_size=run.population_size,
+        lloyd_steps=run.lloyd_steps,
     )
 
 
 def _lloyd_steps(run: RunPlan) -> int | None:
     """The Lloyd steps a pe-lloyd plan in the full space takes (they depend on its T), kept
-    with the job so that a later change of the default cannot re-plan it differently."""
+    with the job so that a later change of the default cannot re-plan it differently: the
+    steps the library planned (`RunPlan.lloyd_steps`)."""
     if run.algorithm != Algorithm.PE_LLOYD or run.projection_dim is not None:
         return None
-    # Its progress counts the T PE iterations, then each Lloyd step: the steps the library
-    # planned (privclust.clustering.mechanisms.lloyd.default_lloyd_steps, from the noise's own
-    # per-row mu where a privacy unit bounds the rows), not a recomputation.
-    return run.progress_total - run.iterations
+    return run.lloyd_steps
 
 
 def run_options(job: Job) -> dict[str, Any]:

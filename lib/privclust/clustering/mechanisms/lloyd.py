@@ -24,8 +24,8 @@ from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import Part, Rows
 from privclust.clustering.evolution.nearest import nearest_candidates
 from privclust.clustering.mechanisms.grid import GRID_BITS, grid_sensitivity, relative_grid_sums
-from privclust.clustering.run.options import Options
-from privclust.clustering.run.plan import RunPlan
+from privclust.clustering.run.plan import Calibrated, RunPlan
+from privclust.clustering.run.schedule import LLOYD_STEP, Planned
 
 # The count multiplier M stays within [1, 2^31]; see `grid.relative_grid_sums` for why no sum of
 # the joint vector can overflow int64.
@@ -91,7 +91,7 @@ def count_multiplier(n_cols: int, count_share: float) -> int:
     return int(min(max(round(ideal), 1), MAX_COUNT_MULTIPLIER))
 
 
-def joint_sensitivity(plan: RunPlan, n_cols: int, multiplier: int) -> float:
+def joint_sensitivity(plan: Calibrated, n_cols: int, multiplier: int) -> float:
     """l2 sensitivity of [grid sums of the offsets (k x d), M * counts (k)] in grid units.
 
     Add/remove: one row moves one cluster's sum by <= S and its count by 1, so
@@ -105,14 +105,14 @@ def joint_sensitivity(plan: RunPlan, n_cols: int, multiplier: int) -> float:
     return joint
 
 
-def largest_lloyd_sensitivity(plan: RunPlan, options: Options) -> float:
-    """The largest l2 sensitivity among a run's count releases and joint Lloyd releases (before
-    a step's division by sqrt(weight) >= 1, which only lowers it), with the counts' share
-    `options.count_share` (default 1 / (1 + sqrt(4d)))."""
-    d = plan.n_cols
-    share = default_count_share(d) if options.count_share is None else options.count_share
-    joint = joint_sensitivity(plan, d, count_multiplier(d, share))
-    return max(plan.count_sensitivity, joint)
+def lloyd_steps_part(
+    plan: Calibrated, n_cols: int, steps: int, count_share: float | None = None, weight: int = 1
+) -> Planned:
+    """`steps` noisy Lloyd steps, each one joint release (`joint_sensitivity`, the counts given
+    `count_share`, default 1 / (1 + sqrt(4d))) priced as `weight` releases."""
+    share = default_count_share(n_cols) if count_share is None else count_share
+    joint = joint_sensitivity(plan, n_cols, count_multiplier(n_cols, share))
+    return Planned(LLOYD_STEP, steps, joint, weight)
 
 
 def joint_noise(plan: RunPlan, n_cols: int, multiplier: int, weight: int = 1) -> Gaussian:

@@ -50,9 +50,9 @@ from privclust.clustering.mechanisms.lloyd import (
     count_multiplier,
     default_count_share,
     joint_noise,
-    largest_lloyd_sensitivity,
     last_move_ratio,
     lloyd_step,
+    lloyd_steps_part,
     reseed_starving,
     step_radius,
 )
@@ -118,14 +118,19 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
     alpha = check_step_fraction(
         DEFAULT_STEP_FRACTION if options.step_fraction is None else options.step_fraction
     )
-    if options.count_share is not None:
-        check_below_one("count_share", options.count_share)
+    share = options.count_share
+    if share is not None:
+        share = check_below_one("count_share", share)
     usable_mu = basis.releases_mu  # T is set by the mu the Lloyd steps share
     iterations = planned_iterations(
         options,
         lambda: default_iterations(basis.n_rows, basis.n_cols, basis.k, usable_mu, alpha),
     )
-    return Releases(iterations=iterations, releases=iterations, progress_total=iterations)
+    return Releases(
+        iterations=iterations,
+        parts=(lloyd_steps_part(basis, basis.n_cols, iterations, share),),
+        progress_total=iterations,
+    )
 
 
 def prepare(options: Options) -> Options:
@@ -176,7 +181,6 @@ METHOD = Method(
     name=Algorithm.FASTLLOYD,
     plan=plan,
     run=run,
-    sensitivity=largest_lloyd_sensitivity,
     prepare=prepare,
 )
 

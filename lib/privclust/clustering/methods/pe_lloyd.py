@@ -54,9 +54,9 @@ from privclust.clustering.mechanisms.lloyd import (
     default_lloyd_steps,
     iterations_cap,
     joint_noise,
-    largest_lloyd_sensitivity,
     last_move_ratio,
     lloyd_step,
+    lloyd_steps_part,
     reseed_beside,
     step_radius,
 )
@@ -64,6 +64,7 @@ from privclust.clustering.mechanisms.projection import (
     default_projected_iterations,
     evolve_in_projection,
     planned_projection_dim,
+    projected_parts,
     sum_weight_before_lloyd,
 )
 from privclust.clustering.run.method import Method, RunStart
@@ -79,6 +80,7 @@ from privclust.clustering.run.plan import (
     Releases,
     default_pe_iterations,
     planned_iterations,
+    vote_histograms,
 )
 from privclust.clustering.run.result import ClusteringResult, Outcome
 from privclust.clustering.run.runner import run_method
@@ -202,22 +204,25 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
         p = planned_projection_dim(basis, options)
         iterations = planned_iterations(options, lambda: default_projected_iterations(p))
         split = plan_projected_releases(iterations, options.lloyd_steps, options.lloyd_share)
+        steps = lloyd_steps_part(basis, basis.n_cols, split.steps, weight=split.weight)
         return Releases(
             iterations=iterations,
-            releases=split.releases,
+            parts=(*projected_parts(basis, iterations, split.sum_weight), steps),
             progress_total=split.progress_total,
             projection_dim=p,
         )
     iterations = planned_iterations(
         options, lambda: _capped_iterations(basis.n_cols, basis.epsilon)
     )
-    _, _, releases, progress_total = plan_lloyd_releases(
+    n_steps, weight, _, progress_total = plan_lloyd_releases(
         iterations,
         options.lloyd_steps,
         options.lloyd_share,
         default_lloyd_steps(iterations, basis.n_cols, basis.n_rows, basis.k, basis.mu),
     )
-    return Releases(iterations=iterations, releases=releases, progress_total=progress_total)
+    steps = lloyd_steps_part(basis, basis.n_cols, n_steps, weight=weight)
+    parts = (vote_histograms(basis, iterations), steps)
+    return Releases(iterations=iterations, parts=parts, progress_total=progress_total)
 
 
 def prepare(options: Options) -> Options:
@@ -316,7 +321,6 @@ METHOD = Method(
     name=Algorithm.PE_LLOYD,
     plan=plan,
     run=run,
-    sensitivity=largest_lloyd_sensitivity,
     prepare=prepare,
     # float32 as PE-means: the Lloyd steps' clipped offsets are rounded to a grid of
     # step / 2^20, far coarser than float32's 6e-8 R, and each row is rounded once, before
