@@ -177,27 +177,33 @@ class JointLloydSums:
         return (np.concatenate([sums.ravel(), counts * np.int64(self.multiplier)]),)
 
 
-def lloyd_step(
-    points: Rows,
-    centres: np.ndarray,
-    *,
-    step: float | np.ndarray,
-    radius: float,
-    plan: RunPlan,
-    multiplier: int,
-    rng: np.random.Generator,
-    weight: int = 1,
-) -> tuple[np.ndarray, np.ndarray]:
-    """One noisy Lloyd step from `centres` (centred coordinates): label every row with its
-    nearest centre, release the clipped offset sums and the counts as one joint vector
-    (`joint_noise`, priced as `weight` releases; every cluster is released, empty or not) and
-    move each centre by the noisy mean offset (`moved_centres`).
-    Returns (new centres, noisy counts)."""
-    k, d = centres.shape
-    noises = (joint_noise(plan, d, multiplier, weight),)
-    (noisy,) = points.release(JointLloydSums(LloydSums(centres, step), multiplier), noises, rng)
-    noisy_sums, noisy_counts = split_joint(noisy, k, multiplier)
-    return moved_centres(centres, noisy_sums, noisy_counts, step, radius), noisy_counts
+@dataclass(frozen=True, eq=False)
+class NoisyLloyd:
+    """A run's noisy Lloyd steps on its rows, with the plan's noise: the counts scaled by
+    `multiplier`, each step priced as `weight` releases (`joint_noise`)."""
+
+    points: Rows
+    plan: RunPlan
+    radius: float
+    multiplier: int
+    rng: np.random.Generator
+    weight: int = 1
+
+    def step(
+        self, centres: np.ndarray, step: float | np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
+        """One noisy Lloyd step from `centres` (centred coordinates): label every row with its
+        nearest centre, release the offset sums clipped to `step` and the counts as one joint
+        vector (every cluster is released, empty or not) and move each centre by the noisy
+        mean offset (`moved_centres`). Returns (the new centres, the noisy counts, how far the
+        step moved them against its noise: `last_move_ratio`)."""
+        k, d = centres.shape
+        noise = joint_noise(self.plan, d, self.multiplier, self.weight)
+        statistic = JointLloydSums(LloydSums(centres, step), self.multiplier)
+        (noisy,) = self.points.release(statistic, (noise,), self.rng)
+        noisy_sums, counts = split_joint(noisy, k, self.multiplier)
+        moved = moved_centres(centres, noisy_sums, counts, step, self.radius)
+        return moved, counts, last_move_ratio(centres, moved, counts, step, noise)
 
 
 def last_move_ratio(

@@ -47,11 +47,9 @@ from privclust.clustering.choices import Algorithm
 from privclust.clustering.errors import ClusteringInputError, check_below_one, check_positive
 from privclust.clustering.evolution.packing import initial_population
 from privclust.clustering.mechanisms.lloyd import (
+    NoisyLloyd,
     count_multiplier,
     default_count_share,
-    joint_noise,
-    last_move_ratio,
-    lloyd_step,
     lloyd_steps_part,
     reseed_starving,
     step_radius,
@@ -151,23 +149,12 @@ def run(start: RunStart, options: Options) -> Outcome:
         if options.count_share is None
         else check_below_one("count_share", options.count_share)
     )
-    multiplier = count_multiplier(n_cols, share)
+    lloyd = NoisyLloyd(points, plan, radius, count_multiplier(n_cols, share), start.rng)
     centres = initial_population(plan.k, n_cols, radius, options.rng)
-    noise = joint_noise(plan, n_cols, multiplier)
     moved: tuple[float, float] | None = None
     for t in range(1, plan.iterations + 1):
         step = step_radius(t, radius, n_cols, plan.k, alpha)
-        before = centres
-        centres, noisy_counts = lloyd_step(
-            points,
-            centres,
-            step=step,
-            radius=radius,
-            plan=plan,
-            multiplier=multiplier,
-            rng=start.rng,
-        )
-        moved = last_move_ratio(before, centres, noisy_counts, step, noise)
+        centres, noisy_counts, moved = lloyd.step(centres, step)
         if options.reseed_ratio is not None and t < plan.iterations:
             centres = reseed_starving(
                 centres, noisy_counts, options.reseed_ratio, step, radius, start.rng

@@ -8,7 +8,7 @@ mu on PE-means and a share of it on `lloyd_steps` noisy Lloyd steps:
 
 - PE-means exactly as `pe_means` (same T, L, population), its T vote histograms released with
   noise multiplier sigma.
-- Then each Lloyd step (privclust.clustering.mechanisms.lloyd.lloyd_step): every row labelled
+- Then each Lloyd step (privclust.clustering.mechanisms.lloyd.NoisyLloyd): every row labelled
   with its nearest current centre, its offset from it clipped to its cluster's step radius r_j (by
   default half the distance from that centre to the nearest other one, within
   [R/1000, min(R, 2R / k^(1/d))]: see `step_radii`; public, since the centres are released
@@ -49,13 +49,11 @@ from privclust.clustering.evolution.nearest import nearest_other_distances
 from privclust.clustering.evolution.vote_cells import VOTE_DTYPE
 from privclust.clustering.mechanisms.lloyd import (
     DEFAULT_LLOYD_STEPS,
+    NoisyLloyd,
     count_multiplier,
     default_count_share,
     default_lloyd_steps,
     iterations_cap,
-    joint_noise,
-    last_move_ratio,
-    lloyd_step,
     lloyd_steps_part,
     reseed_beside,
     step_radius,
@@ -261,21 +259,10 @@ def run(start: RunStart, options: Options) -> Outcome:
     multiplier = count_multiplier(n_cols, default_count_share(n_cols))
     centres = outcome.centres
     moved: tuple[float, float] | None = None
-    noise = joint_noise(plan, n_cols, multiplier, weight)
+    lloyd = NoisyLloyd(points, plan, radius, multiplier, start.rng, weight)
     for i in range(1, steps + 1):
         radii = step_radii(centres, radius, plan.k, options.step_rule)
-        before = centres
-        centres, counts = lloyd_step(
-            points,
-            centres,
-            step=radii,
-            radius=radius,
-            plan=plan,
-            multiplier=multiplier,
-            rng=start.rng,
-            weight=weight,
-        )
-        moved = last_move_ratio(before, centres, counts, radii, noise)
+        centres, _, moved = lloyd.step(centres, radii)
         if options.progress is not None:
             options.progress(plan.iterations + i, plan.progress_total)
     return Outcome(centres=centres, final_variations=outcome.final_variations, last_move=moved)
@@ -295,23 +282,12 @@ def run_projected(start: RunStart, options: Options) -> Outcome:
     n_cols = points.shape[1]
     multiplier = count_multiplier(n_cols, default_count_share(n_cols))
     centres, counts = means.centres, means.counts.astype(np.float64)
-    noise = joint_noise(plan, n_cols, multiplier, split.weight)
+    lloyd = NoisyLloyd(points, plan, radius, multiplier, rng, split.weight)
     moved: tuple[float, float] | None = None
     for i in range(1, split.steps + 1):
         radii = np.broadcast_to(step_radii(centres, radius, plan.k, options.step_rule), plan.k)
         centres, radii = reseed_beside(centres, counts, PROJECTED_RESEED_RATIO, radii, radius, rng)
-        before = centres
-        centres, counts = lloyd_step(
-            points,
-            centres,
-            step=radii,
-            radius=radius,
-            plan=plan,
-            multiplier=multiplier,
-            rng=rng,
-            weight=split.weight,
-        )
-        moved = last_move_ratio(before, centres, counts, radii, noise)
+        centres, counts, moved = lloyd.step(centres, radii)
         if options.progress is not None:
             options.progress(plan.iterations + 1 + i, plan.progress_total)
     return Outcome(centres=centres, final_variations=means.final_variations, last_move=moved)
