@@ -189,8 +189,6 @@ def plan_for_target(dataset: Dataset, req: JobRequest, target: float) -> JobPlan
             "give target_centre_std_fraction instead of epsilon or mu, not with them",
             field="target_centre_std_fraction",
         )
-    if req.k > MAX_K:
-        raise InvalidParameter(f"k must be at most {MAX_K}", field="k")
     plan_job(dataset, replace(req, epsilon=1.0))  # every other field's errors, named as usual
     count = datasets_service.planning_count(dataset)
     delta = dataset.delta if req.delta is None else req.delta
@@ -287,6 +285,18 @@ def run_options(job: Job) -> dict[str, Any]:
     }
 
 
+def replanned(job: Job, count: datasets_service.PlanningCount, n_cols: int) -> RunPlan:
+    """The library's plan of a job row (`run_options`) on its dataset's public count and d."""
+    return plan_run(
+        count.n_rows,
+        n_cols,
+        job.k,
+        relation=count.relation,
+        contribution_bound=count.contribution_bound,
+        **run_options(job),
+    )
+
+
 def still_as_charged(job: Job, count: datasets_service.PlanningCount, n_cols: int) -> bool:
     """Re-plan a queued job from public inputs: whether its run is still what was charged.
 
@@ -294,14 +304,7 @@ def still_as_charged(job: Job, count: datasets_service.PlanningCount, n_cols: in
     refused (and refunded: no noise yet) rather than run at a cost nobody was charged.
     """
     try:
-        plan = plan_run(
-            count.n_rows,
-            n_cols,
-            job.k,
-            relation=count.relation,
-            contribution_bound=count.contribution_bound,
-            **run_options(job),
-        )
+        plan = replanned(job, count, n_cols)
     except ValueError:
         return False
     return (
@@ -316,15 +319,7 @@ def plan_mismatch(job: Job, dataset: Dataset) -> str | None:
     audit (`privclust ledger verify`): None when it is what the row charged, exactly, else what
     differs (a row whose mu was changed plans another sigma)."""
     try:
-        count = datasets_service.planning_count(dataset)
-        plan = plan_run(
-            count.n_rows,
-            dataset.n_cols,
-            job.k,
-            relation=count.relation,
-            contribution_bound=count.contribution_bound,
-            **run_options(job),
-        )
+        plan = replanned(job, datasets_service.planning_count(dataset), dataset.n_cols)
     except (ValueError, DatasetNotReady) as exc:
         return f"it cannot be planned: {exc}"
     differs = [
