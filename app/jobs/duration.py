@@ -58,6 +58,7 @@ class PlanFacts:
     iterations: int
     population_size: int
     projection_dim: int | None
+    # The plan's noisy Lloyd steps (privclust's RunPlan.lloyd_steps): pe-lloyd's after PE-means.
     lloyd_steps: int
 
 

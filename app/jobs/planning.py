@@ -89,8 +89,10 @@ class JobPlan:
     accuracy: Accuracy | None = None
     # What its mu protects: one row, or one unit's rows (app.datasets.table_terms.protects).
     protects: str = ""
-    # Candidates per PE-means iteration (0 for a method that does not evolve): its duration.
+    # Candidates per PE-means iteration (0 for a method that does not evolve) and the noisy
+    # Lloyd steps the run takes (`RunPlan.lloyd_steps`): its duration.
     population_size: int = 0
+    lloyd_steps: int = 0
 
 
 def privacy_error(exc: gdp.PrivacyParameterError) -> InvalidParameter:
@@ -187,8 +189,6 @@ def plan_for_target(dataset: Dataset, req: JobRequest, target: float) -> JobPlan
             "give target_centre_std_fraction instead of epsilon or mu, not with them",
             field="target_centre_std_fraction",
         )
-    if req.k > MAX_K:
-        raise InvalidParameter(f"k must be at most {MAX_K}", field="k")
     plan_job(dataset, replace(req, epsilon=1.0))  # every other field's errors, named as usual
     count = datasets_service.planning_count(dataset)
     delta = dataset.delta if req.delta is None else req.delta
@@ -253,18 +253,17 @@ def _job_plan(
         summary_mu=run.summary_mu,
         accuracy=accuracy,
         population_size=run.population_size,
+        lloyd_steps=run.lloyd_steps,
     )
 
 
 def _lloyd_steps(run: RunPlan) -> int | None:
     """The Lloyd steps a pe-lloyd plan in the full space takes (they depend on its T), kept
-    with the job so that a later change of the default cannot re-plan it differently."""
+    with the job so that a later change of the default cannot re-plan it differently: the
+    steps the library planned (`RunPlan.lloyd_steps`)."""
     if run.algorithm != Algorithm.PE_LLOYD or run.projection_dim is not None:
         return None
-    # Its progress counts the T PE iterations, then each Lloyd step: the steps the library
-    # planned (privclust.clustering.mechanisms.lloyd.default_lloyd_steps, from the noise's own
-    # per-row mu where a privacy unit bounds the rows), not a recomputation.
-    return run.progress_total - run.iterations
+    return run.lloyd_steps
 
 
 def run_options(job: Job) -> dict[str, Any]:
@@ -286,6 +285,18 @@ def run_options(job: Job) -> dict[str, Any]:
     }
 
 
+def replanned(job: Job, count: datasets_service.PlanningCount, n_cols: int) -> RunPlan:
+    """The library's plan of a job row (`run_options`) on its dataset's public count and d."""
+    return plan_run(
+        count.n_rows,
+        n_cols,
+        job.k,
+        relation=count.relation,
+        contribution_bound=count.contribution_bound,
+        **run_options(job),
+    )
+
+
 def still_as_charged(job: Job, count: datasets_service.PlanningCount, n_cols: int) -> bool:
     """Re-plan a queued job from public inputs: whether its run is still what was charged.
 
@@ -293,14 +304,7 @@ def still_as_charged(job: Job, count: datasets_service.PlanningCount, n_cols: in
     refused (and refunded: no noise yet) rather than run at a cost nobody was charged.
     """
     try:
-        plan = plan_run(
-            count.n_rows,
-            n_cols,
-            job.k,
-            relation=count.relation,
-            contribution_bound=count.contribution_bound,
-            **run_options(job),
-        )
+        plan = replanned(job, count, n_cols)
     except ValueError:
         return False
     return (
@@ -315,15 +319,7 @@ def plan_mismatch(job: Job, dataset: Dataset) -> str | None:
     audit (`privclust ledger verify`): None when it is what the row charged, exactly, else what
     differs (a row whose mu was changed plans another sigma)."""
     try:
-        count = datasets_service.planning_count(dataset)
-        plan = plan_run(
-            count.n_rows,
-            dataset.n_cols,
-            job.k,
-            relation=count.relation,
-            contribution_bound=count.contribution_bound,
-            **run_options(job),
-        )
+        plan = replanned(job, datasets_service.planning_count(dataset), dataset.n_cols)
     except (ValueError, DatasetNotReady) as exc:
         return f"it cannot be planned: {exc}"
     differs = [

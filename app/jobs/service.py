@@ -55,7 +55,6 @@ from app.ledger import key_caps
 from app.ledger import limits as ledger_limits
 from app.ledger import service as ledger
 from app.models import Dataset, Job, JobStatus
-from privclust.clustering import Algorithm
 from privclust.clustering.data.scaling import ORIGINAL_SPACE
 from privclust.privacy.cost import release_cost
 
@@ -168,7 +167,6 @@ def estimate(
 def job_duration(dataset: Dataset, plan: JobPlan, engine: str) -> Duration:
     """How long the planned job will run (app.jobs.duration), from its public facts: the plan
     and the count it was planned with."""
-    steps = plan.params.get("lloyd_steps") or int(plan.algorithm == Algorithm.PE_LLOYD)
     facts = PlanFacts(
         algorithm=plan.algorithm,
         n_rows=datasets_service.planning_count(dataset).n_rows,
@@ -177,7 +175,7 @@ def job_duration(dataset: Dataset, plan: JobPlan, engine: str) -> Duration:
         iterations=plan.iterations,
         population_size=plan.population_size,
         projection_dim=plan.params.get("projection_dim"),
-        lloyd_steps=steps,
+        lloyd_steps=plan.lloyd_steps,
     )
     return expected_duration(facts, engine)
 

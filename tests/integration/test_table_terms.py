@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from tests.support.api import auth, upload, uploaded
 from tests.support.db import stored_files
+from tests.support.fixed_noise import fix_noise
 from tests.support.tables import LOWER, PLANS, UPPER, transactions
 
 pytestmark = pytest.mark.integration
@@ -42,12 +43,16 @@ def _job(client: TestClient, key: str, dataset_id: str, body: dict) -> dict:
     return client.get(f"/v1/jobs/{r.json()['id']}", headers=auth(key)).json()
 
 
-def test_a_transactions_table_clusters_its_customers_and_their_plans(client, keys) -> None:
+def test_a_transactions_table_clusters_its_customers_and_their_plans(
+    client, keys, monkeypatch
+) -> None:
     # 6,000 customers of 1 to 40 rows (~123,000 rows), 5% empty cells, kept to 8 rows each.
     # Measured on this table (bench/RESULTS.md, "category weight", 10 runs at epsilon 1): the
     # largest centre error 0.7% of a range (mean 0.4%), the largest share error 0.046 (mean
-    # 0.025). The bounds, 3% and 0.15, are about ten of those spreads out: a false failure is
-    # far rarer than 1 in 10,000.
+    # 0.025). Ten runs cannot show how rarely a run lands in a wrong basin, so the bounds (3%
+    # and 0.15) are checked on one fixed draw of the noise and of the units' rows: the test
+    # is deterministic.
+    fix_noise(monkeypatch, seed=1)
     table = transactions(6000, seed=1)
     ds = uploaded(client, keys["owner"], table.csv, filename="t.csv", radius=None, **BOX, **TERMS)
     assert ds["privacy_unit"] == "customer" and ds["max_rows_per_unit"] == 8

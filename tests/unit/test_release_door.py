@@ -1,11 +1,13 @@
 """Every release of a run goes through its rows' one door (`Rows.release`), and what passes it
-is what the run's plan priced: for every method, with and without summaries, on a ball and on
-a box, the releases' noise multipliers, weights and sensitivities add up to the plan; a run
-without a public count releases its own first, through the same door."""
+is what the run's plan scheduled: for every method, with and without summaries, with a public
+count (on a ball and on a box, under add/remove and replace-one) and without one (the run
+releases its own first), the releases match the plan's schedule entry by entry (what, how
+many, l2 sensitivity, noise std as drawn), and the schedule composes to the plan's mu."""
 
 from __future__ import annotations
 
-import math
+from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,107 +17,135 @@ from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import PartitionedTable
 from privclust.clustering.mechanisms.grid import grid_sensitivity
 from privclust.clustering.run.plan import RunPlan
+from privclust.clustering.run.schedule import (
+    LLOYD_STEP,
+    LOSS,
+    NOISY_COUNTS,
+    NOISY_SUMS,
+    ROW_COUNT,
+    SIZES,
+    TREE_COUNTS,
+    VOTE_HISTOGRAM,
+    composed_mu,
+)
 from privclust.clustering.run.summary_pricing import loss_sensitivity
-from privclust.privacy.noise import count_sigma
-from tests.support.clustering import RecordingEngine, Released, joint_sensitivity
+from privclust.privacy.noise import count_sigma, noise_std
+from tests.support.clustering import RecordingEngine, ReleaseLog, joint_sensitivity
 from tests.support.dask import blocks
 from tests.support.data import blobs
 
 ALGORITHMS = ["pe-means", "hdpe-means", "fastlloyd", "lsh-coreset", "pe-lloyd", "auto"]
 N, D, K, N_PUBLIC = 600, 3, 3, 590
+# What each pass the rows' door sees releases, array by array.
+RELEASED = {
+    "RowCount": (ROW_COUNT,),
+    "VoteCounts": (VOTE_HISTOGRAM,),
+    "ChildCounts": (TREE_COUNTS,),
+    "LeafSums": (NOISY_SUMS,),
+    "ProjectedClusterSums": (NOISY_SUMS, NOISY_COUNTS),
+    "JointLloydSums": (LLOYD_STEP,),
+    "SummaryCounts": (SIZES, LOSS),
+}
 
 
-def _sensitivities(plan: RunPlan) -> dict[str, tuple[float, ...]]:
-    """The l2 sensitivity of each array of each statistic a run releases, from its plan."""
-    count, sums = plan.count_sensitivity, plan.sum_sensitivity_factor * grid_sensitivity(D)
+def _sensitivity(what: str, plan: RunPlan) -> float:
+    """The l2 sensitivity of a release of `what`, worked out here from the relation and d."""
+    count = plan.count_sensitivity
     return {
-        "VoteCounts": (count,),
-        "ChildCounts": (count,),
-        "LeafSums": (sums,),
-        "ProjectedClusterSums": (sums, count),
-        "JointLloydSums": (joint_sensitivity(D),),
-    }
+        ROW_COUNT: 1.0,
+        VOTE_HISTOGRAM: count,
+        TREE_COUNTS: count,
+        NOISY_COUNTS: count,
+        SIZES: count,
+        NOISY_SUMS: plan.sum_sensitivity_factor * grid_sensitivity(D),
+        LLOYD_STEP: joint_sensitivity(D, plan.relation),
+        LOSS: loss_sensitivity(),
+    }[what]
 
 
-def _mu(releases: list[Released]) -> float:
-    """What the releases compose to (GDP: the root of the sum of squares)."""
-    return math.sqrt(sum(g.mu**2 for r in releases for g in r.noises))
-
-
-def _run(algorithm: str, summaries: bool, domain: str) -> tuple[list[Released], RunPlan]:
+def _run(algorithm: str, summaries: bool, count: str) -> tuple[RecordingEngine, RunPlan, Any]:
+    """A run through a recording engine and the plan `plan_run` makes of it from public
+    inputs: a public count N~ (on a ball, or on a box), N itself (replace-one), or none (the
+    plan is then made with the count the run released and the mu it spent on it)."""
     X = blobs(N, D, K, seed=3)
-    if domain == "box":
+    where: dict[str, Any] = {"radius": 1.0}
+    if count == "box":
         X, where = X * 50.0 + 50.0, {"lower": [0.0] * D, "upper": [100.0] * D}
-    else:
-        where = {"radius": 1.0}
+    public = {
+        "ball": {"n_public": N_PUBLIC},
+        "box": {"n_public": N_PUBLIC},
+        "replace-one": {"relation": "replace-one"},
+        "own": {},
+    }[count]
     engine = RecordingEngine()
     table = PartitionedTable(blocks(X, 250), D, engine)
     privacy = {"epsilon": 1.0, "delta": 1e-6, "summaries": summaries}
     result = cluster(
-        table,
-        K,
-        algorithm=algorithm,
-        n_public=N_PUBLIC,
-        rng=np.random.default_rng(5),
-        **privacy,
-        **where,
+        table, K, algorithm=algorithm, rng=np.random.default_rng(5), **privacy, **public, **where
     )
-    plan = plan_run(N_PUBLIC, D, K, algorithm=algorithm, **privacy)
-    assert result.algorithm == plan.algorithm and result.releases == plan.releases
-    return engine.releases, plan
+    planned: dict[str, Any] = {"relation": public.get("relation", "add-remove")}
+    if count == "own":
+        assert result.count_mu is not None
+        planned["count_mu"] = result.count_mu
+    plan = plan_run(result.n_public, D, K, algorithm=algorithm, **privacy, **planned)
+    assert (result.algorithm, result.releases, result.sigma) == (
+        plan.algorithm,
+        plan.releases,
+        plan.sigma,
+    )
+    return engine, plan, result
 
 
-@pytest.mark.parametrize("domain", ["ball", "box"])
+@pytest.mark.parametrize("count", ["ball", "box", "replace-one", "own"])
 @pytest.mark.parametrize("summaries", [False, True])
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_each_release_passes_the_rows_door_as_the_plan_priced_it(
-    algorithm: str, summaries: bool, domain: str
+def test_each_release_passes_the_rows_door_as_the_plan_scheduled_it(
+    algorithm: str, summaries: bool, count: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    releases, plan = _run(algorithm, summaries, domain)
-    centres = [r for r in releases if r.statistic != "SummaryCounts"]
-    summary = [r for r in releases if r.statistic == "SummaryCounts"]
-    # The centres: every release at the plan's one sigma, their weights the plan's count of
-    # releases, each array calibrated to its statistic's sensitivity.
-    expected = _sensitivities(plan)
-    for r in centres:
-        assert tuple(g.sensitivity for g in r.noises) == expected[r.statistic], r
-        assert all(g.sigma == plan.sigma for g in r.noises)
-    assert sum(g.weight for r in centres for g in r.noises) == plan.releases
-    assert _mu(centres) == pytest.approx(math.sqrt(plan.releases) / plan.sigma, rel=1e-12)
-    # The summaries: one pass, two releases (sizes, loss), last, spending the plan's share.
-    if summaries:
-        assert releases[-1:] == summary
-        (sizes, loss) = summary[0].noises
-        assert (sizes.sensitivity, loss.sensitivity) == (plan.count_sensitivity, loss_sensitivity())
-        assert summary[0].shapes == ((K,), (1,))
-        assert plan.summary_mu is not None
-        assert _mu(summary) == pytest.approx(plan.summary_mu, rel=1e-12)
-    else:
-        assert summary == []
-    # The whole run spends at most the job's mu (all of it, up to the plan's rounding).
-    assert _mu(releases) <= plan.mu * (1 + 1e-12)
-    assert _mu(releases) == pytest.approx(plan.mu, rel=1e-3)
+    drawn = ReleaseLog(monkeypatch)
+    engine, plan, result = _run(algorithm, summaries, count)
+    # The schedule, one entry per array: what, and the noise the door is asked for.
+    expected = [(e.what, e.noise, e.std) for e in plan.schedule for _ in range(e.times)]
+    released = [
+        (what, g)
+        for r in engine.releases
+        for what, g in zip(RELEASED[r.statistic], r.noises, strict=True)
+    ]
+    assert [(what, g) for what, g, _ in expected] == released
+    # The std each array's noise was drawn with is the schedule's.
+    assert [noise_std(s, sigma) for s, sigma, _ in drawn.calls] == [std for *_, std in expected]
+    # Each entry's sensitivity is its statistic's; its std that sensitivity times its sigma
+    # over the root of its weight; the method's releases share the plan's sigma and their
+    # weights add up to the plan's releases.
+    for entry in plan.schedule:
+        assert entry.sensitivity == _sensitivity(entry.what, plan), entry
+        exact = (Fraction(entry.sensitivity) * Fraction(entry.sigma)) ** 2 / entry.weight
+        # Rounded up when the weight is 1; a weight's float division (Gaussian.
+        # scaled_sensitivity) may leave the std an ulp or two below the exact quotient.
+        slack = 1 if entry.weight == 1 else 1 - Fraction(1, 2**49)
+        assert Fraction(entry.std) ** 2 >= exact * slack, entry
+    centres = [e for e in plan.schedule if e.what not in (ROW_COUNT, SIZES, LOSS)]
+    assert all(e.sigma == plan.sigma for e in centres)
+    assert sum(e.times * e.weight for e in centres) == plan.releases
+    assert plan.lloyd_steps == sum(e.times for e in centres if e.what == LLOYD_STEP)
+    # The run's own count comes first, the summaries last, each only when the run has them.
+    whats = [e.what for e in plan.schedule]
+    assert (whats[0] == ROW_COUNT) == (count == "own") == (ROW_COUNT in whats)
+    if count == "own":
+        assert plan.schedule[0].noise == Gaussian(1.0, count_sigma(result.count_mu))
+    assert (whats[-2:] == [SIZES, LOSS]) == summaries == (plan.summary_mu is not None)
+    # The schedule composes (GDP) to the plan's mu: never above it (exactly), below it only
+    # by the rounding of sigma and of the budget's splits.
+    spent = sum((e.mu_squared for e in plan.schedule), Fraction(0))
+    assert spent <= Fraction(plan.mu) ** 2
+    assert composed_mu(plan.schedule) == pytest.approx(plan.mu, rel=1e-12)
 
 
-@pytest.mark.parametrize("summaries", [False, True])
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
-def test_a_runs_own_row_count_passes_the_door_first(algorithm: str, summaries: bool) -> None:
-    engine = RecordingEngine()
-    table = PartitionedTable(blocks(blobs(N, D, K, seed=4), 250), D, engine)
-    result = cluster(
-        table,
-        K,
-        algorithm=algorithm,
-        mu=1.0,
-        radius=1.0,
-        summaries=summaries,
-        rng=np.random.default_rng(6),
-    )
-    first, rest = engine.releases[0], engine.releases[1:]
-    assert result.count_mu is not None
-    assert first == Released("RowCount", (Gaussian(1.0, count_sigma(result.count_mu)),), ((1,),))
-    assert all(r.statistic != "RowCount" for r in rest)
-    centres = [r for r in rest if r.statistic != "SummaryCounts"]
-    assert sum(g.weight for r in centres for g in r.noises) == result.releases
-    assert _mu(engine.releases) <= 1.0 + 1e-12
-    assert _mu(engine.releases) == pytest.approx(1.0, rel=1e-3)
+def test_a_units_schedule_composes_to_its_per_row_share(algorithm: str) -> None:
+    # A unit of up to m rows: every release is calibrated per row, at the unit's mu / m.
+    m = 3
+    plan = plan_run(5000, D, K, algorithm=algorithm, mu=1.5, summaries=True, contribution_bound=m)
+    spent = sum((e.mu_squared for e in plan.schedule), Fraction(0))
+    assert m**2 * spent <= Fraction(plan.mu) ** 2
+    assert m * composed_mu(plan.schedule) == pytest.approx(plan.mu, rel=1e-12)

@@ -17,7 +17,8 @@ from scipy import sparse
 
 from privclust.clustering.data.domain import project_into_ball
 from privclust.clustering.data.release import Gaussian, central_release
-from privclust.clustering.run.plan import RunPlan
+from privclust.clustering.run.plan import Calibrated, RunPlan
+from privclust.clustering.run.schedule import NOISY_COUNTS, NOISY_SUMS, Planned, filled
 
 # A 2^-20 relative grid moves a centre by less than 1e-6 R, far below the noise; the sums stay
 # below 2^53 up to ~8e9 rows.
@@ -34,10 +35,10 @@ def grid_sensitivity(n_cols: int) -> float:
     return 2.0**GRID_BITS * (1.0 + GRID_SLACK) + 0.5 * math.sqrt(n_cols)
 
 
-def largest_sum_sensitivity(plan: RunPlan) -> float:
-    """The largest l2 sensitivity among a run's count releases and grid-sum releases (before
-    a sum's division by sqrt(weight) >= 1, which only lowers it)."""
-    return max(plan.count_sensitivity, plan.sum_sensitivity_factor * grid_sensitivity(plan.n_cols))
+def sum_sensitivity(plan: Calibrated, n_cols: int) -> float:
+    """l2 sensitivity of the grid sums of disjoint sets of rows on d columns, in grid units:
+    grid_sensitivity(d), twice that under replace-one (R or 2R)."""
+    return plan.sum_sensitivity_factor * grid_sensitivity(n_cols)
 
 
 def _add_by_cluster(sums: np.ndarray, labels: np.ndarray, units: np.ndarray) -> None:
@@ -115,25 +116,21 @@ def relative_grid_sums(
     return sums, counts
 
 
-def sum_noise(plan: RunPlan, n_cols: int, weight: int = 1) -> Gaussian:
-    """The noise of one release of the grid sums of disjoint sets of rows: isotropic, of std
-    Delta sigma / sqrt(weight) per coordinate, one independent draw each, with Delta =
-    grid_sensitivity(d) (2x under replace-one: R or 2R in grid units). Dividing the sensitivity
-    by sqrt(weight) prices the release as `weight` releases of the plan's sigma."""
-    return Gaussian(plan.sum_sensitivity_factor * grid_sensitivity(n_cols), plan.sigma, weight)
+def mean_parts(plan: Calibrated, n_cols: int, sum_weight: int = 1) -> tuple[Planned, Planned]:
+    """The two releases of clusters' means, in order: the grid sums (`sum_sensitivity`,
+    priced as `sum_weight` releases: their noise std is Delta sigma / sqrt(sum_weight) per
+    coordinate, one independent draw each), then the counts (count_sensitivity: 1, or sqrt(2)
+    under replace-one). Every cluster is released, empty or not: skipping one would depend on
+    private data."""
+    return (
+        Planned(NOISY_SUMS, 1, sum_sensitivity(plan, n_cols), sum_weight),
+        Planned(NOISY_COUNTS, 1, plan.count_sensitivity),
+    )
 
 
-def count_noise(plan: RunPlan) -> Gaussian:
-    """The noise of one release of counts of disjoint sets of rows: std count_sensitivity x
-    sigma (1, or sqrt(2) under replace-one)."""
-    return Gaussian(plan.count_sensitivity, plan.sigma)
-
-
-def mean_noises(plan: RunPlan, n_cols: int, sum_weight: int = 1) -> tuple[Gaussian, Gaussian]:
-    """The two releases of clusters' means, in order: the grid sums (`sum_noise`, priced as
-    `sum_weight` releases), then the counts (`count_noise`). Every cluster is released, empty
-    or not: skipping one would depend on private data."""
-    return sum_noise(plan, n_cols, sum_weight), count_noise(plan)
+def mean_noises(plan: RunPlan, n_cols: int, sum_weight: int = 1) -> tuple[Gaussian, ...]:
+    """The noise of `mean_parts` at the plan's sigma."""
+    return tuple(entry.noise for entry in filled(mean_parts(plan, n_cols, sum_weight), plan.sigma))
 
 
 def release_means(

@@ -24,8 +24,8 @@ from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import Part, Rows
 from privclust.clustering.evolution.nearest import nearest_candidates
 from privclust.clustering.mechanisms.grid import GRID_BITS, grid_sensitivity, relative_grid_sums
-from privclust.clustering.run.options import Options
-from privclust.clustering.run.plan import RunPlan
+from privclust.clustering.run.plan import Calibrated, RunPlan
+from privclust.clustering.run.schedule import LLOYD_STEP, Planned
 
 # The count multiplier M stays within [1, 2^31]; see `grid.relative_grid_sums` for why no sum of
 # the joint vector can overflow int64.
@@ -91,7 +91,7 @@ def count_multiplier(n_cols: int, count_share: float) -> int:
     return int(min(max(round(ideal), 1), MAX_COUNT_MULTIPLIER))
 
 
-def joint_sensitivity(plan: RunPlan, n_cols: int, multiplier: int) -> float:
+def joint_sensitivity(plan: Calibrated, n_cols: int, multiplier: int) -> float:
     """l2 sensitivity of [grid sums of the offsets (k x d), M * counts (k)] in grid units.
 
     Add/remove: one row moves one cluster's sum by <= S and its count by 1, so
@@ -105,14 +105,14 @@ def joint_sensitivity(plan: RunPlan, n_cols: int, multiplier: int) -> float:
     return joint
 
 
-def largest_lloyd_sensitivity(plan: RunPlan, options: Options) -> float:
-    """The largest l2 sensitivity among a run's count releases and joint Lloyd releases (before
-    a step's division by sqrt(weight) >= 1, which only lowers it), with the counts' share
-    `options.count_share` (default 1 / (1 + sqrt(4d)))."""
-    d = plan.n_cols
-    share = default_count_share(d) if options.count_share is None else options.count_share
-    joint = joint_sensitivity(plan, d, count_multiplier(d, share))
-    return max(plan.count_sensitivity, joint)
+def lloyd_steps_part(
+    plan: Calibrated, n_cols: int, steps: int, count_share: float | None = None, weight: int = 1
+) -> Planned:
+    """`steps` noisy Lloyd steps, each one joint release (`joint_sensitivity`, the counts given
+    `count_share`, default 1 / (1 + sqrt(4d))) priced as `weight` releases."""
+    share = default_count_share(n_cols) if count_share is None else count_share
+    joint = joint_sensitivity(plan, n_cols, count_multiplier(n_cols, share))
+    return Planned(LLOYD_STEP, steps, joint, weight)
 
 
 def joint_noise(plan: RunPlan, n_cols: int, multiplier: int, weight: int = 1) -> Gaussian:
@@ -177,27 +177,33 @@ class JointLloydSums:
         return (np.concatenate([sums.ravel(), counts * np.int64(self.multiplier)]),)
 
 
-def lloyd_step(
-    points: Rows,
-    centres: np.ndarray,
-    *,
-    step: float | np.ndarray,
-    radius: float,
-    plan: RunPlan,
-    multiplier: int,
-    rng: np.random.Generator,
-    weight: int = 1,
-) -> tuple[np.ndarray, np.ndarray]:
-    """One noisy Lloyd step from `centres` (centred coordinates): label every row with its
-    nearest centre, release the clipped offset sums and the counts as one joint vector
-    (`joint_noise`, priced as `weight` releases; every cluster is released, empty or not) and
-    move each centre by the noisy mean offset (`moved_centres`).
-    Returns (new centres, noisy counts)."""
-    k, d = centres.shape
-    noises = (joint_noise(plan, d, multiplier, weight),)
-    (noisy,) = points.release(JointLloydSums(LloydSums(centres, step), multiplier), noises, rng)
-    noisy_sums, noisy_counts = split_joint(noisy, k, multiplier)
-    return moved_centres(centres, noisy_sums, noisy_counts, step, radius), noisy_counts
+@dataclass(frozen=True, eq=False)
+class NoisyLloyd:
+    """A run's noisy Lloyd steps on its rows, with the plan's noise: the counts scaled by
+    `multiplier`, each step priced as `weight` releases (`joint_noise`)."""
+
+    points: Rows
+    plan: RunPlan
+    radius: float
+    multiplier: int
+    rng: np.random.Generator
+    weight: int = 1
+
+    def step(
+        self, centres: np.ndarray, step: float | np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
+        """One noisy Lloyd step from `centres` (centred coordinates): label every row with its
+        nearest centre, release the offset sums clipped to `step` and the counts as one joint
+        vector (every cluster is released, empty or not) and move each centre by the noisy
+        mean offset (`moved_centres`). Returns (the new centres, the noisy counts, how far the
+        step moved them against its noise: `last_move_ratio`)."""
+        k, d = centres.shape
+        noise = joint_noise(self.plan, d, self.multiplier, self.weight)
+        statistic = JointLloydSums(LloydSums(centres, step), self.multiplier)
+        (noisy,) = self.points.release(statistic, (noise,), self.rng)
+        noisy_sums, counts = split_joint(noisy, k, self.multiplier)
+        moved = moved_centres(centres, noisy_sums, counts, step, self.radius)
+        return moved, counts, last_move_ratio(centres, moved, counts, step, noise)
 
 
 def last_move_ratio(

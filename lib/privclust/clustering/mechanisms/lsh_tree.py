@@ -23,9 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import Part, Rows, token
 from privclust.clustering.evolution.kernels import ordered_products
-from privclust.clustering.mechanisms.grid import cluster_grid_sums, count_noise, sum_noise
+from privclust.clustering.mechanisms.grid import cluster_grid_sums, sum_sensitivity
 from privclust.clustering.run.options import Progress
 from privclust.clustering.run.plan import RunPlan
 
@@ -205,7 +206,7 @@ def grow_tree(
     branching nodes; see the module docstring. Each level is one pass over the rows
     (`ChildCounts`), each row walking down the public levels above it; a last pass sums the
     rows of every leaf (`LeafSums`), released with noise priced as `sum_weight` releases
-    (`grid.sum_noise`).
+    (`grid.sum_sensitivity`).
     """
     levels = plan.iterations
     fanout = 1 << bits_per_level
@@ -215,7 +216,7 @@ def grow_tree(
     n_leaves = 0
     # Kept nodes of the current level: their noisy counts, and which of them branch.
     counts = np.array([plan.n_rows], dtype=np.int64)
-    level_noise = (count_noise(plan),)
+    level_noise = (Gaussian(plan.count_sensitivity, plan.sigma),)
     branching = branching_nodes(counts, branch_count)
     for t in range(1, levels + 1):
         parents = np.flatnonzero(branching)
@@ -242,7 +243,7 @@ def grow_tree(
     leaf_counts.append(counts)
     walk = Walk(levels, bits_per_level, tuple(history))
     leaf_sums = LeafSums(codes, key, walk, last_ids, n_leaves, radius)
-    sums_noise = (sum_noise(plan, rows.shape[1], sum_weight),)
+    sums_noise = (Gaussian(sum_sensitivity(plan, rows.shape[1]), plan.sigma, sum_weight),)
     (sums,) = rows.release(leaf_sums, sums_noise, rng)
     return Tree(sums=sums, counts=np.concatenate(leaf_counts))
 

@@ -20,10 +20,16 @@ from privclust.clustering.errors import ClusteringInputError, check_integer
 from privclust.clustering.evolution.evolution import evolve
 from privclust.clustering.evolution.kernels import ordered_products
 from privclust.clustering.evolution.nearest import nearest_candidates
-from privclust.clustering.mechanisms.grid import cluster_grid_sums, grid_means, mean_noises
+from privclust.clustering.mechanisms.grid import (
+    cluster_grid_sums,
+    grid_means,
+    mean_noises,
+    mean_parts,
+)
 from privclust.clustering.run.method import RunStart
 from privclust.clustering.run.options import DEFAULT_PROJECTION_DIM, Options
-from privclust.clustering.run.plan import PlanBasis
+from privclust.clustering.run.plan import PlanBasis, vote_histograms
+from privclust.clustering.run.schedule import Planned
 
 # Values per block of the projection (bounds a block's view and its output).
 _BLOCK_ELEMENTS = 1 << 20
@@ -60,6 +66,13 @@ def planned_projection_dim(basis: PlanBasis, options: Options) -> int:
             f"{max(basis.n_cols, DEFAULT_PROJECTION_DIM)}, got {p}",
         )
     return p
+
+
+def projected_parts(basis: PlanBasis, iterations: int, sum_weight: int) -> tuple[Planned, ...]:
+    """The releases of `evolve_in_projection`, in order: T vote histograms in the projection,
+    then the clusters' noisy sums (priced as `sum_weight` releases) and counts in the full
+    space (`grid.mean_parts`)."""
+    return (vote_histograms(basis, iterations), *mean_parts(basis, basis.n_cols, sum_weight))
 
 
 def project_rows(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:

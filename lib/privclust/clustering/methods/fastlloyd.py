@@ -47,12 +47,10 @@ from privclust.clustering.choices import Algorithm
 from privclust.clustering.errors import ClusteringInputError, check_below_one, check_positive
 from privclust.clustering.evolution.packing import initial_population
 from privclust.clustering.mechanisms.lloyd import (
+    NoisyLloyd,
     count_multiplier,
     default_count_share,
-    joint_noise,
-    largest_lloyd_sensitivity,
-    last_move_ratio,
-    lloyd_step,
+    lloyd_steps_part,
     reseed_starving,
     step_radius,
 )
@@ -118,14 +116,19 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
     alpha = check_step_fraction(
         DEFAULT_STEP_FRACTION if options.step_fraction is None else options.step_fraction
     )
-    if options.count_share is not None:
-        check_below_one("count_share", options.count_share)
+    share = options.count_share
+    if share is not None:
+        share = check_below_one("count_share", share)
     usable_mu = basis.releases_mu  # T is set by the mu the Lloyd steps share
     iterations = planned_iterations(
         options,
         lambda: default_iterations(basis.n_rows, basis.n_cols, basis.k, usable_mu, alpha),
     )
-    return Releases(iterations=iterations, releases=iterations, progress_total=iterations)
+    return Releases(
+        iterations=iterations,
+        parts=(lloyd_steps_part(basis, basis.n_cols, iterations, share),),
+        progress_total=iterations,
+    )
 
 
 def prepare(options: Options) -> Options:
@@ -146,23 +149,12 @@ def run(start: RunStart, options: Options) -> Outcome:
         if options.count_share is None
         else check_below_one("count_share", options.count_share)
     )
-    multiplier = count_multiplier(n_cols, share)
+    lloyd = NoisyLloyd(points, plan, radius, count_multiplier(n_cols, share), start.rng)
     centres = initial_population(plan.k, n_cols, radius, options.rng)
-    noise = joint_noise(plan, n_cols, multiplier)
     moved: tuple[float, float] | None = None
     for t in range(1, plan.iterations + 1):
         step = step_radius(t, radius, n_cols, plan.k, alpha)
-        before = centres
-        centres, noisy_counts = lloyd_step(
-            points,
-            centres,
-            step=step,
-            radius=radius,
-            plan=plan,
-            multiplier=multiplier,
-            rng=start.rng,
-        )
-        moved = last_move_ratio(before, centres, noisy_counts, step, noise)
+        centres, noisy_counts, moved = lloyd.step(centres, step)
         if options.reseed_ratio is not None and t < plan.iterations:
             centres = reseed_starving(
                 centres, noisy_counts, options.reseed_ratio, step, radius, start.rng
@@ -176,7 +168,6 @@ METHOD = Method(
     name=Algorithm.FASTLLOYD,
     plan=plan,
     run=run,
-    sensitivity=largest_lloyd_sensitivity,
     prepare=prepare,
 )
 

@@ -9,17 +9,19 @@ import numpy as np
 
 from privclust.clustering.choices import Algorithm
 from privclust.clustering.errors import ClusteringInputError, check_integer
-from privclust.clustering.mechanisms.grid import largest_sum_sensitivity, release_means
+from privclust.clustering.mechanisms.grid import release_means
 from privclust.clustering.mechanisms.projection import (
     default_projected_iterations,
     evolve_in_projection,
     planned_projection_dim,
+    projected_parts,
 )
 from privclust.clustering.run.method import Method, RunStart
 from privclust.clustering.run.options import EvolutionKeywords, Options, options_for
 from privclust.clustering.run.plan import PlanBasis, Releases, RunPlan, planned_iterations
 from privclust.clustering.run.result import ClusteringResult, Outcome
 from privclust.clustering.run.runner import run_method
+from privclust.clustering.run.schedule import NOISY_SUMS
 
 # HDPE-means's final noisy sums are priced, by default, as many releases as its PE iterations:
 # half of the releases' mu^2 goes to the d-dimensional sums, whose noise otherwise dominates
@@ -41,7 +43,7 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
         )
     return Releases(
         iterations=iterations,
-        releases=iterations + 1 + weight,
+        parts=projected_parts(basis, iterations, weight),
         progress_total=iterations + 1,
         projection_dim=p,
     )
@@ -73,8 +75,7 @@ def run(start: RunStart, options: Options) -> Outcome:
     """Project (a Gaussian matrix from the job's generator), evolve in the projection, label
     every row by its nearest projected centre, and release each cluster's noisy mean."""
     plan = start.plan
-    # The plan prices the sums as the releases beyond the PE iterations and the counts.
-    means = evolve_in_projection(start, options, plan.releases - plan.iterations - 1)
+    means = evolve_in_projection(start, options, plan.scheduled(NOISY_SUMS).weight)
     if options.progress is not None:
         options.progress(plan.progress_total, plan.progress_total)
     return Outcome(centres=means.centres, final_variations=means.final_variations)
@@ -84,7 +85,6 @@ METHOD = Method(
     name=Algorithm.HDPE_MEANS,
     plan=plan,
     run=run,
-    sensitivity=lambda plan, options: largest_sum_sensitivity(plan),
     evolves=True,
 )
 

@@ -43,7 +43,7 @@ from privclust.clustering.choices import Algorithm
 from privclust.clustering.data.domain import project_into_ball
 from privclust.clustering.errors import ClusteringInputError, check_integer
 from privclust.clustering.evolution.packing import initial_population
-from privclust.clustering.mechanisms.grid import grid_means, largest_sum_sensitivity
+from privclust.clustering.mechanisms.grid import grid_means, sum_sensitivity
 from privclust.clustering.mechanisms.lsh_tree import grow_tree
 from privclust.clustering.run.method import Method, RunStart
 from privclust.clustering.run.options import (
@@ -54,6 +54,7 @@ from privclust.clustering.run.options import (
 from privclust.clustering.run.plan import PlanBasis, Releases, RunPlan
 from privclust.clustering.run.result import ClusteringResult, Outcome
 from privclust.clustering.run.runner import run_method
+from privclust.clustering.run.schedule import NOISY_SUMS, TREE_COUNTS, Planned
 
 # Google's library grows its tree to depth 20, one SimHash bit per level.
 DEFAULT_HASH_BITS = 20
@@ -176,7 +177,11 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
     levels, releases, progress_total = plan_lsh_releases(
         options.iterations, options.bits_per_level, options.sum_weight
     )
-    return Releases(iterations=levels, releases=releases, progress_total=progress_total)
+    parts = (
+        Planned(TREE_COUNTS, levels, basis.count_sensitivity),
+        Planned(NOISY_SUMS, 1, sum_sensitivity(basis, basis.n_cols), releases - levels),
+    )
+    return Releases(iterations=levels, parts=parts, progress_total=progress_total)
 
 
 def prepare(options: Options) -> Options:
@@ -197,7 +202,7 @@ def released_coreset(start: RunStart, options: Options) -> tuple[np.ndarray, np.
     hyperplanes come from the job's generator (public randomness, independent of the data)."""
     points, plan, rng, radius = start.points, start.plan, start.rng, start.radius
     bits = DEFAULT_BITS_PER_LEVEL if options.bits_per_level is None else int(options.bits_per_level)
-    weight = plan.releases - plan.iterations  # the sums' share, as plan_lsh_releases fixed it
+    weight = plan.scheduled(NOISY_SUMS).weight  # the sums' share, as plan_lsh_releases fixed it
     keep_at = default_min_count(plan, weight) if options.min_count is None else options.min_count
     branch_at = BRANCH_FACTOR * keep_at if options.branch_count is None else options.branch_count
     normals = rng.standard_normal(size=(plan.iterations * bits, points.shape[1]))
@@ -239,7 +244,6 @@ METHOD = Method(
     name=Algorithm.LSH_CORESET,
     plan=plan,
     run=run,
-    sensitivity=lambda plan, options: largest_sum_sensitivity(plan),
     prepare=prepare,
 )
 

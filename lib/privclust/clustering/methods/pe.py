@@ -21,6 +21,7 @@ from privclust.clustering.run.plan import (
     Releases,
     default_pe_iterations,
     planned_iterations,
+    vote_histograms,
 )
 from privclust.clustering.run.result import ClusteringResult, Outcome
 from privclust.clustering.run.runner import run_method
@@ -31,7 +32,11 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
     iterations = planned_iterations(
         options, lambda: default_pe_iterations(basis.n_cols, basis.epsilon)
     )
-    return Releases(iterations=iterations, releases=iterations, progress_total=iterations)
+    return Releases(
+        iterations=iterations,
+        parts=(vote_histograms(basis, iterations),),
+        progress_total=iterations,
+    )
 
 
 def run(start: RunStart, options: Options) -> Outcome:

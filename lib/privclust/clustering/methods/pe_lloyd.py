@@ -8,7 +8,7 @@ mu on PE-means and a share of it on `lloyd_steps` noisy Lloyd steps:
 
 - PE-means exactly as `pe_means` (same T, L, population), its T vote histograms released with
   noise multiplier sigma.
-- Then each Lloyd step (privclust.clustering.mechanisms.lloyd.lloyd_step): every row labelled
+- Then each Lloyd step (privclust.clustering.mechanisms.lloyd.NoisyLloyd): every row labelled
   with its nearest current centre, its offset from it clipped to its cluster's step radius r_j (by
   default half the distance from that centre to the nearest other one, within
   [R/1000, min(R, 2R / k^(1/d))]: see `step_radii`; public, since the centres are released
@@ -49,14 +49,12 @@ from privclust.clustering.evolution.nearest import nearest_other_distances
 from privclust.clustering.evolution.vote_cells import VOTE_DTYPE
 from privclust.clustering.mechanisms.lloyd import (
     DEFAULT_LLOYD_STEPS,
+    NoisyLloyd,
     count_multiplier,
     default_count_share,
     default_lloyd_steps,
     iterations_cap,
-    joint_noise,
-    largest_lloyd_sensitivity,
-    last_move_ratio,
-    lloyd_step,
+    lloyd_steps_part,
     reseed_beside,
     step_radius,
 )
@@ -64,6 +62,7 @@ from privclust.clustering.mechanisms.projection import (
     default_projected_iterations,
     evolve_in_projection,
     planned_projection_dim,
+    projected_parts,
     sum_weight_before_lloyd,
 )
 from privclust.clustering.run.method import Method, RunStart
@@ -79,6 +78,7 @@ from privclust.clustering.run.plan import (
     Releases,
     default_pe_iterations,
     planned_iterations,
+    vote_histograms,
 )
 from privclust.clustering.run.result import ClusteringResult, Outcome
 from privclust.clustering.run.runner import run_method
@@ -202,22 +202,25 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
         p = planned_projection_dim(basis, options)
         iterations = planned_iterations(options, lambda: default_projected_iterations(p))
         split = plan_projected_releases(iterations, options.lloyd_steps, options.lloyd_share)
+        steps = lloyd_steps_part(basis, basis.n_cols, split.steps, weight=split.weight)
         return Releases(
             iterations=iterations,
-            releases=split.releases,
+            parts=(*projected_parts(basis, iterations, split.sum_weight), steps),
             progress_total=split.progress_total,
             projection_dim=p,
         )
     iterations = planned_iterations(
         options, lambda: _capped_iterations(basis.n_cols, basis.epsilon)
     )
-    _, _, releases, progress_total = plan_lloyd_releases(
+    n_steps, weight, _, progress_total = plan_lloyd_releases(
         iterations,
         options.lloyd_steps,
         options.lloyd_share,
         default_lloyd_steps(iterations, basis.n_cols, basis.n_rows, basis.k, basis.mu),
     )
-    return Releases(iterations=iterations, releases=releases, progress_total=progress_total)
+    steps = lloyd_steps_part(basis, basis.n_cols, n_steps, weight=weight)
+    parts = (vote_histograms(basis, iterations), steps)
+    return Releases(iterations=iterations, parts=parts, progress_total=progress_total)
 
 
 def prepare(options: Options) -> Options:
@@ -256,21 +259,10 @@ def run(start: RunStart, options: Options) -> Outcome:
     multiplier = count_multiplier(n_cols, default_count_share(n_cols))
     centres = outcome.centres
     moved: tuple[float, float] | None = None
-    noise = joint_noise(plan, n_cols, multiplier, weight)
+    lloyd = NoisyLloyd(points, plan, radius, multiplier, start.rng, weight)
     for i in range(1, steps + 1):
         radii = step_radii(centres, radius, plan.k, options.step_rule)
-        before = centres
-        centres, counts = lloyd_step(
-            points,
-            centres,
-            step=radii,
-            radius=radius,
-            plan=plan,
-            multiplier=multiplier,
-            rng=start.rng,
-            weight=weight,
-        )
-        moved = last_move_ratio(before, centres, counts, radii, noise)
+        centres, _, moved = lloyd.step(centres, radii)
         if options.progress is not None:
             options.progress(plan.iterations + i, plan.progress_total)
     return Outcome(centres=centres, final_variations=outcome.final_variations, last_move=moved)
@@ -290,23 +282,12 @@ def run_projected(start: RunStart, options: Options) -> Outcome:
     n_cols = points.shape[1]
     multiplier = count_multiplier(n_cols, default_count_share(n_cols))
     centres, counts = means.centres, means.counts.astype(np.float64)
-    noise = joint_noise(plan, n_cols, multiplier, split.weight)
+    lloyd = NoisyLloyd(points, plan, radius, multiplier, rng, split.weight)
     moved: tuple[float, float] | None = None
     for i in range(1, split.steps + 1):
         radii = np.broadcast_to(step_radii(centres, radius, plan.k, options.step_rule), plan.k)
         centres, radii = reseed_beside(centres, counts, PROJECTED_RESEED_RATIO, radii, radius, rng)
-        before = centres
-        centres, counts = lloyd_step(
-            points,
-            centres,
-            step=radii,
-            radius=radius,
-            plan=plan,
-            multiplier=multiplier,
-            rng=rng,
-            weight=split.weight,
-        )
-        moved = last_move_ratio(before, centres, counts, radii, noise)
+        centres, counts, moved = lloyd.step(centres, radii)
         if options.progress is not None:
             options.progress(plan.iterations + 1 + i, plan.progress_total)
     return Outcome(centres=centres, final_variations=means.final_variations, last_move=moved)
@@ -316,7 +297,6 @@ METHOD = Method(
     name=Algorithm.PE_LLOYD,
     plan=plan,
     run=run,
-    sensitivity=largest_lloyd_sensitivity,
     prepare=prepare,
     # float32 as PE-means: the Lloyd steps' clipped offsets are rounded to a grid of
     # step / 2^20, far coarser than float32's 6e-8 R, and each row is rounded once, before

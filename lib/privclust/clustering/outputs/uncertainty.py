@@ -155,7 +155,8 @@ def sweep_warnings(
     """The notes of a finished sweep: why it suggests no k; or that its suggestion depends on
     the budget, and when it is its largest k."""
     order = sorted(range(len(ks)), key=lambda i: ks[i])
-    if suggested is None and loss_rises([losses[i] for i in order], [ses[i] for i in order]):
+    by_k, ses_by_k = [losses[i] for i in order], [ses[i] for i in order]
+    if suggested is None and loss_rises(by_k, ses_by_k):
         return [
             Caveat(
                 "sweep-loss-rises",
@@ -166,7 +167,7 @@ def sweep_warnings(
                 "tighter declared bounds lower the noise.",
             )
         ]
-    if suggested is None and ks_told_apart([losses[i] for i in order], [ses[i] for i in order]):
+    if suggested is None and ks_told_apart(by_k, ses_by_k):
         return [
             Caveat(
                 "sweep-elbow-unclear",

@@ -1,5 +1,5 @@
-"""A clustering method as the planner and the runner see it (`Method`: its plan, its releases'
-sensitivity, its run), and the part of every plan that follows a method's own: the population,
+"""A clustering method as the planner and the runner see it (`Method`: its plan and its
+releases, its run), and the part of every plan that follows a method's own: the population,
 the noise multiplier and the noise cap.
 
 Each method is one module (privclust.clustering.methods) that builds one `Method`; the registry
@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from privclust.clustering.choices import Algorithm, Relation
+from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import Rows
 from privclust.clustering.errors import ClusteringInputError, check_integer
 from privclust.clustering.run.options import Options
@@ -28,9 +29,17 @@ from privclust.clustering.run.plan import (
     default_variations,
 )
 from privclust.clustering.run.result import Outcome
+from privclust.clustering.run.schedule import (
+    LOSS,
+    ROW_COUNT,
+    SIZES,
+    ScheduledRelease,
+    filled,
+    scheduled,
+)
 from privclust.clustering.run.summary_pricing import loss_sensitivity, summary_sigmas
 from privclust.privacy.gdp import noise_multiplier
-from privclust.privacy.noise import MAX_NOISE_STD, noise_std
+from privclust.privacy.noise import MAX_NOISE_STD, count_sigma
 
 
 @dataclass(frozen=True)
@@ -47,12 +56,6 @@ class RunStart:
     rng: np.random.Generator
 
 
-def count_sensitivity(plan: RunPlan, options: Options) -> float:
-    """The largest l2 sensitivity of a run whose releases are all counts (vote histograms)."""
-    del options
-    return plan.count_sensitivity
-
-
 def as_given(options: Options) -> Options:
     """A method without arguments of its own to check before it starts."""
     return options
@@ -62,10 +65,8 @@ def as_given(options: Options) -> Options:
 class Method:
     """One clustering method, registered under `name`.
 
-    - `plan(basis, options)`: its releases (T, the releases they are priced as, the progress
-      total), checking its own parameters; public inputs only.
-    - `sensitivity(plan, options)`: the largest l2 sensitivity of its releases, for the noise
-      cap checked when a job is planned.
+    - `plan(basis, options)`: its releases (T, each release's statistic, sensitivity and
+      pricing, the progress total), checking its own parameters; public inputs only.
     - `prepare(options)`: its own arguments checked (and converted) before anything else.
     - `run(start, options)`: its centres (centred) from the started run.
     - `rows_dtype`: the working copy's dtype (float32 where only votes read the rows).
@@ -77,7 +78,6 @@ class Method:
     name: Algorithm
     plan: Callable[[PlanBasis, Options], Releases]
     run: Callable[[RunStart, Options], Outcome]
-    sensitivity: Callable[[RunPlan, Options], float] = count_sensitivity
     prepare: Callable[[Options], Options] = as_given
     rows_dtype: type[np.floating[Any]] = np.float64
     evolves: bool = False
@@ -86,7 +86,8 @@ class Method:
 
 def plan_method(method: Method, basis: PlanBasis, options: Options) -> RunPlan:
     """The whole plan of `method` on `basis`: its releases, then L and the population, the
-    noise multiplier sigma = sqrt(releases) / mu (rounded up) and the noise cap."""
+    noise multiplier sigma = sqrt(releases) / mu (rounded up), the schedule of every release
+    (`schedule_of`) and the noise cap."""
     releases = method.plan(basis, options)
     variations = _initial_variations(method, basis, options)
     releases_mu = basis.releases_mu
@@ -111,8 +112,10 @@ def plan_method(method: Method, basis: PlanBasis, options: Options) -> RunPlan:
         relation=Relation(options.relation).value,
         count_mu=basis.count_mu,
         summary_mu=basis.summary_mu,
+        schedule=schedule_of(basis, releases, sigma),
+        lloyd_steps=releases.lloyd_steps,
     )
-    largest = largest_noise_std(run_plan, method, options)
+    largest = max(entry.std for entry in run_plan.schedule)
     if not largest <= MAX_NOISE_STD:
         raise ClusteringInputError(
             "mu" if basis.epsilon is None else "epsilon",
@@ -152,19 +155,21 @@ def _initial_variations(method: Method, basis: PlanBasis, options: Options) -> i
     return initial
 
 
-def largest_noise_std(plan: RunPlan, method: Method, options: Options) -> float:
-    """An upper bound on the noise std of every release a run of `plan` draws (public inputs
-    only), so that a job the noise could never serve (`noise.MAX_NOISE_STD`) is refused when
-    it is planned, before anything is charged, not when it runs. Each release's std is its
-    sensitivity x sigma, rounded up as the releases compute it (`noise.noise_std`)."""
-    largest = noise_std(method.sensitivity(plan, options), plan.sigma)
-    if plan.count_mu is not None:  # the run's own noisy row count
-        largest = max(largest, noise_multiplier(plan.count_mu, 1))
-    if plan.summary_mu is not None:
-        sizes_sigma, loss_sigma = summary_sigmas(plan.summary_mu)
-        largest = max(
-            largest,
-            noise_std(plan.count_sensitivity, sizes_sigma),
-            noise_std(loss_sensitivity(), loss_sigma),
+def schedule_of(basis: PlanBasis, releases: Releases, sigma: float) -> tuple[ScheduledRelease, ...]:
+    """Every release of a run, in order: its own noisy row count (sensitivity 1, mu
+    `count_mu`) when it releases one, the method's releases at noise multiplier `sigma`, then
+    the summaries' sizes and loss (privclust.clustering.outputs.summaries), each at the noise
+    its door draws (privclust.clustering.run.schedule). Public inputs only, so that a job the
+    noise could never serve (`noise.MAX_NOISE_STD`) is refused when it is planned, before
+    anything is charged, not when it runs."""
+    count: tuple[ScheduledRelease, ...] = ()
+    if basis.count_mu is not None:
+        count = (scheduled(ROW_COUNT, 1, Gaussian(1.0, count_sigma(basis.count_mu))),)
+    summaries: tuple[ScheduledRelease, ...] = ()
+    if basis.summary_mu is not None:
+        sizes_sigma, loss_sigma = summary_sigmas(basis.summary_mu)
+        summaries = (
+            scheduled(SIZES, 1, Gaussian(basis.count_sensitivity, sizes_sigma)),
+            scheduled(LOSS, 1, Gaussian(loss_sensitivity(), loss_sigma)),
         )
-    return largest
+    return count + filled(releases.parts, sigma) + summaries

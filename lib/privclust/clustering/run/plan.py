@@ -21,6 +21,13 @@ from privclust.clustering.errors import ClusteringInputError, check_integer, che
 from privclust.clustering.run import summary_pricing
 from privclust.clustering.run.options import Budget, Options, job_budget
 from privclust.clustering.run.result import ClusteringResult, released_centres
+from privclust.clustering.run.schedule import (
+    LLOYD_STEP,
+    VOTE_HISTOGRAM,
+    Planned,
+    ScheduledRelease,
+    priced_releases,
+)
 from privclust.privacy.cost import release_cost
 from privclust.privacy.gdp import remaining_after
 from privclust.privacy.noise import MAX_NOISE_STD
@@ -66,12 +73,30 @@ def planned_iterations(options: Options, default: Callable[[], int]) -> int:
     return check_integer("iterations", options.iterations, 1)
 
 
+class Calibrated:
+    """What a release's sensitivity depends on besides its statistic: the neighbours
+    (`relation`, a plain value of a `Relation`)."""
+
+    relation: str
+
+    @property
+    def count_sensitivity(self) -> float:
+        """l2 sensitivity of a vector of counts (a vote histogram, per-cluster counts)."""
+        return Relation(self.relation).count_sensitivity
+
+    @property
+    def sum_sensitivity_factor(self) -> float:
+        """A sum of rows in a ball of radius R changes by R (add/remove) or 2R (replace-one)."""
+        return Relation(self.relation).sum_sensitivity_factor
+
+
 @dataclass(frozen=True)
-class PlanBasis:
+class PlanBasis(Calibrated):
     """A plan's checked public inputs and the job's budget, before a method is chosen: the
-    public row count, d and k; the job's budget (its mu, and its epsilon and delta when
-    given); the part of mu the summaries spend (`summary_mu`), and what the centres may spend
-    (`centres_mu`), of which `count_mu` goes to a noisy row count the run releases itself."""
+    public row count, d and k, the neighbours; the job's budget (its mu, and its epsilon and
+    delta when given); the part of mu the summaries spend (`summary_mu`), and what the
+    centres may spend (`centres_mu`), of which `count_mu` goes to a noisy row count the run
+    releases itself."""
 
     n_rows: int
     n_cols: int
@@ -81,6 +106,7 @@ class PlanBasis:
     summary_mu: float | None
     centres_mu: float
     count_mu: float | None
+    relation: str
 
     @property
     def mu(self) -> float:
@@ -100,6 +126,11 @@ class PlanBasis:
         if self.count_mu is None:
             return self.centres_mu
         return remaining_after(self.centres_mu, check_positive("count_mu", self.count_mu))
+
+
+def vote_histograms(basis: Calibrated, iterations: int) -> Planned:
+    """T PE-means iterations: one vote histogram each (count_sensitivity)."""
+    return Planned(VOTE_HISTOGRAM, iterations, basis.count_sensitivity)
 
 
 def plan_basis(
@@ -133,7 +164,10 @@ def plan_basis(
         summary_mu = summary_pricing.summary_mu(budget.mu, options.summary_fraction)
         centres_mu = summary_pricing.centres_mu(budget.mu, summary_mu)
     _check_plannable(budget, centres_mu)
-    return PlanBasis(n_rows, n_cols, k, max_population, budget, summary_mu, centres_mu, count_mu)
+    relation = Relation(options.relation).value
+    return PlanBasis(
+        n_rows, n_cols, k, max_population, budget, summary_mu, centres_mu, count_mu, relation
+    )
 
 
 def _check_plannable(budget: Budget, centres_mu: float) -> None:
@@ -152,18 +186,28 @@ def _check_plannable(budget: Budget, centres_mu: float) -> None:
 
 @dataclass(frozen=True)
 class Releases:
-    """A method's part of a plan: its steps T (`iterations`), how many Gaussian releases of the
-    plan's sigma its releases are priced as, the total its progress callbacks count to, and
-    (HDPE-means) the projection's dimension."""
+    """A method's part of a plan: its steps T (`iterations`), its releases in the order it
+    makes them (`parts`, before sigma is known), the total its progress callbacks count to,
+    and (HDPE-means, a projected pe-lloyd) the projection's dimension."""
 
     iterations: int
-    releases: int
+    parts: tuple[Planned, ...]
     progress_total: int
     projection_dim: int | None = None
 
+    @property
+    def releases(self) -> int:
+        """How many Gaussian releases of the plan's sigma its releases are priced as."""
+        return priced_releases(self.parts)
+
+    @property
+    def lloyd_steps(self) -> int:
+        """How many noisy Lloyd steps it takes."""
+        return sum(p.times for p in self.parts if p.what == LLOYD_STEP)
+
 
 @dataclass(frozen=True)
-class RunPlan:
+class RunPlan(Calibrated):
     """Everything a run will do that depends only on public inputs.
 
     `n_rows` is the public row count the plan used (never the exact N under add/remove).
@@ -177,6 +221,15 @@ class RunPlan:
     or count vector, `sum_sensitivity_factor` 2 for a sum of rows). `progress_total` is the
     `total` passed to progress callbacks: the PE iterations, plus one final step for
     HDPE-means. `algorithm` and `relation` are plain values of an `Algorithm` and a `Relation`.
+
+    `schedule` lists every release a run of the plan makes, in order
+    (privclust.clustering.run.schedule): the run's own row count (with `count_mu`), the
+    method's releases (their priced weights add up to `releases`), then the summaries' sizes
+    and loss (with `summary_mu`); it composes to at most `mu` per row (the unit's mu is that
+    times the contribution bound). `lloyd_steps` counts the noisy Lloyd steps among them
+    (FastLloyd's T; pe-lloyd's steps after PE-means; 0 for the other methods). A plan made
+    again from a stored job's figures (privclust.clustering.outputs.accuracy.plan_from) has
+    neither.
     """
 
     algorithm: str
@@ -200,21 +253,20 @@ class RunPlan:
     # `sigma` is then the centres' and sqrt(releases)/sigma is at most
     # remaining_after(mu, summary_mu) (less count_mu).
     summary_mu: float | None = None
+    schedule: tuple[ScheduledRelease, ...] = ()
+    lloyd_steps: int = 0
+
+    def scheduled(self, what: str) -> ScheduledRelease:
+        """The first entry of the schedule that releases `what` (KeyError if none does)."""
+        for entry in self.schedule:
+            if entry.what == what:
+                return entry
+        raise KeyError(what)
 
     def epsilon_at(self, delta: float) -> float:
         """The epsilon the job is recorded at, at `delta`: the one it was given, or the
         smallest one its mu implies (privclust.clustering.run.options.accounting_epsilon)."""
         return Budget(self.mu, self.epsilon, self.delta).epsilon_at(delta)
-
-    @property
-    def count_sensitivity(self) -> float:
-        """l2 sensitivity of a vector of counts (a vote histogram, per-cluster counts)."""
-        return Relation(self.relation).count_sensitivity
-
-    @property
-    def sum_sensitivity_factor(self) -> float:
-        """A sum of rows in a ball of radius R changes by R (add/remove) or 2R (replace-one)."""
-        return Relation(self.relation).sum_sensitivity_factor
 
     def result(
         self, centred: np.ndarray, center: np.ndarray, radius: float, final_variations: int
