@@ -25,7 +25,6 @@ import argparse
 import contextlib
 import json
 import os
-import secrets
 import subprocess
 import sys
 import tempfile
@@ -44,17 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support.api import bearer_client, new_keys  # noqa: E402
-from tests.support.processes import (  # noqa: E402
-    answers,
-    cmdline,
-    descendants,
-    free_port,
-    log_tail,
-    serve_env,
-    start_cli,
-    stop,
-    wait_until,
-)
+from tests.support.processes import cmdline, descendants, serving  # noqa: E402
 
 _CHUNK_ROWS = 50_000
 _FORM = {"name": "bench", "epsilon": "1", "delta": "1e-7", "radius": "1e6"}
@@ -135,35 +124,12 @@ class Service:
 
 @contextlib.contextmanager
 def serve(data_dir: Path, env_extra: dict[str, str]) -> Iterator[Service]:
-    port = free_port()
-    admin = "pck_bench_" + secrets.token_urlsafe(16)
-    env = serve_env(
-        data_dir,
-        port,
-        PRIVCLUST_HOST="127.0.0.1",
-        PRIVCLUST_ADMIN_TOKEN=admin,
-        PRIVCLUST_ACCESS_LOG="false",
-        PYTHONUNBUFFERED="1",
-        **env_extra,
-    )
-    data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir.parent / "serve.log"
-    proc = start_cli("serve", env, log_path)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(
-            answers(base + "/readyz", timeout=2),
-            proc=proc,
-            log=log_tail(log_path),
-            timeout=90,
-            what="serve not ready",
-            interval=0.3,
-        )
-        with bearer_client(base, admin) as client:
+    settings = {"PRIVCLUST_ACCESS_LOG": "false", "PYTHONUNBUFFERED": "1", **env_extra}
+    with serving(data_dir, log_path, **settings) as served:
+        with bearer_client(served.base, served.admin) as client:
             owner, _ = new_keys(client, tenant="bench")
-        yield Service(base, proc, owner)
-    finally:
-        stop(proc, timeout=20)
+        yield Service(served.base, served.proc, owner)
 
 
 def curl_upload(svc: Service, src: Path, file_first: bool) -> tuple[int, float, dict]:
