@@ -111,14 +111,15 @@ def backend(name: str, work: Path) -> Iterator[Backend | None]:
 
 @contextlib.contextmanager
 def running(command: str, env: dict[str, str], log: Path, **extra: str) -> Iterator[str]:
-    """`privclust <command>` (the API: waits until it answers); yields its base URL."""
+    """`privclust <command>` (the API: waits until /healthz answers; /readyz would wait for a
+    worker, which this benchmark starts only later); yields its base URL."""
     port = free_port()
     full = {**env, "PRIVCLUST_PORT": str(port), "PRIVCLUST_HOST": "127.0.0.1", **extra}
     proc = start_cli(command, full, log)
     base = f"http://127.0.0.1:{port}"
     try:
         if command == "api":
-            wait_until(answers(base + "/readyz"), proc=proc, log=log_tail(log), timeout=90)
+            wait_until(answers(base + "/healthz"), proc=proc, log=log_tail(log), timeout=90)
         yield base
     finally:
         stop(proc, timeout=30)
