@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support.api import bearer_client, new_keys  # noqa: E402
+from tests.support.memory import peak_rss_mib  # noqa: E402
 from tests.support.processes import cmdline, descendants, serving  # noqa: E402
 
 _CHUNK_ROWS = 50_000
@@ -58,14 +59,6 @@ def generate(path: Path, n_rows: int, n_cols: int, seed: int) -> None:
         for start in range(0, n_rows, _CHUNK_ROWS):
             block = rng.normal(0.0, 100.0, size=(min(_CHUNK_ROWS, n_rows - start), n_cols))
             writer.write_table(pa.Table.from_arrays(list(block.T), schema=schema))
-
-
-def vm_hwm_mib(pid: int) -> float:
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -87,7 +80,7 @@ def local_child(src: Path, dest: Path) -> None:
     with src.open("rb") as fh:
         result = ingest_file(fh, filename=src.name, content_type="text/csv", dest_dir=dest)
     seconds = time.perf_counter() - started
-    peak = vm_hwm_mib(os.getpid())
+    peak = peak_rss_mib(os.getpid())
     print(json.dumps({"seconds": seconds, "peak_mib": peak, "rows": result.n_rows}))
 
 
@@ -162,7 +155,7 @@ def measure_upload(svc: Service, src: Path, file_first: bool) -> dict[str, float
     cpu_before = sum(cpu_seconds(p) for p in pids)
     status, seconds, body = curl_upload(svc, src, file_first)
     cpu = sum(cpu_seconds(p) for p in pids) - cpu_before
-    peak = max(vm_hwm_mib(p) for p in pids)
+    peak = max(peak_rss_mib(p) for p in pids)
     if status == 201:  # keep the data dir small: the stored rows are not needed
         httpx.delete(
             f"{svc.base}/v1/datasets/{body['id']}",
