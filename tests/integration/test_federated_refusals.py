@@ -4,8 +4,10 @@ receives."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from threading import Barrier
 from typing import Any
@@ -43,6 +45,17 @@ def _dataset(client: TestClient, owner: str, members: list[dict[str, Any]], epsi
     return resp.json()
 
 
+@contextlib.contextmanager
+def _federation(
+    client: TestClient, keys: dict[str, str], member_epsilon: float, epsilon: str
+) -> Iterator[tuple[list[dict[str, Any]], dict]]:
+    """A member per part of PARTS, each dataset with `member_epsilon`, reachable, and the owner's
+    federated dataset of them with `epsilon`."""
+    members = make_members(client, keys, epsilon=member_epsilon)
+    with reachable(client, members):
+        yield members, _dataset(client, keys["owner"], members, epsilon)
+
+
 def _budget(client: TestClient, owner: str, dataset_id: str) -> dict[str, float]:
     return client.get(f"/v1/datasets/{dataset_id}", headers=auth(owner)).json()["budget"]
 
@@ -55,9 +68,7 @@ def _submit(client: TestClient, analyst: str, dataset_id: str, **body: Any) -> h
 def test_a_member_without_room_refuses_the_job_and_nothing_is_charged_anywhere(
     client: TestClient, keys: dict[str, str]
 ) -> None:
-    members = make_members(client, keys, epsilon=3)
-    with reachable(client, members):
-        dataset = _dataset(client, keys["owner"], members, epsilon="40")
+    with _federation(client, keys, member_epsilon=3, epsilon="40") as (members, dataset):
         ids = [dataset["id"]] + [m["dataset"]["id"] for m in members]
         before = [_budget(client, keys["owner"], i) for i in ids]
         resp = _submit(client, keys["analyst"], dataset["id"], k=3, algorithm="fastlloyd", mu=3)
@@ -93,9 +104,7 @@ def test_a_member_that_dies_mid_job_fails_it_charged_and_it_never_runs_again(
 ) -> None:
     from worker.execute import run_job_here
 
-    members = make_members(client, keys, epsilon=20)
-    with reachable(client, members):
-        dataset = _dataset(client, keys["owner"], members, epsilon="8")
+    with _federation(client, keys, member_epsilon=20, epsilon="8") as (members, dataset):
         TRANSPORTS[members[2]["url"]] = _Dies(client._transport, releases=2)
         resp = _submit(client, keys["analyst"], dataset["id"], k=3, algorithm="pe-means", mu=1)
         assert resp.status_code == 202, resp.text
@@ -184,9 +193,7 @@ def test_the_masked_vectors_the_coordinator_receives_look_uniform(
 def test_a_federated_job_cancelled_while_queued_is_refunded_on_every_member(
     client: TestClient, keys: dict[str, str]
 ) -> None:
-    members = make_members(client, keys, epsilon=20)
-    with reachable(client, members):
-        dataset = _dataset(client, keys["owner"], members, epsilon="8")
+    with _federation(client, keys, member_epsilon=20, epsilon="8") as (members, dataset):
         resp = _submit(client, keys["analyst"], dataset["id"], k=3, algorithm="fastlloyd", mu=1)
         assert resp.status_code == 202, resp.text
         reserved = _budget(client, keys["owner"], members[0]["dataset"]["id"])["mu_reserved"]
