@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 ${imports if imports else ""}
 # A revision that only adds columns, indexes, foreign keys or tables can declare them once as
-# migrations.steps and derive its downgrade from that declaration (see 0005_box_domains).
+# migrations.steps and take both upgrade and downgrade from that declaration (see 0005_box_domains).
 
 revision: str = ${repr(up_revision)}
 down_revision: str | None = ${repr(down_revision)}

@@ -12,7 +12,7 @@ makes first, stay written out in their revisions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -174,3 +174,16 @@ def revert(steps: Sequence[Step]) -> None:
     """The downgrade: every step undone, the last declared first."""
     for step in reversed(steps):
         step.revert()
+
+
+def migration(steps: Sequence[Step]) -> tuple[Callable[[], None], Callable[[], None]]:
+    """The upgrade() and downgrade() of a revision made only of `steps`, both from that one
+    declaration: `upgrade, downgrade = steps.migration(STEPS)`."""
+
+    def upgrade() -> None:
+        apply(steps)
+
+    def downgrade() -> None:
+        revert(steps)
+
+    return upgrade, downgrade

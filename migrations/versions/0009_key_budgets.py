@@ -56,10 +56,4 @@ STEPS = (
     steps.alter("dataset_budgets", *steps.columns(*_pace_columns())),
 )
 
-
-def upgrade() -> None:
-    steps.apply(STEPS)
-
-
-def downgrade() -> None:
-    steps.revert(STEPS)
+upgrade, downgrade = steps.migration(STEPS)

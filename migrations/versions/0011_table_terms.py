@@ -28,10 +28,4 @@ STEPS = (
     ),
 )
 
-
-def upgrade() -> None:
-    steps.apply(STEPS)
-
-
-def downgrade() -> None:
-    steps.revert(STEPS)
+upgrade, downgrade = steps.migration(STEPS)
