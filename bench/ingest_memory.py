@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
+
+# The repository's root, for the tests' helpers (tests.support)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.memory import peak_rss_mib
 
 _CHUNK_ROWS = 50_000
 
@@ -71,33 +75,17 @@ def generate(path: Path, fmt: str, n_rows: int, n_cols: int, seed: int) -> None:
         pq_writer.close()
 
 
-def _peak_rss_mib() -> float:
-    """Peak resident memory of this process image.
-
-    /proc's VmHWM starts afresh at exec, unlike getrusage's ru_maxrss, which on Linux keeps the
-    parent's high-water mark across fork and exec.
-    """
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def child(path: Path, dest: Path) -> None:
     """Ingest `path` the way the API does (a seekable binary file object) and report as JSON."""
     from app.datasets.ingest import ingest_file
     from app.datasets.storage import open_rows as open_matrix
 
-    baseline_mib = _peak_rss_mib()
+    baseline_mib = peak_rss_mib()
     started = time.perf_counter()
     with path.open("rb") as src:
         result = ingest_file(src, filename=path.name, content_type=None, dest_dir=dest)
     seconds = time.perf_counter() - started
-    peak_mib = _peak_rss_mib()
+    peak_mib = peak_rss_mib()
     matrix = open_matrix(result.path)
     report = {
         "seconds": seconds,

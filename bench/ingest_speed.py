@@ -25,7 +25,6 @@ import argparse
 import contextlib
 import json
 import os
-import secrets
 import subprocess
 import sys
 import tempfile
@@ -44,17 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.support.api import bearer_client, new_keys  # noqa: E402
-from tests.support.processes import (  # noqa: E402
-    answers,
-    cmdline,
-    descendants,
-    free_port,
-    log_tail,
-    serve_env,
-    start_cli,
-    stop,
-    wait_until,
-)
+from tests.support.memory import peak_rss_mib  # noqa: E402
+from tests.support.processes import cmdline, descendants, serving  # noqa: E402
 
 _CHUNK_ROWS = 50_000
 _FORM = {"name": "bench", "epsilon": "1", "delta": "1e-7", "radius": "1e6"}
@@ -69,14 +59,6 @@ def generate(path: Path, n_rows: int, n_cols: int, seed: int) -> None:
         for start in range(0, n_rows, _CHUNK_ROWS):
             block = rng.normal(0.0, 100.0, size=(min(_CHUNK_ROWS, n_rows - start), n_cols))
             writer.write_table(pa.Table.from_arrays(list(block.T), schema=schema))
-
-
-def vm_hwm_mib(pid: int) -> float:
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -98,7 +80,7 @@ def local_child(src: Path, dest: Path) -> None:
     with src.open("rb") as fh:
         result = ingest_file(fh, filename=src.name, content_type="text/csv", dest_dir=dest)
     seconds = time.perf_counter() - started
-    peak = vm_hwm_mib(os.getpid())
+    peak = peak_rss_mib(os.getpid())
     print(json.dumps({"seconds": seconds, "peak_mib": peak, "rows": result.n_rows}))
 
 
@@ -135,35 +117,12 @@ class Service:
 
 @contextlib.contextmanager
 def serve(data_dir: Path, env_extra: dict[str, str]) -> Iterator[Service]:
-    port = free_port()
-    admin = "pck_bench_" + secrets.token_urlsafe(16)
-    env = serve_env(
-        data_dir,
-        port,
-        PRIVCLUST_HOST="127.0.0.1",
-        PRIVCLUST_ADMIN_TOKEN=admin,
-        PRIVCLUST_ACCESS_LOG="false",
-        PYTHONUNBUFFERED="1",
-        **env_extra,
-    )
-    data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir.parent / "serve.log"
-    proc = start_cli("serve", env, log_path)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(
-            answers(base + "/readyz", timeout=2),
-            proc=proc,
-            log=log_tail(log_path),
-            timeout=90,
-            what="serve not ready",
-            interval=0.3,
-        )
-        with bearer_client(base, admin) as client:
+    settings = {"PRIVCLUST_ACCESS_LOG": "false", "PYTHONUNBUFFERED": "1", **env_extra}
+    with serving(data_dir, log_path, **settings) as served:
+        with bearer_client(served.base, served.admin) as client:
             owner, _ = new_keys(client, tenant="bench")
-        yield Service(base, proc, owner)
-    finally:
-        stop(proc, timeout=20)
+        yield Service(served.base, served.proc, owner)
 
 
 def curl_upload(svc: Service, src: Path, file_first: bool) -> tuple[int, float, dict]:
@@ -196,7 +155,7 @@ def measure_upload(svc: Service, src: Path, file_first: bool) -> dict[str, float
     cpu_before = sum(cpu_seconds(p) for p in pids)
     status, seconds, body = curl_upload(svc, src, file_first)
     cpu = sum(cpu_seconds(p) for p in pids) - cpu_before
-    peak = max(vm_hwm_mib(p) for p in pids)
+    peak = max(peak_rss_mib(p) for p in pids)
     if status == 201:  # keep the data dir small: the stored rows are not needed
         httpx.delete(
             f"{svc.base}/v1/datasets/{body['id']}",

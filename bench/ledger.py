@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.api import auth, bearer_client, new_keys, uploaded  # noqa: E402
 from tests.support.data import blobs, csv_bytes  # noqa: E402
+from tests.support.machine import bench_redis_url, flushed_redis, throwaway_database  # noqa: E402
 from tests.support.processes import (  # noqa: E402
     answers,
     free_port,
@@ -54,8 +55,7 @@ from tests.support.processes import (  # noqa: E402
     wait_until,
 )
 
-PG_ADMIN_URL = os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/11")
+REDIS_URL = bench_redis_url(11)
 ADMIN = "pck_bench_ledger_admin_token"
 MU = 0.001  # each job's cost; the cap (epsilon 10,000) leaves room for millions of them
 BATCH = 500  # jobs a fill transaction
@@ -80,65 +80,46 @@ class Backend:
 def backend(name: str, work: Path) -> Iterator[Backend | None]:
     """A fresh database (SQLite file, or a throwaway PostgreSQL database) and a flushed Redis
     database, or None when PostgreSQL or Redis is not reachable."""
-    import redis
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVCLUST_")}
     data = work / name
     data.mkdir(parents=True)
-    try:
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3).flushdb()
-    except Exception as exc:
-        print(f"Redis not reachable at {REDIS_URL} ({exc}); skipping {name}")
-        yield None
-        return
-    pg_name = f"privclust_bench_ledger_{int(time.time())}_{os.getpid()}"
-    if name == "sqlite":
-        db_url = f"sqlite:///{data / 'privclust.db'}"
-    else:
-        import psycopg
-
-        try:
-            with psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3) as conn:
-                conn.execute(f'CREATE DATABASE "{pg_name}"')
-        except Exception as exc:
-            print(f"PostgreSQL not reachable ({exc}); skipping it")
+    with flushed_redis(REDIS_URL) as redis_url, contextlib.ExitStack() as stack:
+        if redis_url is None:
             yield None
             return
-        host = PG_ADMIN_URL.split("://", 1)[1].rsplit("/", 1)[0]
-        db_url = f"postgresql+psycopg://{host}/{pg_name}"
-    env.update(
-        PRIVCLUST_DATA_DIR=str(data),
-        PRIVCLUST_DATABASE_URL=db_url,
-        PRIVCLUST_REDIS_URL=REDIS_URL,
-        PRIVCLUST_ADMIN_TOKEN=ADMIN,
-        PRIVCLUST_QUEUE_NAME="bench-ledger",
-        PRIVCLUST_WORKER_THREADS="1",
-        PRIVCLUST_ACCESS_LOG="false",
-        PYTHONUNBUFFERED="1",
-    )
-    done = run_cli("migrate", env, timeout=300)
-    assert done.returncode == 0, done.stderr
-    try:
+        if name == "sqlite":
+            db_url: str | None = f"sqlite:///{data / 'privclust.db'}"
+        else:
+            db_url = stack.enter_context(throwaway_database("privclust_bench_ledger"))
+        if db_url is None:
+            yield None
+            return
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVCLUST_")}
+        env.update(
+            PRIVCLUST_DATA_DIR=str(data),
+            PRIVCLUST_DATABASE_URL=db_url,
+            PRIVCLUST_REDIS_URL=redis_url,
+            PRIVCLUST_ADMIN_TOKEN=ADMIN,
+            PRIVCLUST_QUEUE_NAME="bench-ledger",
+            PRIVCLUST_WORKER_THREADS="1",
+            PRIVCLUST_ACCESS_LOG="false",
+            PYTHONUNBUFFERED="1",
+        )
+        done = run_cli("migrate", env, timeout=300)
+        assert done.returncode == 0, done.stderr
         yield Backend(name, env, db_url)
-    finally:
-        redis.Redis.from_url(REDIS_URL).flushdb()
-        if name != "sqlite":
-            import psycopg
-
-            with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{pg_name}" WITH (FORCE)')
 
 
 @contextlib.contextmanager
 def running(command: str, env: dict[str, str], log: Path, **extra: str) -> Iterator[str]:
-    """`privclust <command>` (the API: waits until it answers); yields its base URL."""
+    """`privclust <command>` (the API: waits until /healthz answers; /readyz would wait for a
+    worker, which this benchmark starts only later); yields its base URL."""
     port = free_port()
     full = {**env, "PRIVCLUST_PORT": str(port), "PRIVCLUST_HOST": "127.0.0.1", **extra}
     proc = start_cli(command, full, log)
     base = f"http://127.0.0.1:{port}"
     try:
         if command == "api":
-            wait_until(answers(base + "/readyz"), proc=proc, log=log_tail(log), timeout=90)
+            wait_until(answers(base + "/healthz"), proc=proc, log=log_tail(log), timeout=90)
         yield base
     finally:
         stop(proc, timeout=30)

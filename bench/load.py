@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import os
 import resource
-import secrets
 import signal
 import statistics
 import subprocess
@@ -46,18 +45,10 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.api import auth, bearer_client, new_keys, uploaded  # noqa: E402
 from tests.support.data import blobs, csv_bytes  # noqa: E402
-from tests.support.processes import (  # noqa: E402
-    answers,
-    free_port,
-    log_tail,
-    serve_env,
-    start_cli,
-    stop,
-    wait_until,
-)
+from tests.support.machine import bench_redis_url, flushed_redis, throwaway_database  # noqa: E402
+from tests.support.processes import serving  # noqa: E402
 
-PG_ADMIN_URL = os.environ.get("BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/12")
+REDIS_URL = bench_redis_url(12)
 LOG_PATTERNS = ("QueuePool limit", "database is locked", "Traceback", " 500 ", " 503 ")
 
 
@@ -85,56 +76,25 @@ class Service:
 @contextlib.contextmanager
 def serve(name: str, data_dir: Path, extra_env: dict[str, str]) -> Iterator[Service]:
     """`privclust serve` on a free port; stopped (SIGTERM, then SIGKILL) at exit."""
-    port = free_port()
-    admin = "pck_bench_" + secrets.token_urlsafe(16)
-    env = serve_env(
-        data_dir,
-        port,
-        PRIVCLUST_HOST="127.0.0.1",
-        PRIVCLUST_ADMIN_TOKEN=admin,
-        PRIVCLUST_WORKER_THREADS="1",
-        PYTHONUNBUFFERED="1",
-        **extra_env,
-    )
-    data_dir.mkdir(parents=True, exist_ok=True)
-    log_path = data_dir.parent / f"{name}-serve.log"
-    proc = start_cli("serve", env, log_path)
     database = (
         extra_env.get("PRIVCLUST_DATABASE_URL", "").rsplit("/", 1)[-1] if name != "sqlite" else ""
     )
-    svc = Service(name, f"http://127.0.0.1:{port}", port, proc, log_path, admin, database)
-    try:
-        ready = answers(svc.base + "/readyz", timeout=2)
-        log = log_tail(log_path)
-        wait_until(ready, proc=proc, log=log, timeout=90, what="serve not ready", interval=0.3)
-        yield svc
-    finally:
-        stop(proc, timeout=20)
+    log_path = data_dir.parent / f"{name}-serve.log"
+    settings = {"PRIVCLUST_WORKER_THREADS": "1", "PYTHONUNBUFFERED": "1", **extra_env}
+    with serving(data_dir, log_path, **settings) as s:
+        yield Service(name, s.base, s.port, s.proc, s.log_path, s.admin, database)
 
 
 @contextlib.contextmanager
 def postgres_database() -> Iterator[str | None]:
-    """A throwaway database on this machine's PostgreSQL, or None when it is not reachable."""
-    try:
-        import psycopg
-        import redis
-
-        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3).ping()
-        name = f"privclust_bench_{int(time.time())}_{os.getpid()}"
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    except Exception as exc:
-        print(f"PostgreSQL/Redis not reachable ({type(exc).__name__}: {exc}); skipping them")
-        yield None
-        return
-    try:
-        yield (
-            "postgresql+psycopg://" + PG_ADMIN_URL.split("://", 1)[1].rsplit("/", 1)[0] + "/" + name
-        )
-    finally:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        redis.Redis.from_url(REDIS_URL).flushdb()
+    """A throwaway database on this machine's PostgreSQL with its Redis flushed, or None when
+    either is not reachable."""
+    with flushed_redis(REDIS_URL) as redis_url:
+        if redis_url is None:
+            yield None
+            return
+        with throwaway_database("privclust_bench") as url:
+            yield url
 
 
 def blobs_csv(rows: int, cols: int, seed: int = 0) -> bytes:

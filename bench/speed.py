@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -50,6 +49,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from datasets import TABLE_I_SETS, load, normalise
+
+from tests.support.memory import peak_rss_mib
 
 DELTA_EXPONENT = 1.1
 # Same shapes as Table I, other blob centres (random_state 7 instead of 1): not tuned on; and
@@ -70,21 +71,6 @@ HELD_OUT_SETS = [
 # times KMeans' time, and their median at most MEDIAN_GOAL (printed, never asserted).
 RATIO_GOAL = 3.0
 MEDIAN_GOAL = 1.5
-
-
-def _rss_mib() -> float:
-    """Peak RSS of this process image in MiB.
-
-    VmHWM is reset by exec; ru_maxrss is not (it would report the benchmark parent's size).
-    """
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def _scaled_blobs(n: int, d: int, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -126,7 +112,7 @@ def child_pair(spec: dict[str, Any]) -> dict[str, Any]:
         data = load(spec["set"])
         X, k = data.X, data.k
     delta = len(X) ** -DELTA_EXPONENT
-    out: dict[str, Any] = {"base_mib": _rss_mib(), "n": len(X), "d": X.shape[1], "k": k}
+    out: dict[str, Any] = {"base_mib": peak_rss_mib(), "n": len(X), "d": X.shape[1], "k": k}
 
     def ours() -> tuple[float, np.ndarray]:
         start = time.perf_counter()
@@ -146,7 +132,7 @@ def child_pair(spec: dict[str, Any]) -> dict[str, Any]:
     km_times: list[float] = []
     if "path" in spec:
         seconds, centres = ours()
-        out["ours_peak_mib"] = _rss_mib()
+        out["ours_peak_mib"] = peak_rss_mib()
         ours_times.append(seconds)
         out["ours_loss"] = kmeans_loss(X, centres)
         if spec.get("kmeans", True):
@@ -160,7 +146,7 @@ def child_pair(spec: dict[str, Any]) -> dict[str, Any]:
             km_times.append(seconds)
             seconds, centres = ours()
             ours_times.append(seconds)
-        out["ours_peak_mib"] = _rss_mib()
+        out["ours_peak_mib"] = peak_rss_mib()
         out["ours_loss"] = kmeans_loss(X, centres)
         out["km_loss"] = kmeans_loss(X, km_centres)
     out.update(ours=ours_times, km=km_times)
@@ -186,7 +172,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         X = np.load(spec["path"], mmap_mode="r")
         k = spec["k"]
     delta = len(X) ** -DELTA_EXPONENT
-    base = _rss_mib()
+    base = peak_rss_mib()
     out: dict[str, Any] = {"base_mib": base}
     times: list[float] = []
     loss = float("nan")
@@ -208,7 +194,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
             out["population"] = result.population_size
             out["iterations"] = result.iterations
         times.append(time.perf_counter() - start)
-        out["peak_mib"] = _rss_mib()
+        out["peak_mib"] = peak_rss_mib()
         loss = kmeans_loss(X, centres)
     out.update(times=times, loss=loss)
     return out

@@ -28,22 +28,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from ingest_memory import generate  # noqa: E402
 
+from tests.support.memory import peak_rss_mib  # noqa: E402
 from tests.support.processes import descendants  # noqa: E402
-
-
-def vm_hwm_mib(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:  # gone
-        pass
-    return float("nan")
 
 
 def api_peak_mib(pid: int) -> float:
     """The largest VmHWM of the API process and its descendants (the uvicorn workers)."""
-    peaks = [vm_hwm_mib(p) for p in (pid, *descendants(pid))]
+    peaks = [peak_rss_mib(p) for p in (pid, *descendants(pid))]
     return max((p for p in peaks if p == p), default=float("nan"))  # NaN: a process that ended
 
 

@@ -5,16 +5,20 @@ Revises: ${down_revision | comma,n}
 Create Date: ${create_date}
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 ${imports if imports else ""}
+# A revision that only adds columns, indexes, foreign keys or tables can declare them once as
+# migrations.steps and take both upgrade and downgrade from that declaration (see 0005_box_domains).
 
 revision: str = ${repr(up_revision)}
 down_revision: str | None = ${repr(down_revision)}
-branch_labels: str | Sequence[str] | None = ${repr(branch_labels)}
-depends_on: str | Sequence[str] | None = ${repr(depends_on)}
+% if branch_labels:
+branch_labels: str | tuple[str, ...] = ${repr(branch_labels)}
+% endif
+% if depends_on:
+depends_on: str | tuple[str, ...] = ${repr(depends_on)}
+% endif
 
 
 def upgrade() -> None:

@@ -81,6 +81,20 @@ def run_fields(body: RunBody) -> dict[str, Any]:
     }
 
 
+def budget_verdict(est: jobs_service.Estimate[Any]) -> dict[str, Any]:
+    """A job's or a sweep's estimate on the budget: whether it would be admitted now (else the
+    limit that would refuse it), and the dataset's budget and the asking key's before and after
+    it."""
+    return {
+        "admissible": est.admissible,
+        "budget": Budget.of(est.budget_before),
+        "budget_after": Budget.of(est.budget_after),
+        "refused_by": est.refused_by,
+        "key_budget": Budget.maybe(est.key_budget_before),
+        "key_budget_after": Budget.maybe(est.key_budget_after),
+    }
+
+
 @router.post(
     "/datasets/{dataset_id}/jobs",
     status_code=202,
@@ -136,12 +150,7 @@ def jobs_estimate(
         accuracy=Accuracy.of(est.plan.accuracy, est.loss_space),
         duration=Duration(**asdict(est.duration)),
         protects=est.plan.protects,
-        admissible=est.admissible,
-        budget=Budget.of(est.budget_before),
-        budget_after=Budget.of(est.budget_after),
-        refused_by=est.refused_by,
-        key_budget=Budget.maybe(est.key_budget_before),
-        key_budget_after=Budget.maybe(est.key_budget_after),
+        **budget_verdict(est),
     )
 
 

@@ -7,7 +7,7 @@ import uuid
 from fastapi import APIRouter, Response
 
 from app.jobs import service as jobs_service
-from app.jobs.endpoints import IdempotencyKey, run_fields
+from app.jobs.endpoints import IdempotencyKey, budget_verdict, run_fields
 from app.jobs.schemas import Accuracy, FigureWarning, Privacy
 from app.keys.auth import TenantKey
 from app.kit.deps import (
@@ -21,7 +21,6 @@ from app.kit.deps import (
 from app.kit.problems import responses
 from app.kit.query import ListQuery
 from app.kit.schemas import Page
-from app.ledger.schemas import Budget
 from app.sweeps import service as sweeps_service
 from app.sweeps.schemas import SweepCreate, SweepEstimate, SweepJobEstimate, SweepOut, SweepPrivacy
 
@@ -102,12 +101,7 @@ def sweeps_estimate(
             for j in plan.jobs
             if j.accuracy is not None
         ],
-        admissible=est.admissible,
-        budget=Budget.of(est.budget_before),
-        budget_after=Budget.of(est.budget_after),
-        refused_by=est.refused_by,
-        key_budget=Budget.maybe(est.key_budget_before),
-        key_budget_after=Budget.maybe(est.key_budget_after),
+        **budget_verdict(est),
     )
 
 

@@ -1,136 +1,112 @@
 """initial schema: api keys, datasets, jobs, ledger
 
 Revision ID: 0001
-Revises: 
+Revises:
 Create Date: 2026-11-21 03:11:03.345716
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
-from alembic import op
 
+from migrations import steps
 
-revision: str = '0001'
+revision: str = "0001"
 down_revision: str | None = None
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
+STEPS = (
+    steps.table(
+        "api_keys",
+        sa.Column("id", sa.Uuid(), nullable=False),
+        sa.Column("tenant", sa.String(length=100), nullable=False),
+        sa.Column("role", sa.String(length=20), nullable=False),
+        sa.Column("key_hash", sa.String(length=64), nullable=False),
+        sa.Column("prefix", sa.String(length=16), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
+        sa.PrimaryKeyConstraint("id", name=steps.f("pk_api_keys")),
+        sa.UniqueConstraint("key_hash", name=steps.f("uq_api_keys_key_hash")),
+        indexes=[steps.AddIndex(steps.f("ix_api_keys_tenant"), ["tenant"])],
+    ),
+    steps.table(
+        "datasets",
+        sa.Column("id", sa.Uuid(), nullable=False),
+        sa.Column("tenant", sa.String(length=100), nullable=False),
+        sa.Column("name", sa.String(length=200), nullable=False),
+        sa.Column("n_rows", sa.Integer(), nullable=False),
+        sa.Column("n_cols", sa.Integer(), nullable=False),
+        sa.Column("columns", sa.JSON(), nullable=False),
+        sa.Column("center", sa.JSON(), nullable=False),
+        sa.Column("radius", sa.Float(), nullable=False),
+        sa.Column("epsilon", sa.Float(), nullable=False),
+        sa.Column("delta", sa.Float(), nullable=False),
+        sa.Column("mu_cap", sa.Float(), nullable=False),
+        sa.Column("storage_path", sa.String(length=1000), nullable=True),
+        sa.Column("created_by", sa.Uuid(), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("deleted_at", sa.DateTime(timezone=True), nullable=True),
+        sa.PrimaryKeyConstraint("id", name=steps.f("pk_datasets")),
+        indexes=[steps.AddIndex(steps.f("ix_datasets_tenant"), ["tenant"])],
+    ),
+    steps.table(
+        "jobs",
+        sa.Column("id", sa.Uuid(), nullable=False),
+        sa.Column("dataset_id", sa.Uuid(), nullable=False),
+        sa.Column("tenant", sa.String(length=100), nullable=False),
+        sa.Column("algorithm", sa.String(length=20), nullable=False),
+        sa.Column("k", sa.Integer(), nullable=False),
+        sa.Column("params", sa.JSON(), nullable=False),
+        sa.Column("mu", sa.Float(), nullable=False),
+        sa.Column("epsilon", sa.Float(), nullable=False),
+        sa.Column("delta", sa.Float(), nullable=False),
+        sa.Column("sigma", sa.Float(), nullable=False),
+        sa.Column("releases", sa.Integer(), nullable=False),
+        sa.Column("iterations", sa.Integer(), nullable=False),
+        sa.Column("status", sa.String(length=20), nullable=False),
+        sa.Column("progress_iteration", sa.Integer(), nullable=False),
+        sa.Column("progress_total", sa.Integer(), nullable=False),
+        sa.Column("centers", sa.JSON(), nullable=True),
+        sa.Column("error", sa.Text(), nullable=True),
+        sa.Column("cancel_requested", sa.Boolean(), nullable=False),
+        sa.Column("idempotency_key", sa.String(length=200), nullable=True),
+        sa.Column("request_fingerprint", sa.String(length=64), nullable=True),
+        sa.Column("created_by", sa.Uuid(), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=True),
+        sa.ForeignKeyConstraint(
+            ["dataset_id"], ["datasets.id"], name=steps.f("fk_jobs_dataset_id_datasets")
+        ),
+        sa.PrimaryKeyConstraint("id", name=steps.f("pk_jobs")),
+        sa.UniqueConstraint("tenant", "idempotency_key", name="uq_jobs_tenant_idempotency_key"),
+        indexes=[
+            steps.AddIndex(steps.f("ix_jobs_dataset_id"), ["dataset_id"]),
+            steps.AddIndex("ix_jobs_status_heartbeat", ["status", "heartbeat_at"]),
+            steps.AddIndex(steps.f("ix_jobs_tenant"), ["tenant"]),
+        ],
+    ),
+    steps.table(
+        "ledger_entries",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("dataset_id", sa.Uuid(), nullable=False),
+        sa.Column("kind", sa.String(length=16), nullable=False),
+        sa.Column("job_id", sa.Uuid(), nullable=True),
+        sa.Column("actor_key_id", sa.Uuid(), nullable=True),
+        sa.Column("mu", sa.Float(), nullable=True),
+        sa.Column("sigma", sa.Float(), nullable=True),
+        sa.Column("releases", sa.Integer(), nullable=True),
+        sa.Column("epsilon", sa.Float(), nullable=True),
+        sa.Column("delta", sa.Float(), nullable=True),
+        sa.Column("note", sa.Text(), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.ForeignKeyConstraint(
+            ["dataset_id"], ["datasets.id"], name=steps.f("fk_ledger_entries_dataset_id_datasets")
+        ),
+        sa.PrimaryKeyConstraint("id", name=steps.f("pk_ledger_entries")),
+        indexes=[
+            steps.AddIndex(steps.f("ix_ledger_entries_dataset_id"), ["dataset_id"]),
+            steps.AddIndex(steps.f("ix_ledger_entries_job_id"), ["job_id"]),
+        ],
+    ),
+)
 
-def upgrade() -> None:
-    # ### commands auto generated by Alembic - please adjust! ###
-    op.create_table('api_keys',
-    sa.Column('id', sa.Uuid(), nullable=False),
-    sa.Column('tenant', sa.String(length=100), nullable=False),
-    sa.Column('role', sa.String(length=20), nullable=False),
-    sa.Column('key_hash', sa.String(length=64), nullable=False),
-    sa.Column('prefix', sa.String(length=16), nullable=False),
-    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
-    sa.Column('revoked_at', sa.DateTime(timezone=True), nullable=True),
-    sa.PrimaryKeyConstraint('id', name=op.f('pk_api_keys')),
-    sa.UniqueConstraint('key_hash', name=op.f('uq_api_keys_key_hash'))
-    )
-    with op.batch_alter_table('api_keys', schema=None) as batch_op:
-        batch_op.create_index(batch_op.f('ix_api_keys_tenant'), ['tenant'], unique=False)
-
-    op.create_table('datasets',
-    sa.Column('id', sa.Uuid(), nullable=False),
-    sa.Column('tenant', sa.String(length=100), nullable=False),
-    sa.Column('name', sa.String(length=200), nullable=False),
-    sa.Column('n_rows', sa.Integer(), nullable=False),
-    sa.Column('n_cols', sa.Integer(), nullable=False),
-    sa.Column('columns', sa.JSON(), nullable=False),
-    sa.Column('center', sa.JSON(), nullable=False),
-    sa.Column('radius', sa.Float(), nullable=False),
-    sa.Column('epsilon', sa.Float(), nullable=False),
-    sa.Column('delta', sa.Float(), nullable=False),
-    sa.Column('mu_cap', sa.Float(), nullable=False),
-    sa.Column('storage_path', sa.String(length=1000), nullable=True),
-    sa.Column('created_by', sa.Uuid(), nullable=True),
-    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
-    sa.Column('deleted_at', sa.DateTime(timezone=True), nullable=True),
-    sa.PrimaryKeyConstraint('id', name=op.f('pk_datasets'))
-    )
-    with op.batch_alter_table('datasets', schema=None) as batch_op:
-        batch_op.create_index(batch_op.f('ix_datasets_tenant'), ['tenant'], unique=False)
-
-    op.create_table('jobs',
-    sa.Column('id', sa.Uuid(), nullable=False),
-    sa.Column('dataset_id', sa.Uuid(), nullable=False),
-    sa.Column('tenant', sa.String(length=100), nullable=False),
-    sa.Column('algorithm', sa.String(length=20), nullable=False),
-    sa.Column('k', sa.Integer(), nullable=False),
-    sa.Column('params', sa.JSON(), nullable=False),
-    sa.Column('mu', sa.Float(), nullable=False),
-    sa.Column('epsilon', sa.Float(), nullable=False),
-    sa.Column('delta', sa.Float(), nullable=False),
-    sa.Column('sigma', sa.Float(), nullable=False),
-    sa.Column('releases', sa.Integer(), nullable=False),
-    sa.Column('iterations', sa.Integer(), nullable=False),
-    sa.Column('status', sa.String(length=20), nullable=False),
-    sa.Column('progress_iteration', sa.Integer(), nullable=False),
-    sa.Column('progress_total', sa.Integer(), nullable=False),
-    sa.Column('centers', sa.JSON(), nullable=True),
-    sa.Column('error', sa.Text(), nullable=True),
-    sa.Column('cancel_requested', sa.Boolean(), nullable=False),
-    sa.Column('idempotency_key', sa.String(length=200), nullable=True),
-    sa.Column('request_fingerprint', sa.String(length=64), nullable=True),
-    sa.Column('created_by', sa.Uuid(), nullable=True),
-    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
-    sa.Column('started_at', sa.DateTime(timezone=True), nullable=True),
-    sa.Column('finished_at', sa.DateTime(timezone=True), nullable=True),
-    sa.Column('heartbeat_at', sa.DateTime(timezone=True), nullable=True),
-    sa.ForeignKeyConstraint(['dataset_id'], ['datasets.id'], name=op.f('fk_jobs_dataset_id_datasets')),
-    sa.PrimaryKeyConstraint('id', name=op.f('pk_jobs')),
-    sa.UniqueConstraint('tenant', 'idempotency_key', name='uq_jobs_tenant_idempotency_key')
-    )
-    with op.batch_alter_table('jobs', schema=None) as batch_op:
-        batch_op.create_index(batch_op.f('ix_jobs_dataset_id'), ['dataset_id'], unique=False)
-        batch_op.create_index('ix_jobs_status_heartbeat', ['status', 'heartbeat_at'], unique=False)
-        batch_op.create_index(batch_op.f('ix_jobs_tenant'), ['tenant'], unique=False)
-
-    op.create_table('ledger_entries',
-    sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
-    sa.Column('dataset_id', sa.Uuid(), nullable=False),
-    sa.Column('kind', sa.String(length=16), nullable=False),
-    sa.Column('job_id', sa.Uuid(), nullable=True),
-    sa.Column('actor_key_id', sa.Uuid(), nullable=True),
-    sa.Column('mu', sa.Float(), nullable=True),
-    sa.Column('sigma', sa.Float(), nullable=True),
-    sa.Column('releases', sa.Integer(), nullable=True),
-    sa.Column('epsilon', sa.Float(), nullable=True),
-    sa.Column('delta', sa.Float(), nullable=True),
-    sa.Column('note', sa.Text(), nullable=True),
-    sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
-    sa.ForeignKeyConstraint(['dataset_id'], ['datasets.id'], name=op.f('fk_ledger_entries_dataset_id_datasets')),
-    sa.PrimaryKeyConstraint('id', name=op.f('pk_ledger_entries'))
-    )
-    with op.batch_alter_table('ledger_entries', schema=None) as batch_op:
-        batch_op.create_index(batch_op.f('ix_ledger_entries_dataset_id'), ['dataset_id'], unique=False)
-        batch_op.create_index(batch_op.f('ix_ledger_entries_job_id'), ['job_id'], unique=False)
-
-    # ### end Alembic commands ###
-
-
-def downgrade() -> None:
-    # ### commands auto generated by Alembic - please adjust! ###
-    with op.batch_alter_table('ledger_entries', schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f('ix_ledger_entries_job_id'))
-        batch_op.drop_index(batch_op.f('ix_ledger_entries_dataset_id'))
-
-    op.drop_table('ledger_entries')
-    with op.batch_alter_table('jobs', schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f('ix_jobs_tenant'))
-        batch_op.drop_index('ix_jobs_status_heartbeat')
-        batch_op.drop_index(batch_op.f('ix_jobs_dataset_id'))
-
-    op.drop_table('jobs')
-    with op.batch_alter_table('datasets', schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f('ix_datasets_tenant'))
-
-    op.drop_table('datasets')
-    with op.batch_alter_table('api_keys', schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f('ix_api_keys_tenant'))
-
-    op.drop_table('api_keys')
-    # ### end Alembic commands ###
+upgrade, downgrade = steps.migration(STEPS)

@@ -10,24 +10,27 @@ is already published: they are backfilled as `count_public = true` with `n_rows_
 relation, the one under which a published N is consistent with the guarantee.
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
+from migrations import steps
+
 revision: str = "0002"
 down_revision: str | None = "0001"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
+
+# Added nullable, backfilled, then made NOT NULL: existing rows have no value to default to.
+ADDED = steps.alter(
+    "datasets",
+    *steps.columns(
+        sa.Column("n_rows_dp", sa.Integer(), nullable=True),
+        sa.Column("count_public", sa.Boolean(), nullable=True),
+        sa.Column("count_mu", sa.Float(), nullable=True),
+    ),
+)
 
 
 def upgrade() -> None:
-    # Added nullable, backfilled, then made NOT NULL: existing rows have no value to default to.
-    with op.batch_alter_table("datasets", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("n_rows_dp", sa.Integer(), nullable=True))
-        batch_op.add_column(sa.Column("count_public", sa.Boolean(), nullable=True))
-        batch_op.add_column(sa.Column("count_mu", sa.Float(), nullable=True))
-
+    ADDED.apply()
     datasets = sa.table(
         "datasets",
         sa.column("n_rows", sa.Integer()),
@@ -35,14 +38,8 @@ def upgrade() -> None:
         sa.column("count_public", sa.Boolean()),
     )
     op.execute(datasets.update().values(n_rows_dp=datasets.c.n_rows, count_public=sa.true()))
-
-    with op.batch_alter_table("datasets", schema=None) as batch_op:
-        batch_op.alter_column("n_rows_dp", existing_type=sa.Integer(), nullable=False)
-        batch_op.alter_column("count_public", existing_type=sa.Boolean(), nullable=False)
+    ADDED.require("n_rows_dp", "count_public")
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("datasets", schema=None) as batch_op:
-        batch_op.drop_column("count_mu")
-        batch_op.drop_column("count_public")
-        batch_op.drop_column("n_rows_dp")
+    ADDED.revert()

@@ -22,10 +22,10 @@ from fractions import Fraction
 import sqlalchemy as sa
 from alembic import op
 
+from migrations import steps
+
 revision: str = "0004"
 down_revision: str | None = "0003"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 ledger = sa.table(
     "ledger_entries",
@@ -85,8 +85,8 @@ def _replay(rows: Sequence[sa.Row]) -> dict:
     }
 
 
-def upgrade() -> None:
-    op.create_table(
+STEPS = (
+    steps.table(
         "dataset_budgets",
         sa.Column("dataset_id", sa.Uuid(), nullable=False),
         sa.Column("mu_cap", sa.Float(), nullable=False),
@@ -95,13 +95,20 @@ def upgrade() -> None:
         sa.Column("jobs", sa.Integer(), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
-            ["dataset_id"], ["datasets.id"], name=op.f("fk_dataset_budgets_dataset_id_datasets")
+            ["dataset_id"], ["datasets.id"], name=steps.f("fk_dataset_budgets_dataset_id_datasets")
         ),
-        sa.PrimaryKeyConstraint("dataset_id", name=op.f("pk_dataset_budgets")),
-    )
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.create_index("ix_jobs_tenant_status", ["tenant", "status"], unique=False)
-        batch_op.create_index("ix_jobs_created_by_status", ["created_by", "status"], unique=False)
+        sa.PrimaryKeyConstraint("dataset_id", name=steps.f("pk_dataset_budgets")),
+    ),
+    steps.alter(
+        "jobs",
+        steps.AddIndex("ix_jobs_tenant_status", ["tenant", "status"]),
+        steps.AddIndex("ix_jobs_created_by_status", ["created_by", "status"]),
+    ),
+)
+
+
+def upgrade() -> None:
+    steps.apply(STEPS)
     conn = op.get_bind()
     now = datetime.now(UTC)
     for (dataset_id,) in conn.execute(sa.select(datasets.c.id)).all():
@@ -116,7 +123,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.drop_index("ix_jobs_created_by_status")
-        batch_op.drop_index("ix_jobs_tenant_status")
-    op.drop_table("dataset_budgets")
+    steps.revert(STEPS)

@@ -13,28 +13,22 @@ jobs run exactly as before. The downgrade drops the three columns (a box dataset
 the ball around it, as before this revision).
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
-from alembic import op
+
+from migrations import steps
 
 revision: str = "0005"
 down_revision: str | None = "0004"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
+STEPS = (
+    steps.alter(
+        "datasets",
+        *steps.columns(
+            sa.Column("domain_kind", sa.String(length=8), nullable=False, server_default="ball"),
+            sa.Column("lower", sa.JSON(), nullable=True),
+            sa.Column("upper", sa.JSON(), nullable=True),
+        ),
+    ),
+)
 
-def upgrade() -> None:
-    with op.batch_alter_table("datasets") as batch:
-        batch.add_column(
-            sa.Column("domain_kind", sa.String(length=8), nullable=False, server_default="ball")
-        )
-        batch.add_column(sa.Column("lower", sa.JSON(), nullable=True))
-        batch.add_column(sa.Column("upper", sa.JSON(), nullable=True))
-
-
-def downgrade() -> None:
-    with op.batch_alter_table("datasets") as batch:
-        batch.drop_column("upper")
-        batch.drop_column("lower")
-        batch.drop_column("domain_kind")
+upgrade, downgrade = steps.migration(STEPS)

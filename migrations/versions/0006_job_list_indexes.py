@@ -12,33 +12,22 @@ made (tenant, status) redundant. A ledger page (and a ledger's replay) reads a d
 entries in id order: (dataset_id, id).
 """
 
-from collections.abc import Sequence
-
-from alembic import op
+from migrations import steps
 
 revision: str = "0006"
 down_revision: str | None = "0005"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
+STEPS = (
+    steps.alter(
+        "jobs",
+        steps.AddIndex("ix_jobs_tenant_created", ["tenant", "created_at", "id"]),
+        steps.AddIndex("ix_jobs_dataset_created", ["dataset_id", "created_at", "id"]),
+        steps.AddIndex("ix_jobs_tenant_status_created", ["tenant", "status", "created_at", "id"]),
+        steps.Dropped(steps.AddIndex("ix_jobs_tenant_status", ["tenant", "status"])),
+    ),
+    steps.alter(
+        "ledger_entries", steps.AddIndex("ix_ledger_entries_dataset_id_id", ["dataset_id", "id"])
+    ),
+)
 
-def upgrade() -> None:
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.create_index("ix_jobs_tenant_created", ["tenant", "created_at", "id"])
-        batch_op.create_index("ix_jobs_dataset_created", ["dataset_id", "created_at", "id"])
-        batch_op.create_index(
-            "ix_jobs_tenant_status_created", ["tenant", "status", "created_at", "id"]
-        )
-        batch_op.drop_index("ix_jobs_tenant_status")
-    with op.batch_alter_table("ledger_entries", schema=None) as batch_op:
-        batch_op.create_index("ix_ledger_entries_dataset_id_id", ["dataset_id", "id"])
-
-
-def downgrade() -> None:
-    with op.batch_alter_table("ledger_entries", schema=None) as batch_op:
-        batch_op.drop_index("ix_ledger_entries_dataset_id_id")
-    with op.batch_alter_table("jobs", schema=None) as batch_op:
-        batch_op.create_index("ix_jobs_tenant_status", ["tenant", "status"])
-        batch_op.drop_index("ix_jobs_tenant_status_created")
-        batch_op.drop_index("ix_jobs_dataset_created")
-        batch_op.drop_index("ix_jobs_tenant_created")
+upgrade, downgrade = steps.migration(STEPS)

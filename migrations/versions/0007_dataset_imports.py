@@ -14,28 +14,32 @@ drops the new columns; it refuses while a dataset has no row count (an import th
 finished, or failed before it counted its rows): delete those first.
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
 from alembic import op
 
+from migrations import steps
+
 revision: str = "0007"
 down_revision: str | None = "0006"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
+
+STEPS = (
+    steps.alter(
+        "datasets",
+        *steps.columns(
+            sa.Column("status", sa.String(length=16), nullable=False, server_default="ready"),
+            sa.Column("source", sa.String(length=2000), nullable=True),
+            sa.Column("progress", sa.Float(), nullable=True),
+            sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=True),
+            sa.Column("failure_reason", sa.Text(), nullable=True),
+        ),
+        steps.MakeNullable("n_rows", sa.Integer()),
+        steps.MakeNullable("n_rows_dp", sa.Integer()),
+    ),
+)
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("datasets") as batch:
-        batch.add_column(
-            sa.Column("status", sa.String(length=16), nullable=False, server_default="ready")
-        )
-        batch.add_column(sa.Column("source", sa.String(length=2000), nullable=True))
-        batch.add_column(sa.Column("progress", sa.Float(), nullable=True))
-        batch.add_column(sa.Column("heartbeat_at", sa.DateTime(timezone=True), nullable=True))
-        batch.add_column(sa.Column("failure_reason", sa.Text(), nullable=True))
-        batch.alter_column("n_rows", existing_type=sa.Integer(), nullable=True)
-        batch.alter_column("n_rows_dp", existing_type=sa.Integer(), nullable=True)
+    steps.apply(STEPS)
 
 
 def downgrade() -> None:
@@ -47,11 +51,4 @@ def downgrade() -> None:
             f"{uncounted} datasets have no row count (imports that did not finish); "
             "delete them before downgrading below 0007"
         )
-    with op.batch_alter_table("datasets") as batch:
-        batch.alter_column("n_rows_dp", existing_type=sa.Integer(), nullable=False)
-        batch.alter_column("n_rows", existing_type=sa.Integer(), nullable=False)
-        batch.drop_column("failure_reason")
-        batch.drop_column("heartbeat_at")
-        batch.drop_column("progress")
-        batch.drop_column("source")
-        batch.drop_column("status")
+    steps.revert(STEPS)

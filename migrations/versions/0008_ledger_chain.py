@@ -16,17 +16,16 @@ downgrade drops the three columns (the entries themselves are untouched either w
 
 import hashlib
 import json
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from fractions import Fraction
 
 import sqlalchemy as sa
 from alembic import op
 
+from migrations import steps
+
 revision: str = "0008_ledger_chain"
 down_revision: str | None = "0007"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 GENESIS = "0" * 64
 _FIELDS = (
@@ -99,7 +98,11 @@ def _time(value: datetime) -> str:
 
 
 def _seal(prev: str, row: dict, fold: _Fold) -> str:
-    ids = zip(("dataset", "job", "sweep", "actor"), ("dataset_id", "job_id", "sweep_id", "actor_key_id"), strict=True)
+    ids = zip(
+        ("dataset", "job", "sweep", "actor"),
+        ("dataset_id", "job_id", "sweep_id", "actor_key_id"),
+        strict=True,
+    )
     fields: list = [(name, _id(row[column])) for name, column in ids]
     fields.insert(1, ("kind", str(row["kind"])))
     fields += [("mu", _float(row["mu"])), ("sigma", _float(row["sigma"]))]
@@ -117,18 +120,25 @@ def _sums(fold: _Fold) -> list[tuple[str, Fraction]]:
     return [("spent_sq", fold.spent), ("reserved_sq", fold.reserved)]
 
 
+# Added nullable, filled entry by entry, then made NOT NULL.
+ENTRIES = steps.alter(
+    "ledger_entries",
+    *steps.columns(
+        sa.Column("prev_hash", sa.String(length=64), nullable=True),
+        sa.Column("entry_hash", sa.String(length=64), nullable=True),
+    ),
+)
+BUDGETS = steps.alter(
+    "dataset_budgets", steps.AddColumn(sa.Column("last_hash", sa.String(length=64), nullable=True))
+)
+
+
 def upgrade() -> None:
-    with op.batch_alter_table("ledger_entries") as batch:
-        batch.add_column(sa.Column("prev_hash", sa.String(length=64), nullable=True))
-        batch.add_column(sa.Column("entry_hash", sa.String(length=64), nullable=True))
-    with op.batch_alter_table("dataset_budgets") as batch:
-        batch.add_column(sa.Column("last_hash", sa.String(length=64), nullable=True))
+    steps.apply([ENTRIES, BUDGETS])
     conn = op.get_bind()
     for (dataset_id,) in conn.execute(sa.select(budgets.c.dataset_id)).all():
         fold, head = _Fold(), GENESIS
-        query = sa.select(*(ledger.c[n] for n in _FIELDS)).where(
-            ledger.c.dataset_id == dataset_id
-        )
+        query = sa.select(*(ledger.c[n] for n in _FIELDS)).where(ledger.c.dataset_id == dataset_id)
         for row in conn.execute(query.order_by(ledger.c.id)).mappings().all():
             fold.step(row["kind"], row["job_id"], row["mu"])
             sealed = _seal(head, dict(row), fold)
@@ -141,16 +151,9 @@ def upgrade() -> None:
         conn.execute(
             budgets.update().where(budgets.c.dataset_id == dataset_id).values(last_hash=head)
         )
-    with op.batch_alter_table("ledger_entries") as batch:
-        batch.alter_column("prev_hash", existing_type=sa.String(length=64), nullable=False)
-        batch.alter_column("entry_hash", existing_type=sa.String(length=64), nullable=False)
-    with op.batch_alter_table("dataset_budgets") as batch:
-        batch.alter_column("last_hash", existing_type=sa.String(length=64), nullable=False)
+    ENTRIES.require("prev_hash", "entry_hash")
+    BUDGETS.require("last_hash")
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("dataset_budgets") as batch:
-        batch.drop_column("last_hash")
-    with op.batch_alter_table("ledger_entries") as batch:
-        batch.drop_column("entry_hash")
-        batch.drop_column("prev_hash")
+    steps.revert([ENTRIES, BUDGETS])

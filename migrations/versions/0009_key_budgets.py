@@ -14,15 +14,12 @@ exact sum of squares admitted in it (zero for every existing dataset: no pace ye
 downgrade drops both (the ledger is untouched either way).
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
-from alembic import op
+
+from migrations import steps
 
 revision: str = "0009_key_budgets"
 down_revision: str | None = "0008_ledger_chain"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
 
 def _pace_columns() -> list[sa.Column]:
@@ -34,8 +31,8 @@ def _pace_columns() -> list[sa.Column]:
     ]
 
 
-def upgrade() -> None:
-    op.create_table(
+STEPS = (
+    steps.table(
         "key_budgets",
         sa.Column("dataset_id", sa.Uuid(), nullable=False),
         sa.Column("key_id", sa.Uuid(), nullable=False),
@@ -49,20 +46,14 @@ def upgrade() -> None:
         sa.Column("updated_by", sa.Uuid(), nullable=True),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
-            ["dataset_id"], ["datasets.id"], name=op.f("fk_key_budgets_dataset_id_datasets")
+            ["dataset_id"], ["datasets.id"], name=steps.f("fk_key_budgets_dataset_id_datasets")
         ),
         sa.ForeignKeyConstraint(
-            ["key_id"], ["api_keys.id"], name=op.f("fk_key_budgets_key_id_api_keys")
+            ["key_id"], ["api_keys.id"], name=steps.f("fk_key_budgets_key_id_api_keys")
         ),
-        sa.PrimaryKeyConstraint("dataset_id", "key_id", name=op.f("pk_key_budgets")),
-    )
-    with op.batch_alter_table("dataset_budgets") as batch:
-        for column in _pace_columns():
-            batch.add_column(column)
+        sa.PrimaryKeyConstraint("dataset_id", "key_id", name=steps.f("pk_key_budgets")),
+    ),
+    steps.alter("dataset_budgets", *steps.columns(*_pace_columns())),
+)
 
-
-def downgrade() -> None:
-    with op.batch_alter_table("dataset_budgets") as batch:
-        for name in ("pace_used_sq", "pace_start", "pace_mu", "pace_period"):
-            batch.drop_column(name)
-    op.drop_table("key_budgets")
+upgrade, downgrade = steps.migration(STEPS)

@@ -11,39 +11,33 @@ backfilled. The downgrade drops both (member keys must be revoked and deleted fi
 means nothing to the older code).
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
-from alembic import op
+
+from migrations import steps
 
 revision: str = "0010_federation"
 down_revision: str | None = "0009_key_budgets"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
-
-def upgrade() -> None:
-    with op.batch_alter_table("api_keys") as batch:
-        batch.add_column(sa.Column("dataset_id", sa.Uuid(), nullable=True))
-        batch.create_foreign_key(
-            op.f("fk_api_keys_dataset_id_datasets"), "datasets", ["dataset_id"], ["id"]
-        )
-    op.create_table(
+STEPS = (
+    steps.alter(
+        "api_keys",
+        steps.AddColumn(sa.Column("dataset_id", sa.Uuid(), nullable=True)),
+        steps.AddForeignKey(
+            steps.f("fk_api_keys_dataset_id_datasets"), "datasets", ["dataset_id"], ["id"]
+        ),
+    ),
+    steps.table(
         "member_seats",
         sa.Column("key_id", sa.Uuid(), nullable=False),
         sa.Column("private_key", sa.LargeBinary(length=32), nullable=False),
         sa.Column("public_key", sa.LargeBinary(length=32), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
-            ["key_id"], ["api_keys.id"], name=op.f("fk_member_seats_key_id_api_keys")
+            ["key_id"], ["api_keys.id"], name=steps.f("fk_member_seats_key_id_api_keys")
         ),
-        sa.PrimaryKeyConstraint("key_id", name=op.f("pk_member_seats")),
-        sa.UniqueConstraint("public_key", name=op.f("uq_member_seats_public_key")),
-    )
+        sa.PrimaryKeyConstraint("key_id", name=steps.f("pk_member_seats")),
+        sa.UniqueConstraint("public_key", name=steps.f("uq_member_seats_public_key")),
+    ),
+)
 
-
-def downgrade() -> None:
-    op.drop_table("member_seats")
-    with op.batch_alter_table("api_keys") as batch:
-        batch.drop_constraint(op.f("fk_api_keys_dataset_id_datasets"), type_="foreignkey")
-        batch.drop_column("dataset_id")
+upgrade, downgrade = steps.migration(STEPS)

@@ -11,24 +11,21 @@ bound). Both are null for every existing dataset: a plain table whose unit is on
 The downgrade drops them.
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
-from alembic import op
+
+from migrations import steps
 
 revision: str = "0011_table_terms"
 down_revision: str | None = "0010_federation"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
+STEPS = (
+    steps.alter(
+        "datasets",
+        *steps.columns(
+            sa.Column("table_spec", sa.JSON(), nullable=True),
+            sa.Column("ingest_counts", sa.JSON(), nullable=True),
+        ),
+    ),
+)
 
-def upgrade() -> None:
-    with op.batch_alter_table("datasets") as batch:
-        batch.add_column(sa.Column("table_spec", sa.JSON(), nullable=True))
-        batch.add_column(sa.Column("ingest_counts", sa.JSON(), nullable=True))
-
-
-def downgrade() -> None:
-    with op.batch_alter_table("datasets") as batch:
-        batch.drop_column("ingest_counts")
-        batch.drop_column("table_spec")
+upgrade, downgrade = steps.migration(STEPS)

@@ -12,24 +12,21 @@ every existing job and for methods that end without a Lloyd step: no such warnin
 downgrade drops it.
 """
 
-from collections.abc import Sequence
-
 import sqlalchemy as sa
-from alembic import op
+
+from migrations import steps
 
 revision: str = "0013_last_move"
 down_revision: str | None = "0012_federated_jobs"
-branch_labels: str | Sequence[str] | None = None
-depends_on: str | Sequence[str] | None = None
 
+STEPS = (
+    steps.alter(
+        "jobs",
+        *steps.columns(
+            sa.Column("last_move", sa.Float(), nullable=True),
+            sa.Column("last_shift", sa.Float(), nullable=True),
+        ),
+    ),
+)
 
-def upgrade() -> None:
-    with op.batch_alter_table("jobs") as batch:
-        batch.add_column(sa.Column("last_move", sa.Float(), nullable=True))
-        batch.add_column(sa.Column("last_shift", sa.Float(), nullable=True))
-
-
-def downgrade() -> None:
-    with op.batch_alter_table("jobs") as batch:
-        batch.drop_column("last_shift")
-        batch.drop_column("last_move")
+upgrade, downgrade = steps.migration(STEPS)

@@ -121,13 +121,18 @@ def test_a_bad_field_after_the_file_is_a_422_and_leaves_nothing(
     assert stored_files(settings) == []
 
 
+def _non_numeric_at_row_1500() -> bytes:
+    """A CSV of two blobs, 2000 rows of f0,f1, whose row 1500 holds "x" in column f1."""
+    lines = csv_bytes(two_blobs(2000)).split(b"\n")
+    lines[1500] = b"1.5,x"
+    return b"\n".join(lines)
+
+
 @pytest.mark.parametrize("file_first", [False, True], ids=["fields-first", "file-first"])
 def test_a_bad_value_is_named_by_its_row_and_column(
     client: TestClient, keys: dict[str, str], settings: Settings, file_first: bool
 ) -> None:
-    lines = csv_bytes(two_blobs(2000)).split(b"\n")
-    lines[1500] = b"1.5,x"
-    body, headers = multipart(b"\n".join(lines), FIELDS, file_first=file_first)
+    body, headers = multipart(_non_numeric_at_row_1500(), FIELDS, file_first=file_first)
     r = post(client, keys["owner"], body, headers)
     assert r.status_code == 400, r.text
     problem = r.json()
@@ -174,10 +179,8 @@ def test_a_domain_that_does_not_fit_the_file_is_refused_before_a_bad_value(
     client: TestClient, keys: dict[str, str], settings: Settings, file_first: bool
 ) -> None:
     """As the ingest checks them: the width against the domain first, then the values."""
-    lines = csv_bytes(two_blobs(2000)).split(b"\n")
-    lines[1500] = b"1.5,x"
     fields = {**FIELDS, "center": "0,0,0"}  # three values for two columns
-    body, headers = multipart(b"\n".join(lines), fields, file_first=file_first)
+    body, headers = multipart(_non_numeric_at_row_1500(), fields, file_first=file_first)
     r = post(client, keys["owner"], body, headers)
     assert r.status_code == 422, r.text
     assert r.json()["field"] == "center"

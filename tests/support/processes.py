@@ -3,13 +3,16 @@ waits for them to answer, their stopping, and the /proc walk that finds what the
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -113,6 +116,39 @@ def stop(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running `privclust serve`: its base URL, port, process, log and admin token."""
+
+    base: str
+    port: int
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    admin: str
+
+
+@contextlib.contextmanager
+def serving(data_dir: Path, log_path: Path, **settings: str) -> Iterator[Served]:
+    """`privclust serve` on its embedded defaults (serve_env, plus `settings`) on a free port of
+    127.0.0.1 with a new admin token, yielded once /readyz answers; stopped (SIGTERM, then
+    SIGKILL) at exit."""
+    port = free_port()
+    admin = "pck_bench_" + secrets.token_urlsafe(16)
+    env = serve_env(
+        data_dir, port, PRIVCLUST_HOST="127.0.0.1", PRIVCLUST_ADMIN_TOKEN=admin, **settings
+    )
+    data_dir.mkdir(parents=True, exist_ok=True)
+    proc = start_cli("serve", env, log_path)
+    served = Served(f"http://127.0.0.1:{port}", port, proc, log_path, admin)
+    try:
+        ready = answers(served.base + "/readyz", timeout=2)
+        log = log_tail(log_path)
+        wait_until(ready, proc=proc, log=log, timeout=90, what="serve not ready", interval=0.3)
+        yield served
+    finally:
+        stop(proc, timeout=20)
 
 
 # --- the process tree, read from /proc (Linux) ---------------------------------------------------

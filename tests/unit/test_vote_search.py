@@ -273,12 +273,21 @@ def _shared_far_index(candidates: np.ndarray, layout: nearest.GroupLayout) -> vo
     return index
 
 
-def _index_cases(rng: np.random.Generator, d: int) -> list[vote_cells.VoteIndex]:
+SIX_GROUPS = nearest.GroupLayout(6, 60)
+
+
+def _six_groups(rng: np.random.Generator, d: int) -> tuple[np.ndarray, vote_cells.VoteIndex]:
+    """An evolved population of 6 groups of 60 in `d` dimensions and its grouped vote index."""
     evolved = _evolved(rng, 6, 60, d)
+    return evolved, vote_cells.vote_index(evolved, SIX_GROUPS)
+
+
+def _index_cases(rng: np.random.Generator, d: int) -> list[vote_cells.VoteIndex]:
+    evolved, grouped = _six_groups(rng, d)
     packing = sphere_packing(3000, d, 1.0, rng)
     return [
-        vote_cells.vote_index(evolved, nearest.GroupLayout(6, 60)),
-        _shared_far_index(evolved, nearest.GroupLayout(6, 60)),
+        grouped,
+        _shared_far_index(evolved, SIX_GROUPS),
         vote_cells.vote_index(packing),  # inverted file (d > TREE_MAX_DIM)
     ]
 
@@ -287,11 +296,9 @@ def _index_cases(rng: np.random.Generator, d: int) -> list[vote_cells.VoteIndex]
 def test_far_mutants_in_every_cell_or_in_one_set_give_the_same_votes(d: int) -> None:
     # Large k keeps the far mutants as one set instead of k copies; S(x) is the same set.
     rng = np.random.default_rng(70 + d)
-    evolved = _evolved(rng, 6, 60, d)
-    layout = nearest.GroupLayout(6, 60)
-    copied = vote_cells.vote_index(evolved, layout)
+    evolved, copied = _six_groups(rng, d)
     assert copied.everyone is None
-    shared = _shared_far_index(evolved, layout)
+    shared = _shared_far_index(evolved, SIX_GROUPS)
     points = np.concatenate([rng.normal(size=(3000, d)) * 0.4, _tie_rows(rng, copied, 60)])
     np.testing.assert_array_equal(
         vote.vote_labels(points, copied), vote.vote_labels(points, shared)
@@ -328,11 +335,9 @@ def test_rows_at_far_mutants_still_vote_for_them(d: int) -> None:
     # its rows: rows sitting on (or just beside) far mutants, on anchors and halfway between
     # must still get their ideal votes, whatever rows share their tiles.
     rng = np.random.default_rng(90 + d)
-    evolved = _evolved(rng, 6, 60, d)
-    layout = nearest.GroupLayout(6, 60)
-    index = vote_cells.vote_index(evolved, layout)
+    evolved, index = _six_groups(rng, d)
     assert index.packed is not None and index.everyone is None
-    far = group_cores(evolved, layout)[1]  # the far mutants, every cell's tail
+    far = group_cores(evolved, SIX_GROUPS)[1]  # the far mutants, every cell's tail
     assert far.size >= 5
     on_far = evolved[far] + rng.normal(size=(len(far), d)) * 1e-7
     halfway = 0.5 * (evolved[far] + evolved[rng.integers(0, 6, len(far))])
