@@ -16,16 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.processes import (
-    answers,
-    free_port,
-    log_tail,
-    run_cli,
-    serve_env,
-    start_cli,
-    stop,
-    wait_until,
-)
+from tests.support import processes as p
 
 pytestmark = [
     pytest.mark.e2e,
@@ -46,18 +37,18 @@ def test_api_workers_that_start_slowly_are_not_killed(tmp_path: Path) -> None:
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(SLOW_CHILDREN)
-    port = free_port()
-    env = serve_env(tmp_path / "data", port, PRIVCLUST_API_WORKERS="2")
-    migrated = run_cli("migrate", env)
+    port = p.free_port()
+    env = p.serve_env(tmp_path / "data", port, PRIVCLUST_API_WORKERS="2")
+    migrated = p.run_cli("migrate", env)
     assert migrated.returncode == 0, migrated.stderr
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
     log = tmp_path / "api.log"
-    proc = start_cli("api", env, log)
+    api = p.start_cli("api", env, log)
     try:
-        wait_until(
-            answers(f"http://127.0.0.1:{port}/healthz"),
-            proc=proc,
-            log=log_tail(log),
+        p.wait_until(
+            p.answers(f"http://127.0.0.1:{port}/healthz"),
+            proc=api,
+            log=p.log_tail(log),
             timeout=60,
             what="the API did not answer",
         )
@@ -66,4 +57,4 @@ def test_api_workers_that_start_slowly_are_not_killed(tmp_path: Path) -> None:
         assert text.count("Started server process") == 2, text
         assert "died" not in text, text
     finally:
-        stop(proc, 30)
+        p.stop(api, 30)
