@@ -37,6 +37,7 @@ every dimension".
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Unpack
 
@@ -47,6 +48,11 @@ from privclust.clustering.errors import ClusteringInputError, check_below_one, c
 from privclust.clustering.evolution.evolution import evolve
 from privclust.clustering.evolution.nearest import nearest_other_distances
 from privclust.clustering.evolution.vote_cells import VOTE_DTYPE
+from privclust.clustering.mechanisms.candidates import (
+    released_losses,
+    second_start_steps,
+    split_merge,
+)
 from privclust.clustering.mechanisms.lloyd import (
     DEFAULT_LLOYD_STEPS,
     count_multiplier,
@@ -66,6 +72,7 @@ from privclust.clustering.mechanisms.projection import (
     planned_projection_dim,
     sum_weight_before_lloyd,
 )
+from privclust.clustering.methods.lloyd_chain import LloydChain
 from privclust.clustering.run.method import Method, RunStart
 from privclust.clustering.run.options import (
     DEFAULT_STEP_FRACTION,
@@ -125,8 +132,12 @@ def variations_cap(n_cols: int) -> int | None:
     return MAX_DEFAULT_VARIATIONS if n_cols > VARIATIONS_CAP_ABOVE_DIM else None
 
 
-def _capped_iterations(n_cols: int, epsilon: float | None) -> int:
-    return min(default_pe_iterations(n_cols, epsilon), iterations_cap(n_cols))
+def _capped_iterations(n_cols: int, epsilon: float | None, second_start: bool) -> int:
+    """PE-means' default T, capped (`iterations_cap`); with a second start, at its base
+    floor(4 sqrt(d)): the split-merge start mends what more iterations would (the runs behind
+    it: bench/RESULTS.md, "Runs that agree")."""
+    cap = math.isqrt(16 * n_cols) if second_start else iterations_cap(n_cols)
+    return min(default_pe_iterations(n_cols, epsilon), cap)
 
 
 def lloyd_weight(pe_iterations: int, steps: int, share: float) -> int:
@@ -154,10 +165,13 @@ def plan_lloyd_releases(
     lloyd_steps: int | None,
     lloyd_share: float | None,
     default_steps: int = DEFAULT_LLOYD_STEPS,
+    second_steps: int = 0,
 ) -> tuple[int, int, int, int]:
     """(steps, weight, releases, progress_total) of a pe-lloyd run with T PE iterations:
     T vote histograms plus `steps` Lloyd steps (`default_steps` unless given) priced as
-    `weight` releases each; progress is reported after every PE iteration and every Lloyd step."""
+    `weight` releases each; with a second start (privclust.clustering.mechanisms.candidates),
+    its `second_steps` Lloyd steps and the two chains' loss releases, `weight` releases each,
+    too. Progress is reported after every PE iteration and every Lloyd step."""
     steps = check_integer("lloyd_steps", default_steps if lloyd_steps is None else lloyd_steps, 1)
     if steps > MAX_LLOYD_STEPS:
         raise ClusteringInputError(
@@ -166,8 +180,9 @@ def plan_lloyd_releases(
     share = check_below_one(
         "lloyd_share", DEFAULT_LLOYD_SHARE if lloyd_share is None else lloyd_share
     )
-    weight = lloyd_weight(pe_iterations, steps, share)
-    return steps, weight, pe_iterations + steps * weight, pe_iterations + steps
+    lloyd = steps + second_steps + (2 if second_steps else 0)
+    weight = lloyd_weight(pe_iterations, steps + second_steps, share)
+    return steps, weight, pe_iterations + lloyd * weight, pe_iterations + steps + second_steps
 
 
 @dataclass(frozen=True)
@@ -208,14 +223,16 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
             progress_total=split.progress_total,
             projection_dim=p,
         )
+    second = second_start_steps(basis.n_rows, basis.k, basis.mu, options.lloyd_steps)
     iterations = planned_iterations(
-        options, lambda: _capped_iterations(basis.n_cols, basis.epsilon)
+        options, lambda: _capped_iterations(basis.n_cols, basis.epsilon, second > 0)
     )
     _, _, releases, progress_total = plan_lloyd_releases(
         iterations,
         options.lloyd_steps,
         options.lloyd_share,
         default_lloyd_steps(iterations, basis.n_cols, basis.n_rows, basis.k, basis.mu),
+        second,
     )
     return Releases(iterations=iterations, releases=releases, progress_total=progress_total)
 
@@ -231,49 +248,48 @@ def prepare(options: Options) -> Options:
 
 
 def run(start: RunStart, options: Options) -> Outcome:
-    """The PE-means loop, then the noisy Lloyd steps from its centres (above
-    PROJECT_ABOVE_DIM columns: `run_projected`)."""
+    """The PE-means loop, then the noisy Lloyd steps from its centres and, where the plan has
+    one, a second start and the choice between the two chains (`refine`); above
+    PROJECT_ABOVE_DIM columns: `run_projected`."""
     if start.plan.projection_dim is not None:
         return run_projected(start, options)
     n_cols = start.points.shape[1]
-    points, plan, radius = start.points, start.plan, start.radius
+    plan = start.plan
+    second = second_start_steps(plan.n_rows, plan.k, plan.mu, options.lloyd_steps)
     steps, weight, releases, _ = plan_lloyd_releases(
         plan.iterations,
         options.lloyd_steps,
         options.lloyd_share,
         default_lloyd_steps(plan.iterations, n_cols, plan.n_rows, plan.k, plan.mu),
+        second,
     )
     if releases != plan.releases:  # the plan and the run must price the same releases
         raise ArithmeticError("pe-lloyd release count does not match its plan")
     outcome = evolve(
-        points,
+        start.points,
         plan,
-        radius=radius,
+        radius=start.radius,
         rng=start.rng,
         packing_rng=options.rng,
         progress=options.progress,
     )
-    multiplier = count_multiplier(n_cols, default_count_share(n_cols))
-    centres = outcome.centres
-    moved: tuple[float, float] | None = None
-    noise = joint_noise(plan, n_cols, multiplier, weight)
-    for i in range(1, steps + 1):
-        radii = step_radii(centres, radius, plan.k, options.step_rule)
-        before = centres
-        centres, counts = lloyd_step(
-            points,
-            centres,
-            step=radii,
-            radius=radius,
-            plan=plan,
-            multiplier=multiplier,
-            rng=start.rng,
-            weight=weight,
-        )
-        moved = last_move_ratio(before, centres, counts, radii, noise)
-        if options.progress is not None:
-            options.progress(plan.iterations + i, plan.progress_total)
-    return Outcome(centres=centres, final_variations=outcome.final_variations, last_move=moved)
+    chain = LloydChain(
+        start,
+        options.progress,
+        weight,
+        lambda c: step_radii(c, start.radius, plan.k, options.step_rule),
+    )
+    first = chain.steps(outcome.centres, steps, plan.iterations)
+    if not second:
+        return Outcome(first.centres, outcome.final_variations, first.moved)
+    losses = released_losses(start.points, first.centres, start.radius, plan, weight, start.rng)
+    begin = split_merge(first.centres, first.counts, losses, start.radius, start.rng)
+    other = chain.steps(begin, second, plan.iterations + steps)
+    other_losses = released_losses(
+        start.points, other.centres, start.radius, plan, weight, start.rng
+    )
+    best = other if other_losses.sum() < losses.sum() else first
+    return Outcome(best.centres, outcome.final_variations, best.moved)
 
 
 def run_projected(start: RunStart, options: Options) -> Outcome:

@@ -1,0 +1,148 @@
+"""A second start for pe-lloyd's Lloyd steps, and the choice between the two by noisy losses.
+
+Noisy Lloyd steps settle in the basin they start in. On a large table two basins may both be
+stable: on nycflights13's flights (k = 4) one is k-means' own (short and long haul, each split
+into morning and evening) and the other gives the long-haul flights one centre and the
+short-haul ones three, at 1.03x the loss; no Lloyd step leaves it, and no released value of a
+single chain tells the two apart. The classical way out is a split-merge move (as in
+split-and-merge k-means): merge the two centres whose merge costs least and put the freed
+centre into the cluster that holds the most loss.
+
+Where the budget allows (`second_start_steps`: public facts only, fixed in the plan):
+1. after the first chain's Lloyd steps, ONE release of each cluster's clipped loss sum
+   (`ClusterLosses`, priced as `weight` releases like a Lloyd step);
+2. the second start (`split_merge`, post-processing of released centres, counts and losses and
+   the job's generator): the two centres with the smallest Ward cost n_i n_j / (n_i + n_j)
+   ||c_i - c_j||^2 (noisy counts) become their count-weighted mean, and the cluster with the
+   largest noisy loss gets two centres, on either side of its centre in a random direction;
+3. `second_start_steps` noisy Lloyd steps from it, then one release of its clusters' losses;
+4. the chain with the smaller noisy total loss is the run's answer (post-processing).
+
+Every release is in the plan (privclust.clustering.methods.pe_lloyd.plan_lloyd_releases), so
+the ledger's charge is exact whichever chain wins; the code path reads public facts only.
+
+The loss is clipped at R^2 per row (R the domain's radius, public): each row adds an integer in
+[0, 2^LOSS_GRID_BITS] on the grid R^2 / 2^LOSS_GRID_BITS to its nearest centre's sum, so one row
+moves the k-vector by at most 2^LOSS_GRID_BITS (add/remove; sqrt(2) times that under
+replace-one, where a row may leave one cluster's sum and join another's). A row farther than R
+from every centre counts R^2 (a robust loss: both chains are compared on the same clip).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from privclust.clustering.choices import Relation
+from privclust.clustering.data.domain import project_into_ball
+from privclust.clustering.data.release import Gaussian
+from privclust.clustering.data.rows import Part, Rows
+from privclust.clustering.evolution.nearest import nearest_candidates
+from privclust.clustering.run.plan import RunPlan
+from privclust.clustering.run.summary_pricing import LOSS_GRID_BITS
+
+# The second start is tried from this many clusters on (a split-merge move needs a pair to
+# merge besides the cluster it splits) ...
+SECOND_START_MIN_K = 3
+# ... where the job's mu times the public rows per cluster, mu N~ / k, is at least this: there
+# the noisy per-row loss has a std of about sqrt(releases) / (mu N~) R^2 <= 6e-3 R^2 / k, a
+# small share of a loss difference between basins (flights: 5e-4 R^2 per row between its two,
+# whose mu N~ / k is 12,000 to 400,000 at epsilon 0.5 to 10), and the first chain has its
+# full 10 steps (privclust.clustering.mechanisms.lloyd.default_lloyd_steps).
+SECOND_START_ROWS_MU = 1000.0
+# The second chain's Lloyd steps: the split cluster's two centres separate within two or three
+# steps (each move is capped at the step radius), the rest refine.
+SECOND_START_STEPS = 10
+# The split's two centres sit this many of the split cluster's per-column rms spreads from
+# its centre: the means of a Gaussian's two halves are 0.8 standard deviations from its mean.
+SPLIT_SPREADS = 0.8
+
+
+def second_start_steps(n_rows: int, k: int, mu: float, lloyd_steps: int | None) -> int:
+    """The second chain's Lloyd steps (0: no second start), from public facts only: none when
+    the caller fixed `lloyd_steps`, below SECOND_START_MIN_K clusters or below
+    SECOND_START_ROWS_MU of mu N~ / k; SECOND_START_STEPS otherwise."""
+    if lloyd_steps is not None or k < SECOND_START_MIN_K:
+        return 0
+    return SECOND_START_STEPS if mu * n_rows / k >= SECOND_START_ROWS_MU else 0
+
+
+@dataclass(frozen=True, eq=False)
+class ClusterLosses:
+    """A pass's statistic: every row labelled by its nearest centre, its squared distance to it
+    clipped at `bound` on the grid bound / 2^LOSS_GRID_BITS, summed per centre."""
+
+    centres: np.ndarray
+    bound: float
+
+    def __call__(self, part: Part) -> tuple[np.ndarray, ...]:
+        k, scale = len(self.centres), 2.0**LOSS_GRID_BITS
+        labels = nearest_candidates(part.points, self.centres)
+        diff = part.points - self.centres[labels]
+        squared = np.einsum("ij,ij->i", diff, diff)
+        units = np.rint(np.minimum(squared / self.bound, 1.0) * scale).astype(np.int64)
+        np.minimum(units, 2**LOSS_GRID_BITS, out=units)
+        sums = np.zeros(k, dtype=np.int64)
+        np.add.at(sums, labels, units)  # integers: exact in any order of the partitions
+        return (sums,)
+
+
+def losses_noise(plan: RunPlan, weight: int) -> Gaussian:
+    """The noise of a `ClusterLosses` release: sensitivity 2^LOSS_GRID_BITS (sqrt(2) times it
+    under replace-one), the plan's sigma, priced as `weight` releases."""
+    sensitivity = float(2**LOSS_GRID_BITS)
+    if plan.relation == Relation.REPLACE_ONE:
+        sensitivity *= math.sqrt(2.0)
+    return Gaussian(sensitivity, plan.sigma, weight)
+
+
+def released_losses(
+    points: Rows,
+    centres: np.ndarray,
+    radius: float,
+    plan: RunPlan,
+    weight: int,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Each cluster's noisy clipped loss sum, in the run's squared units (one release)."""
+    bound = float(radius) ** 2
+    (noisy,) = points.release(ClusterLosses(centres, bound), (losses_noise(plan, weight),), rng)
+    return noisy.astype(np.float64) * (bound * 2.0**-LOSS_GRID_BITS)
+
+
+def split_merge(
+    centres: np.ndarray,
+    counts: np.ndarray,
+    losses: np.ndarray,
+    radius: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """The second start: the pair of the smallest Ward cost (noisy counts floored at 1) merged
+    into its count-weighted mean, and the freed centre and the one of the cluster with the
+    largest noisy loss put on either side of that centre, in a random direction, SPLIT_SPREADS
+    times its per-column rms spread sqrt(loss / (n d)) away. Post-processing of released values
+    and the job's generator."""
+    k, d = centres.shape
+    n = np.maximum(np.asarray(counts, dtype=np.float64), 1.0)
+    split = int(np.argmax(losses))
+    best, pair = math.inf, (0, 1)
+    for i in range(k):
+        for j in range(i + 1, k):
+            if split in (i, j):
+                continue
+            gap = centres[i] - centres[j]
+            cost = n[i] * n[j] / (n[i] + n[j]) * float(gap @ gap)
+            if cost < best:
+                best, pair = cost, (i, j)
+    i, j = pair
+    out = centres.copy()
+    out[i] = (n[i] * centres[i] + n[j] * centres[j]) / (n[i] + n[j])
+    spread = math.sqrt(max(float(losses[split]), 0.0) / (n[split] * d))
+    direction = rng.standard_normal(d)
+    # A standard normal vector of norm 0 has probability 0; the floor only avoids 0/0.
+    offset = direction * (SPLIT_SPREADS * spread / max(float(np.linalg.norm(direction)), 1e-300))
+    out[j] = centres[split] + offset
+    out[split] = centres[split] - offset
+    return project_into_ball(out, radius)
