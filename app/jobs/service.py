@@ -173,6 +173,8 @@ def job_duration(dataset: Dataset, plan: JobPlan, engine: str) -> Duration:
     """How long the planned job will run (app.jobs.duration), from its public facts: the plan
     and the count it was planned with."""
     steps = plan.params.get("lloyd_steps") or int(plan.algorithm == Algorithm.PE_LLOYD)
+    second = plan.params.get("second_start", 0)
+    steps += second + (2 if second else 0)  # its steps and the two chains' loss passes
     facts = PlanFacts(
         algorithm=plan.algorithm,
         n_rows=datasets_service.planning_count(dataset).n_rows,

@@ -13,6 +13,7 @@ import pytest
 from privclust.clustering import cluster, plan_run
 from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import PartitionedTable
+from privclust.clustering.mechanisms.candidates import second_start_steps
 from privclust.clustering.mechanisms.grid import grid_sensitivity
 from privclust.clustering.run.plan import RunPlan
 from privclust.clustering.run.summary_pricing import loss_sensitivity
@@ -34,6 +35,7 @@ def _sensitivities(plan: RunPlan) -> dict[str, tuple[float, ...]]:
         "LeafSums": (sums,),
         "ProjectedClusterSums": (sums, count),
         "JointLloydSums": (joint_sensitivity(D),),
+        "ClusterLosses": (loss_sensitivity(),),
     }
 
 
@@ -119,3 +121,26 @@ def test_a_runs_own_row_count_passes_the_door_first(algorithm: str, summaries: b
     assert sum(g.weight for r in centres for g in r.noises) == result.releases
     assert _mu(engine.releases) <= 1.0 + 1e-12
     assert _mu(engine.releases) == pytest.approx(1.0, rel=1e-3)
+
+
+def test_a_second_starts_loss_releases_pass_the_door_as_the_plan_priced_them() -> None:
+    """Where mu N~ / k allows a second, split-merge start (mechanisms.candidates), its Lloyd
+    steps and the two chains' loss releases are all in the plan, at its one sigma."""
+    mu = 6.0  # mu N~ / k = 6 * 590 / 3 = 1,180: a second start
+    assert second_start_steps(N_PUBLIC, K, mu, None) > 0
+    engine = RecordingEngine()
+    table = PartitionedTable(blocks(blobs(N, D, K, seed=3), 250), D, engine)
+    result = cluster(
+        table, K, algorithm="pe-lloyd", mu=mu, radius=1.0, n_public=N_PUBLIC,
+        rng=np.random.default_rng(8),
+    )  # fmt: skip
+    plan = plan_run(N_PUBLIC, D, K, algorithm="pe-lloyd", mu=mu)
+    assert result.releases == plan.releases
+    losses = [r for r in engine.releases if r.statistic == "ClusterLosses"]
+    assert len(losses) == 2 and all(r.shapes == ((K,),) for r in losses)
+    for r in engine.releases:
+        assert tuple(g.sensitivity for g in r.noises) == _sensitivities(plan)[r.statistic], r
+        assert all(g.sigma == plan.sigma for g in r.noises)
+    assert sum(g.weight for r in engine.releases for g in r.noises) == plan.releases
+    assert _mu(engine.releases) <= plan.mu * (1 + 1e-12)
+    assert _mu(engine.releases) == pytest.approx(plan.mu, rel=1e-3)

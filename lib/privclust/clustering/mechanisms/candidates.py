@@ -39,6 +39,7 @@ from privclust.clustering.choices import Relation
 from privclust.clustering.data.domain import project_into_ball
 from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import Part, Rows
+from privclust.clustering.errors import ClusteringInputError, check_integer
 from privclust.clustering.evolution.nearest import nearest_candidates
 from privclust.clustering.run.plan import RunPlan
 from privclust.clustering.run.summary_pricing import LOSS_GRID_BITS
@@ -55,17 +56,26 @@ SECOND_START_ROWS_MU = 1000.0
 # The second chain's Lloyd steps: the split cluster's two centres separate within two or three
 # steps (each move is capped at the step radius), the rest refine.
 SECOND_START_STEPS = 10
+SECOND_START_MAX_STEPS = 10
 # The split's two centres sit this many of the split cluster's per-column rms spreads from
 # its centre: the means of a Gaussian's two halves are 0.8 standard deviations from its mean.
 SPLIT_SPREADS = 0.8
 
 
-def second_start_steps(n_rows: int, k: int, mu: float, lloyd_steps: int | None) -> int:
-    """The second chain's Lloyd steps (0: no second start), from public facts only: none when
-    the caller fixed `lloyd_steps`, below SECOND_START_MIN_K clusters or below
-    SECOND_START_ROWS_MU of mu N~ / k; SECOND_START_STEPS otherwise."""
-    if lloyd_steps is not None or k < SECOND_START_MIN_K:
+def second_start_steps(n_rows: int, k: int, mu: float, given: int | None = None) -> int:
+    """The second chain's Lloyd steps (0: no second start), from public facts only: `given`
+    (a job keeps what it was planned with) when not None, else SECOND_START_STEPS from
+    SECOND_START_MIN_K clusters and SECOND_START_ROWS_MU of mu N~ / k on; never below
+    SECOND_START_MIN_K clusters."""
+    if k < SECOND_START_MIN_K:
         return 0
+    if given is not None:
+        steps = check_integer("second_start", given, 0)
+        if steps > SECOND_START_MAX_STEPS:
+            raise ClusteringInputError(
+                "second_start", f"second_start must be at most {SECOND_START_MAX_STEPS}"
+            )
+        return steps
     return SECOND_START_STEPS if mu * n_rows / k >= SECOND_START_ROWS_MU else 0
 
 

@@ -21,6 +21,13 @@ mu on PE-means and a share of it on `lloyd_steps` noisy Lloyd steps:
   sqrt(T + steps w) / sigma = mu-GDP (plus its own row count when no public count is given,
   as in pe_means).
 
+Where mu N~ / k is large (privclust.clustering.mechanisms.candidates: from 3 clusters and
+mu N~ / k >= 1,000, public facts), a second chain of Lloyd steps starts from a split-merge move
+of the first chain's end, each chain's per-cluster loss is released once, and the chain with
+the smaller noisy loss is the answer; PE-means' T then stays at its base floor(4 sqrt(d)), since
+the second start mends the basins more iterations would. Every release is in the plan:
+T + (steps + second steps + 2) w releases.
+
 Above PROJECT_ABOVE_DIM columns (a public fact) the search for the basins runs in a random
 projection, where a vote costs p = 16 coordinates instead of d: HDPE-means' stage
 (privclust.clustering.mechanisms.projection: T = 14 PE-means iterations in the projection, then each
@@ -223,7 +230,7 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
             progress_total=split.progress_total,
             projection_dim=p,
         )
-    second = second_start_steps(basis.n_rows, basis.k, basis.mu, options.lloyd_steps)
+    second = second_start_steps(basis.n_rows, basis.k, basis.mu, options.second_start)
     iterations = planned_iterations(
         options, lambda: _capped_iterations(basis.n_cols, basis.epsilon, second > 0)
     )
@@ -234,7 +241,12 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
         default_lloyd_steps(iterations, basis.n_cols, basis.n_rows, basis.k, basis.mu),
         second,
     )
-    return Releases(iterations=iterations, releases=releases, progress_total=progress_total)
+    return Releases(
+        iterations=iterations,
+        releases=releases,
+        progress_total=progress_total,
+        second_start=second,
+    )
 
 
 def prepare(options: Options) -> Options:
@@ -255,7 +267,7 @@ def run(start: RunStart, options: Options) -> Outcome:
         return run_projected(start, options)
     n_cols = start.points.shape[1]
     plan = start.plan
-    second = second_start_steps(plan.n_rows, plan.k, plan.mu, options.lloyd_steps)
+    second = plan.second_start
     steps, weight, releases, _ = plan_lloyd_releases(
         plan.iterations,
         options.lloyd_steps,
@@ -351,6 +363,7 @@ class PELloydKeywords(EvolutionKeywords, total=False):
     projection_dim: int
     lloyd_steps: int | None
     lloyd_share: float | None
+    second_start: int | None
     step_rule: str
 
 
@@ -362,8 +375,11 @@ def pe_lloyd(X: np.ndarray, k: int, **keywords: Unpack[PELloydKeywords]) -> Clus
     default is capped: privclust.clustering.mechanisms.lloyd.iterations_cap), plus
     `lloyd_steps` (default 1, or more from the capped T on: `default_lloyd_steps`) and
     `lloyd_share`, the share of mu^2 the Lloyd steps get (default 0.1, rounded to whole
-    releases: see `lloyd_weight`) and `step_rule` (the clipping radius: see `step_radii`).
-    `progress(t, T + lloyd_steps)` is called after each PE iteration and each Lloyd step.
+    releases: see `lloyd_weight`), `step_rule` (the clipping radius: see `step_radii`) and
+    `second_start`, the Lloyd steps of a second, split-merge start (default 10 from 3 clusters
+    and mu N~ / k >= 1,000 on, else none; 0: none: privclust.clustering.mechanisms.candidates).
+    `progress(t, T + lloyd_steps + second_start)` is called after each PE iteration and each
+    Lloyd step.
 
     Above PROJECT_ABOVE_DIM columns PE-means runs in a `projection_dim`-dimensional projection
     (default 16; T defaults to 14 there) and the clusters' noisy means lift its centres to the

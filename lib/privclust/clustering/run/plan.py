@@ -160,6 +160,8 @@ class Releases:
     releases: int
     progress_total: int
     projection_dim: int | None = None
+    # pe-lloyd: the Lloyd steps of its second, split-merge start (0: none).
+    second_start: int = 0
 
 
 @dataclass(frozen=True)
@@ -200,6 +202,9 @@ class RunPlan:
     # `sigma` is then the centres' and sqrt(releases)/sigma is at most
     # remaining_after(mu, summary_mu) (less count_mu).
     summary_mu: float | None = None
+    # pe-lloyd: the Lloyd steps of its second, split-merge start, 0 without one
+    # (privclust.clustering.mechanisms.candidates); `progress_total` counts them too.
+    second_start: int = 0
 
     def epsilon_at(self, delta: float) -> float:
         """The epsilon the job is recorded at, at `delta`: the one it was given, or the
