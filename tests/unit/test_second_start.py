@@ -8,12 +8,17 @@ import math
 import numpy as np
 import pytest
 
+from privclust.clustering import plan_run
 from privclust.clustering.data.rows import Part
 from privclust.clustering.errors import ClusteringInputError
 from privclust.clustering.mechanisms.candidates import (
     SECOND_START_STEPS,
     SPLIT_SPREADS,
+    SWITCH_Z,
     ClusterLosses,
+    loss_clip,
+    losses_noise,
+    second_is_better,
     second_start_steps,
     split_merge,
 )
@@ -55,3 +60,24 @@ def test_each_clusters_loss_sum_is_its_rows_clipped_squared_distances_on_the_gri
     # Cluster 0: 0 + 0.0625; cluster 1: 0 + min(4, 1) (clipped at the bound).
     np.testing.assert_array_equal(sums, [round(0.0625 * 2**LOSS_GRID_BITS), 2**LOSS_GRID_BITS])
     assert sums.dtype == np.int64
+
+
+def test_the_loss_clip_is_the_largest_gap_between_the_first_chains_centres() -> None:
+    centres = np.array([[0.0, 0.0], [0.3, 0.0], [0.0, 0.4]])
+    # Nearest-other distances 0.3, 0.3 and 0.4: the clip is 0.4^2, far below R^2 = 4.
+    assert loss_clip(centres, 2.0) == pytest.approx(0.16)
+    assert loss_clip(np.zeros((3, 2)), 2.0) == pytest.approx((2e-3) ** 2)  # coinciding centres
+    assert loss_clip(np.array([[-5.0, 0.0], [5.0, 0.0], [5.0, 1.0]]), 2.0) == 4.0  # at most R^2
+
+
+def test_the_second_chain_wins_only_beyond_twice_the_noise_of_the_difference() -> None:
+    plan = plan_run(10_000, 2, 3, algorithm="pe-lloyd", mu=1.0)
+    bound, weight = 0.25, 1
+    noise = losses_noise(plan, weight)
+    std = noise.scaled_sensitivity * noise.sigma * bound * 2.0**-LOSS_GRID_BITS
+    margin = SWITCH_Z * std * math.sqrt(2 * 3)
+    first = np.array([10.0, 20.0, 30.0])
+    below = first - np.array([0.0, 0.0, 1.01 * margin])
+    level = first - np.array([0.0, 0.0, 0.99 * margin])
+    assert second_is_better(first, below, bound, plan, weight)
+    assert not second_is_better(first, level, bound, plan, weight)

@@ -16,16 +16,20 @@ Where the budget allows (`second_start_steps`: public facts only, fixed in the p
    ||c_i - c_j||^2 (noisy counts) become their count-weighted mean, and the cluster with the
    largest noisy loss gets two centres, on either side of its centre in a random direction;
 3. `second_start_steps` noisy Lloyd steps from it, then one release of its clusters' losses;
-4. the chain with the smaller noisy total loss is the run's answer (post-processing).
+4. the second chain is the run's answer if its noisy total loss is below the first's by more
+   than SWITCH_Z standard deviations of their noises' difference, else the first (post-
+   processing).
 
 Every release is in the plan (privclust.clustering.methods.pe_lloyd.plan_lloyd_releases), so
 the ledger's charge is exact whichever chain wins; the code path reads public facts only.
 
-The loss is clipped at R^2 per row (R the domain's radius, public): each row adds an integer in
-[0, 2^LOSS_GRID_BITS] on the grid R^2 / 2^LOSS_GRID_BITS to its nearest centre's sum, so one row
-moves the k-vector by at most 2^LOSS_GRID_BITS (add/remove; sqrt(2) times that under
-replace-one, where a row may leave one cluster's sum and join another's). A row farther than R
-from every centre counts R^2 (a robust loss: both chains are compared on the same clip).
+Both releases clip a row's squared distance at the same public B (`loss_clip`: the largest gap
+between the first chain's centres, squared): each row adds an integer in [0, 2^LOSS_GRID_BITS]
+on the grid B / 2^LOSS_GRID_BITS to its nearest centre's sum, so one row moves the k-vector by
+at most 2^LOSS_GRID_BITS (add/remove; sqrt(2) times that under replace-one, where a row may
+leave one cluster's sum and join another's). A row farther than sqrt(B) from every centre
+counts B: both chains are compared on the same robust loss, whose noise is on the scale of the
+clusters rather than of the domain.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from privclust.clustering.data.domain import project_into_ball
 from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import Part, Rows
 from privclust.clustering.errors import ClusteringInputError, check_integer
-from privclust.clustering.evolution.nearest import nearest_candidates
+from privclust.clustering.evolution.nearest import nearest_candidates, nearest_other_distances
 from privclust.clustering.run.plan import RunPlan
 from privclust.clustering.run.summary_pricing import LOSS_GRID_BITS
 
@@ -48,10 +52,10 @@ from privclust.clustering.run.summary_pricing import LOSS_GRID_BITS
 # merge besides the cluster it splits) ...
 SECOND_START_MIN_K = 3
 # ... where the job's mu times the public rows per cluster, mu N~ / k, is at least this: there
-# the noisy per-row loss has a std of about sqrt(releases) / (mu N~) R^2 <= 6e-3 R^2 / k, a
-# small share of a loss difference between basins (flights: 5e-4 R^2 per row between its two,
-# whose mu N~ / k is 12,000 to 400,000 at epsilon 0.5 to 10), and the first chain has its
-# full 10 steps (privclust.clustering.mechanisms.lloyd.default_lloyd_steps).
+# the first chain has its full 10 steps (privclust.clustering.mechanisms.lloyd.
+# default_lloyd_steps) and the noisy per-row loss a std of about sqrt(releases) B / (mu N~),
+# below 1e-3 B / k (flights: mu N~ / k is 10,000 to 150,000 at epsilon 0.5 to 10, and its two
+# basins differ by 0.03 of the loss, about 5e-3 B per row).
 SECOND_START_ROWS_MU = 1000.0
 # The second chain's Lloyd steps: the split cluster's two centres separate within two or three
 # steps (each move is capped at the step radius), the rest refine.
@@ -60,6 +64,10 @@ SECOND_START_MAX_STEPS = 10
 # The split's two centres sit this many of the split cluster's per-column rms spreads from
 # its centre: the means of a Gaussian's two halves are 0.8 standard deviations from its mean.
 SPLIT_SPREADS = 0.8
+# The smallest loss clip, in units of R (two released centres may coincide).
+MIN_CLIP_FRACTION = 1e-3
+# The second chain wins only by this many standard deviations of the two losses' noise.
+SWITCH_Z = 2.0
 
 
 def second_start_steps(n_rows: int, k: int, mu: float, given: int | None = None) -> int:
@@ -108,18 +116,42 @@ def losses_noise(plan: RunPlan, weight: int) -> Gaussian:
     return Gaussian(sensitivity, plan.sigma, weight)
 
 
+def loss_clip(centres: np.ndarray, radius: float) -> float:
+    """The clip of both chains' losses, from the first chain's released centres: the square of
+    the largest distance from a centre to its nearest other one, within [(R/1000)^2, R^2]. A
+    row farther than that from its nearest centre lies beyond every gap between clusters; the
+    clip keeps the loss's noise on the scale of the clusters rather than of the domain (on
+    flights 0.14 instead of R^2 = 1.25)."""
+    gaps = nearest_other_distances(np.asarray(centres, dtype=np.float64))
+    largest = float(np.max(gaps)) if gaps.size else float(radius)
+    return min(max(largest, MIN_CLIP_FRACTION * radius), float(radius)) ** 2
+
+
 def released_losses(
     points: Rows,
     centres: np.ndarray,
-    radius: float,
+    bound: float,
     plan: RunPlan,
     weight: int,
     rng: np.random.Generator,
 ) -> np.ndarray:
-    """Each cluster's noisy clipped loss sum, in the run's squared units (one release)."""
-    bound = float(radius) ** 2
+    """Each cluster's noisy loss sum clipped at `bound` per row, in the run's squared units
+    (one release)."""
     (noisy,) = points.release(ClusterLosses(centres, bound), (losses_noise(plan, weight),), rng)
     return noisy.astype(np.float64) * (bound * 2.0**-LOSS_GRID_BITS)
+
+
+def second_is_better(
+    first: np.ndarray, second: np.ndarray, bound: float, plan: RunPlan, weight: int
+) -> bool:
+    """Whether the second chain's noisy total loss is below the first's by more than
+    SWITCH_Z standard deviations of the difference of their noises (sqrt(2k) per-cluster stds,
+    public): where the two are level, the first chain (from PE-means' own start) stays, and
+    noise alone switches to a worse second chain at most 2.3% of the time."""
+    noise = losses_noise(plan, weight)
+    std = noise.scaled_sensitivity * noise.sigma * bound * 2.0**-LOSS_GRID_BITS
+    margin = SWITCH_Z * std * math.sqrt(2.0 * len(first))
+    return float(second.sum()) < float(first.sum()) - margin
 
 
 def split_merge(

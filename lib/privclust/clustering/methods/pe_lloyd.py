@@ -56,7 +56,9 @@ from privclust.clustering.evolution.evolution import evolve
 from privclust.clustering.evolution.nearest import nearest_other_distances
 from privclust.clustering.evolution.vote_cells import VOTE_DTYPE
 from privclust.clustering.mechanisms.candidates import (
+    loss_clip,
     released_losses,
+    second_is_better,
     second_start_steps,
     split_merge,
 )
@@ -125,6 +127,11 @@ PROJECT_ABOVE_DIM = 16
 # which a starving centre is moved beside a crowded one before a step (the runs with these
 # defaults: bench/RESULTS.md, "auto at every dimension").
 PROJECTED_LLOYD_SHARE = 0.3
+# With a second start, PE-means' T stays at its base from this many public rows on: on flights
+# (327,346 rows) T = 16 and a second start took 3.9-4.3x KMeans(n_init=10)'s time at epsilon
+# 10, T = 8 1.5-2.3x, both 1.002-1.007x its loss; on diamonds (53,940 rows) T = 20 gave
+# 1.006-1.007x at epsilon 3 and 10 against 1.016-1.017x for T = 10 (6 runs each).
+BASE_T_ROWS = 100_000
 PROJECTED_RESEED_RATIO = 3.0
 
 
@@ -139,11 +146,13 @@ def variations_cap(n_cols: int) -> int | None:
     return MAX_DEFAULT_VARIATIONS if n_cols > VARIATIONS_CAP_ABOVE_DIM else None
 
 
-def _capped_iterations(n_cols: int, epsilon: float | None, second_start: bool) -> int:
-    """PE-means' default T, capped (`iterations_cap`); with a second start, at its base
-    floor(4 sqrt(d)): the split-merge start mends what more iterations would (the runs behind
-    it: bench/RESULTS.md, "Runs that agree")."""
-    cap = math.isqrt(16 * n_cols) if second_start else iterations_cap(n_cols)
+def _capped_iterations(n_cols: int, n_rows: int, epsilon: float | None, second: bool) -> int:
+    """PE-means' default T, capped (`iterations_cap`); with a second start on BASE_T_ROWS rows
+    or more, at its base floor(4 sqrt(d)): there each iteration is a long pass and the second
+    chain's cheap steps mend what more iterations would (the runs behind it: bench/RESULTS.md,
+    "Runs that agree")."""
+    base = second and n_rows >= BASE_T_ROWS
+    cap = math.isqrt(16 * n_cols) if base else iterations_cap(n_cols)
     return min(default_pe_iterations(n_cols, epsilon), cap)
 
 
@@ -232,7 +241,7 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
         )
     second = second_start_steps(basis.n_rows, basis.k, basis.mu, options.second_start)
     iterations = planned_iterations(
-        options, lambda: _capped_iterations(basis.n_cols, basis.epsilon, second > 0)
+        options, lambda: _capped_iterations(basis.n_cols, basis.n_rows, basis.epsilon, second > 0)
     )
     _, _, releases, progress_total = plan_lloyd_releases(
         iterations,
@@ -294,13 +303,12 @@ def run(start: RunStart, options: Options) -> Outcome:
     first = chain.steps(outcome.centres, steps, plan.iterations)
     if not second:
         return Outcome(first.centres, outcome.final_variations, first.moved)
-    losses = released_losses(start.points, first.centres, start.radius, plan, weight, start.rng)
+    clip = loss_clip(first.centres, start.radius)
+    losses = released_losses(start.points, first.centres, clip, plan, weight, start.rng)
     begin = split_merge(first.centres, first.counts, losses, start.radius, start.rng)
     other = chain.steps(begin, second, plan.iterations + steps)
-    other_losses = released_losses(
-        start.points, other.centres, start.radius, plan, weight, start.rng
-    )
-    best = other if other_losses.sum() < losses.sum() else first
+    other_losses = released_losses(start.points, other.centres, clip, plan, weight, start.rng)
+    best = other if second_is_better(losses, other_losses, clip, plan, weight) else first
     return Outcome(best.centres, outcome.final_variations, best.moved)
 
 
