@@ -24,8 +24,9 @@ mu on PE-means and a share of it on `lloyd_steps` noisy Lloyd steps:
 Where mu N~ / k is large (privclust.clustering.mechanisms.candidates: from 3 clusters and
 mu N~ / k >= 1,000, public facts), a second chain of Lloyd steps starts from a split-merge move
 of the first chain's end, each chain's per-cluster loss is released once, and the chain with
-the smaller noisy loss is the answer; PE-means' T then stays at its base floor(4 sqrt(d)), since
-the second start mends the basins more iterations would. Every release is in the plan:
+the smaller noisy loss (by twice its noise) is the answer; from BASE_T_ROWS rows on PE-means' T
+then stays at its base floor(4 sqrt(d)), since the second start mends the basins more
+iterations would. Every release is in the plan:
 T + (steps + second steps + 2) w releases.
 
 Above PROJECT_ABOVE_DIM columns (a public fact) the search for the basins runs in a random
