@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from app.jobs.planning import run_options
+from app.jobs.planning import _lloyd_steps, run_options
 from app.models import Job
 from privclust.clustering import plan_run
 from privclust.clustering.mechanisms.candidates import SECOND_START_STEPS
@@ -51,6 +51,8 @@ def test_a_job_keeps_its_second_start_and_one_admitted_before_it_replans_without
     planned = plan_run(327_346, 5, 4, algorithm="pe-lloyd", epsilon=1.0, delta=1e-7)
     assert planned.second_start > 0
     params = {"lloyd_steps": 10, "second_start": planned.second_start}
+    # What a job keeps: the first chain's steps apart from the second start's.
+    assert _lloyd_steps(planned) == 10
     new = _job(params, planned.iterations, planned.mu)
     assert plan_run(327_346, 5, 4, **run_options(new)).releases == planned.releases
     old = _job({"lloyd_steps": 10}, planned.iterations, planned.mu)
