@@ -35,7 +35,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from app.jobs.duration import COSTS, Cost, PlanFacts, expected_duration, work_units  # noqa: E402
 from privclust.clustering import Algorithm, cluster, plan_run  # noqa: E402
-from privclust.clustering.methods.pe_lloyd import default_lloyd_steps  # noqa: E402
 
 METHODS = [a.value for a in Algorithm if a != Algorithm.AUTO]
 
@@ -47,7 +46,9 @@ def facts_of(
     plan = plan_run(n, d, k, epsilon=epsilon, delta=delta, algorithm=algorithm, summaries=summaries)
     steps = 0
     if plan.algorithm == Algorithm.PE_LLOYD:
-        steps = 1 if plan.projection_dim is not None else default_lloyd_steps(plan.iterations, d)
+        # Its Lloyd steps (a second start's and its two loss passes too), as the service counts.
+        steps = plan.progress_total - plan.iterations + (2 if plan.second_start else 0)
+        steps = 1 if plan.projection_dim is not None else steps
     return PlanFacts(
         plan.algorithm, n, d, k, plan.iterations, plan.population_size, plan.projection_dim, steps
     )

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import sys
 import time
@@ -56,6 +57,7 @@ from privclust.clustering.outputs.accuracy import (
     result_accuracy,
 )
 from privclust.clustering.outputs.uncertainty import run_warnings
+from privclust.clustering.run.result import ClusteringResult
 
 EPSILONS = (0.5, 1.0, 3.0, 10.0)
 QUANTILE = 0.9
@@ -122,6 +124,22 @@ def _loss(Z: np.ndarray, centres: np.ndarray) -> float:
     return float(best.mean())
 
 
+def _released(result: ClusteringResult, scaled: np.ndarray) -> dict[str, object]:
+    """The released values the warnings read (for `--dump`: thresholds can be re-read from
+    them without running again)."""
+    gaps = np.sqrt(((scaled[:, None, :] - scaled[None, :, :]) ** 2).sum(axis=2))
+    gaps[np.diag_indices(len(scaled))] = np.inf
+    return {
+        "last_move": result.last_move,
+        "last_shift": result.last_shift,
+        "loss": result.loss,
+        "loss_se": result.loss_se,
+        "min_gap": float(gaps.min()),
+        "d": int(scaled.shape[1]),
+        "k": int(scaled.shape[0]),
+    }
+
+
 @dataclass
 class Setting:
     """What the runs of one (table, epsilon) gave."""
@@ -131,6 +149,7 @@ class Setting:
     losses: list[float]
     seconds: list[float]
     codes: list[set[str]] = field(default_factory=list)
+    released: list[dict[str, object]] = field(default_factory=list)
 
     def row(self) -> dict[str, float]:
         errors, bands = np.concatenate(self.errors), np.concatenate(self.bands)
@@ -162,6 +181,7 @@ def run_setting(table: Table, epsilon: float, runs: int, Z: np.ndarray, kmeans: 
         setting.bands.append(np.broadcast_to(band, near.shape).ravel())
         setting.losses.append(_loss(Z, scaled))
         setting.codes.append({c.code for c in run_warnings(result, table.lower, table.upper)})
+        setting.released.append(_released(result, scaled))
     return setting
 
 
@@ -218,6 +238,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--tables", nargs="+", default=list(TABLES), choices=list(TABLES))
     parser.add_argument("--epsilons", nargs="+", type=float, default=list(EPSILONS))
+    parser.add_argument("--dump", help="append each run's released values as JSON lines here")
     args = parser.parse_args()
     print(f"runs per setting: {args.runs}; load: {os.getloadavg()[0]:.1f}")
     print(
@@ -242,7 +263,16 @@ def main() -> None:
             estimate = expected_accuracy(plan, Space.box(box))
             setting = run_setting(table, epsilon, args.runs, Z, kmeans)
             row = setting.row()
-            tally.add(name, epsilon, [x / kmeans_loss for x in setting.losses], setting.codes)
+            ratios = [x / kmeans_loss for x in setting.losses]
+            tally.add(name, epsilon, ratios, setting.codes)
+            if args.dump:
+                with open(args.dump, "a", encoding="utf-8") as out:
+                    for ratio, codes, seen in zip(
+                        ratios, setting.codes, setting.released, strict=True
+                    ):
+                        line = {"table": name, "epsilon": epsilon, "ratio": ratio}
+                        line |= {"codes": sorted(codes), **seen}
+                        out.write(json.dumps(line) + "\n")
             print(
                 f"| {name} | {shape} | {epsilon:g} | {estimate.worst_fraction:.1e} "
                 f"| {max(estimate.centre_error_fraction):.1e} | {row['result_band']:.1e} "

@@ -43,6 +43,7 @@ from privclust.clustering.data.rows import Reading
 from privclust.federation.keys import MemberKey, check_public_key
 from privclust.federation.masks import MaskScope
 from privclust.federation.passes import (
+    CLUSTER_LOSSES,
     LLOYD_SUMS,
     ROW_COUNT,
     VOTE_COUNTS,
@@ -64,7 +65,7 @@ METHOD_PASSES: dict[str, tuple[str, ...]] = {
     "count": (ROW_COUNT,),
     Algorithm.FASTLLOYD.value: (LLOYD_SUMS,),
     Algorithm.PE_MEANS.value: (VOTE_COUNTS,),
-    Algorithm.PE_LLOYD.value: (VOTE_COUNTS, LLOYD_SUMS),
+    Algorithm.PE_LLOYD.value: (VOTE_COUNTS, LLOYD_SUMS, CLUSTER_LOSSES),
 }
 # The releases of one job (an index beyond it is refused).
 MAX_RELEASES = 100_000

@@ -236,6 +236,7 @@ def _job_plan(
             ("projection_dim", run.projection_dim),
             ("summary_fraction", req.summary_fraction if req.summaries else None),
             ("lloyd_steps", _lloyd_steps(run)),
+            ("second_start", run.second_start or None),
         )
         if value is not None
     }
@@ -268,11 +269,13 @@ def _lloyd_steps(run: RunPlan) -> int | None:
 
 def run_options(job: Job) -> dict[str, Any]:
     """The library arguments a job row fixes, as `plan_run` and `cluster` take them. A
-    pe-lloyd job in the full space admitted before its Lloyd steps were kept took one."""
+    pe-lloyd job in the full space admitted before its Lloyd steps were kept took one, and one
+    admitted before its second start (privclust.clustering.mechanisms.candidates) none."""
     params = job.params
     steps = {}
     if job.algorithm == Algorithm.PE_LLOYD and "projection_dim" not in params:
         steps["lloyd_steps"] = int(params.get("lloyd_steps", DEFAULT_LLOYD_STEPS))
+        steps["second_start"] = int(params.get("second_start", 0))
     return {
         **steps,
         "algorithm": job.algorithm,

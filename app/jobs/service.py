@@ -167,6 +167,7 @@ def estimate(
 def job_duration(dataset: Dataset, plan: JobPlan, engine: str) -> Duration:
     """How long the planned job will run (app.jobs.duration), from its public facts: the plan
     and the count it was planned with."""
+    second = plan.params.get("second_start", 0)
     facts = PlanFacts(
         algorithm=plan.algorithm,
         n_rows=datasets_service.planning_count(dataset).n_rows,
@@ -175,7 +176,8 @@ def job_duration(dataset: Dataset, plan: JobPlan, engine: str) -> Duration:
         iterations=plan.iterations,
         population_size=plan.population_size,
         projection_dim=plan.params.get("projection_dim"),
-        lloyd_steps=plan.lloyd_steps,
+        # The first chain's steps, then a second start's steps and its two loss passes.
+        lloyd_steps=plan.lloyd_steps + second + (2 if second else 0),
     )
     return expected_duration(facts, engine)
 

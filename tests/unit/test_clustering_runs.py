@@ -442,11 +442,15 @@ def test_the_planner_refuses_what_could_never_run() -> None:
     # Found by fuzzing the API: a huge epsilon scaled the default T to millions of iterations
     # (or overflowed), and a k whose smallest population exceeds the cap was admitted, charged
     # and then failed. Both are decided here, from public inputs, before anything is charged.
-    # (pe-lloyd, auto's method, stops at twice its base: 32 at d = 16.)
+    # (pe-lloyd, auto's method, stops at twice its base, 32 at d = 16, and at its base, 16,
+    # with a second start, which 200,000 rows per 16 clusters buy at any of these budgets.)
     for epsilon in (1e6, 1e308):
         pe = plan_run(200_000, 16, 16, algorithm="pe-means", epsilon=epsilon, delta=1e-6)
         assert pe.iterations == 256
-        assert plan_run(200_000, 16, 16, epsilon=epsilon, delta=1e-6).iterations == 32
+        assert plan_run(200_000, 16, 16, epsilon=epsilon, delta=1e-6).iterations == 16
+        assert (
+            plan_run(200_000, 16, 16, epsilon=epsilon, delta=1e-6, second_start=0).iterations == 32
+        )
     pe = plan_run(200_000, 16, 16, algorithm="pe-means", epsilon=4.0, delta=1e-6)
     assert pe.iterations == 64  # unchanged
     assert plan_run(200_000, 32, 1638, mu=1.0).population_size <= 8192

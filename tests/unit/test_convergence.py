@@ -15,7 +15,7 @@ from privclust.clustering.mechanisms.grid import GRID_BITS
 from privclust.clustering.mechanisms.lloyd import last_move_ratio
 from privclust.clustering.outputs.centre_error import Z90
 from privclust.clustering.outputs.convergence import (
-    MOVE_SPREAD_FLOOR,
+    MOVE_LOSS_SHARE,
     NOT_CONVERGED_ALARM,
     convergence_warnings,
     settled_move,
@@ -39,10 +39,12 @@ def test_a_step_that_moved_more_than_its_noise_warns_not_converged() -> None:
     codes = [c.code for c in convergence_warnings(centres, last_move=1.1 * limit)]
     assert codes == ["not-converged"]
     assert convergence_warnings(centres, last_move=None) == []  # no Lloyd step: no claim
-    # Beyond its noise, but 0.5% of the rows' spread (0.1, from a loss of 0.01): too small to
-    # change a segmentation; 5% is not.
+    # Beyond its noise, but the step lowered the loss (0.01) by 0.004^2 = 1.6e-5, 0.16% of it:
+    # below MOVE_LOSS_SHARE (0.2%), too little for the steps still to come to change it by 2%;
+    # 0.005^2 = 2.5e-5 (0.25%) is not.
     tiny = {"last_move": 2 * limit, "loss": 0.01, "loss_se": 0.0}
-    assert convergence_warnings(centres, last_shift=0.0005, **tiny) == []
+    assert 0.004**2 < MOVE_LOSS_SHARE * 0.01 < 0.005**2
+    assert convergence_warnings(centres, last_shift=0.004, **tiny) == []
     codes = [c.code for c in convergence_warnings(centres, last_shift=0.005, **tiny)]
     assert codes == ["not-converged"]
 
@@ -68,8 +70,13 @@ def test_the_last_move_is_measured_against_each_centres_own_noise() -> None:
     # 0.5 / (0.01 * 2) = 25; a count floored at 1 keeps an empty cluster's std finite.
     ratio, shift = last_move_ratio(before, after, np.array([100.0, 0.0]), 1.0, noise)
     assert (ratio, shift) == (pytest.approx(25), pytest.approx(0.5))
+    # The shift weighs each centre's squared move by its noisy count (floored at 0): the
+    # moved centre's count is negative here, so no row's centre moved.
     ratio, shift = last_move_ratio(before, after[::-1], np.array([100.0, -3.0]), 1.0, noise)
-    assert (ratio, shift) == (pytest.approx(0.25), pytest.approx(0.5))
+    assert (ratio, shift) == (pytest.approx(0.25), 0.0)
+    # 100 rows whose centre moved 0.5 and 300 whose centre stayed: sqrt(100 0.25 / 400).
+    _, shift = last_move_ratio(before, after, np.array([100.0, 300.0]), 1.0, noise)
+    assert shift == pytest.approx(0.25)
 
 
 def test_auto_reports_its_last_move_and_a_method_without_lloyd_steps_none() -> None:
@@ -83,7 +90,7 @@ def test_auto_reports_its_last_move_and_a_method_without_lloyd_steps_none() -> N
     warned = run_warnings(result, np.zeros(2), np.ones(2))
     spread = math.sqrt(max(result.loss + Z90 * result.loss_se, 0.0))
     moved = result.last_move > settled_move(2, 2)
-    moved = moved and result.last_shift > MOVE_SPREAD_FLOOR * spread
+    moved = moved and result.last_shift**2 > MOVE_LOSS_SHARE * spread**2
     assert ("not-converged" in {c.code for c in warned}) == moved
     pe = cluster(X, 2, algorithm="pe-means", epsilon=1.0, delta=1e-6, **box)
     assert pe.last_move is None

@@ -17,6 +17,7 @@ from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import Part, RowCount, Statistic, WorkingCopy
 from privclust.clustering.evolution.nearest import GroupLayout
 from privclust.clustering.evolution.vote import VoteCounts
+from privclust.clustering.mechanisms.candidates import ClusterLosses
 from privclust.clustering.mechanisms.grid import grid_sensitivity
 from privclust.clustering.mechanisms.lloyd import JointLloydSums, LloydSums
 from privclust.federation.passes import (
@@ -43,6 +44,7 @@ def statistics() -> list[Statistic]:
         VoteCounts(candidates, GroupLayout(anchors=4, per_anchor=2)),
         JointLloydSums(LloydSums(centres, 0.25), 37),
         JointLloydSums(LloydSums(centres, np.array([0.1, 0.2, 0.3, 0.4])), 5),
+        ClusterLosses(centres, 0.75),
     ]
 
 
@@ -106,6 +108,12 @@ def test_a_pass_for_other_columns_or_a_bad_layout_is_refused() -> None:
         decode({"pass": "row-count", "arrays": {}, "scalars": {"n": 1}}, 3)
     with pytest.raises(PassError):
         decode(["row-count"], 3)
+    losses = encode(statistics()[-1])
+    for bad in (-1.0, math.inf, "1", True):
+        with pytest.raises(PassError):
+            decode(_set(losses, ("scalars", "bound"), bad), 3)
+    with pytest.raises(PassError):
+        decode(_set(losses, ("arrays", "step"), losses["arrays"]["centres"]), 3)
 
 
 def test_noises_round_trip_and_refuse_what_is_not_finite() -> None:
@@ -126,6 +134,8 @@ def test_the_member_prices_a_release_by_its_own_sensitivity() -> None:
     (need,) = required_sensitivities(lloyd, 3, 1)
     assert need == math.hypot(grid_sensitivity(3), 37.0)
     assert required_sensitivities(RowCount(), 3, 4) == [4.0]
+    # A row adds at most 2^20 grid units to one cluster's loss sum; m rows m times that.
+    assert required_sensitivities(statistics()[-1], 3, 2) == [2.0 * 2**20]
     honest = release_mu_squared([Gaussian(need, 2.0)], [need])
     assert honest == pytest.approx(Fraction(1, 4), rel=1e-12)
     # A coordinator that states half the sensitivity buys a release 4x as expensive in mu^2.

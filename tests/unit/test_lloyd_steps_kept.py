@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from app.jobs.planning import run_options
+from app.jobs.planning import _lloyd_steps, run_options
 from app.models import Job
 from privclust.clustering import plan_run
+from privclust.clustering.mechanisms.candidates import SECOND_START_STEPS
 from privclust.clustering.mechanisms.lloyd import default_lloyd_steps, iterations_cap
 
 
@@ -21,12 +22,14 @@ def test_a_job_admitted_before_the_steps_were_kept_replans_with_one_step() -> No
 
 
 def test_a_new_job_keeps_the_steps_its_plan_took() -> None:
-    planned = plan_run(10_000, 5, 4, algorithm="pe-lloyd", epsilon=10.0, delta=1e-6)
+    # mu N~ / k = 600: no second start, so PE-means' T reaches its cap.
+    planned = plan_run(1_000, 5, 4, algorithm="pe-lloyd", epsilon=10.0, delta=1e-6)
+    assert planned.second_start == 0
     assert planned.iterations == iterations_cap(5)
-    steps = default_lloyd_steps(planned.iterations, 5, 10_000, 4, planned.mu)
+    steps = default_lloyd_steps(planned.iterations, 5, 1_000, 4, planned.mu)
     assert steps > 1
     new = _job({"lloyd_steps": steps}, planned.iterations, planned.mu)
-    assert plan_run(10_000, 5, 4, **run_options(new)).releases == planned.releases
+    assert plan_run(1_000, 5, 4, **run_options(new)).releases == planned.releases
 
 
 def test_more_rows_per_cluster_and_budget_buy_more_lloyd_steps_from_public_facts() -> None:
@@ -40,4 +43,20 @@ def test_more_rows_per_cluster_and_budget_buy_more_lloyd_steps_from_public_facts
     # The plan prices them: T votes and ten steps of weight w, fixed before any noise.
     planned = plan_run(327_346, 5, 4, algorithm="pe-lloyd", epsilon=1.0, delta=1e-7)
     steps = default_lloyd_steps(planned.iterations, 5, 327_346, 4, planned.mu)
-    assert steps == 10 and planned.progress_total == planned.iterations + 10
+    assert steps == 10 and planned.second_start == SECOND_START_STEPS  # mu N~/k = 20,000
+    assert planned.progress_total == planned.iterations + 10 + SECOND_START_STEPS
+
+
+def test_a_job_keeps_its_second_start_and_one_admitted_before_it_replans_without() -> None:
+    planned = plan_run(327_346, 5, 4, algorithm="pe-lloyd", epsilon=1.0, delta=1e-7)
+    assert planned.second_start > 0
+    params = {"lloyd_steps": 10, "second_start": planned.second_start}
+    # What a job keeps: the first chain's steps apart from the second start's.
+    assert _lloyd_steps(planned) == 10
+    new = _job(params, planned.iterations, planned.mu)
+    assert plan_run(327_346, 5, 4, **run_options(new)).releases == planned.releases
+    old = _job({"lloyd_steps": 10}, planned.iterations, planned.mu)
+    assert run_options(old)["second_start"] == 0
+    replanned = plan_run(327_346, 5, 4, **run_options(old))
+    assert replanned.second_start == 0
+    assert replanned.releases == planned.iterations + 10 * round(0.1 * planned.iterations / 0.9)

@@ -15,9 +15,11 @@ import pytest
 from privclust.clustering import cluster, plan_run
 from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import PartitionedTable
+from privclust.clustering.mechanisms.candidates import second_start_steps
 from privclust.clustering.mechanisms.grid import grid_sensitivity
 from privclust.clustering.run.plan import RunPlan
 from privclust.clustering.run.schedule import (
+    CLUSTER_LOSSES,
     LLOYD_STEP,
     LOSS,
     NOISY_COUNTS,
@@ -45,6 +47,7 @@ RELEASED = {
     "ProjectedClusterSums": (NOISY_SUMS, NOISY_COUNTS),
     "JointLloydSums": (LLOYD_STEP,),
     "SummaryCounts": (SIZES, LOSS),
+    "ClusterLosses": (CLUSTER_LOSSES,),
 }
 
 
@@ -60,6 +63,7 @@ def _sensitivity(what: str, plan: RunPlan) -> float:
         NOISY_SUMS: plan.sum_sensitivity_factor * grid_sensitivity(D),
         LLOYD_STEP: joint_sensitivity(D, plan.relation),
         LOSS: loss_sensitivity(),
+        CLUSTER_LOSSES: count * loss_sensitivity(),
     }[what]
 
 
@@ -127,7 +131,9 @@ def test_each_release_passes_the_rows_door_as_the_plan_scheduled_it(
     centres = [e for e in plan.schedule if e.what not in (ROW_COUNT, SIZES, LOSS)]
     assert all(e.sigma == plan.sigma for e in centres)
     assert sum(e.times * e.weight for e in centres) == plan.releases
-    assert plan.lloyd_steps == sum(e.times for e in centres if e.what == LLOYD_STEP)
+    assert plan.lloyd_steps + plan.second_start == sum(
+        e.times for e in centres if e.what == LLOYD_STEP
+    )
     # The run's own count comes first, the summaries last, each only when the run has them.
     whats = [e.what for e in plan.schedule]
     assert (whats[0] == ROW_COUNT) == (count == "own") == (ROW_COUNT in whats)
@@ -149,3 +155,41 @@ def test_a_units_schedule_composes_to_its_per_row_share(algorithm: str) -> None:
     spent = sum((e.mu_squared for e in plan.schedule), Fraction(0))
     assert m**2 * spent <= Fraction(plan.mu) ** 2
     assert m * composed_mu(plan.schedule) == pytest.approx(plan.mu, rel=1e-12)
+
+
+def test_a_second_starts_releases_pass_the_door_as_the_plan_scheduled_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where mu N~ / k allows a second, split-merge start (mechanisms.candidates), its Lloyd
+    steps and the two chains' loss releases are in the schedule, in the order the run makes
+    them, at the plan's one sigma."""
+    mu = 6.0  # mu N~ / k = 6 * 590 / 3 = 1,180: a second start
+    assert second_start_steps(N_PUBLIC, K, mu, None) > 0
+    drawn = ReleaseLog(monkeypatch)
+    engine = RecordingEngine()
+    table = PartitionedTable(blocks(blobs(N, D, K, seed=3), 250), D, engine)
+    result = cluster(
+        table, K, algorithm="pe-lloyd", mu=mu, radius=1.0, n_public=N_PUBLIC,
+        rng=np.random.default_rng(8),
+    )  # fmt: skip
+    plan = plan_run(N_PUBLIC, D, K, algorithm="pe-lloyd", mu=mu)
+    assert result.releases == plan.releases and plan.second_start > 0
+    whats = [e.what for e in plan.schedule]
+    assert whats == [VOTE_HISTOGRAM, LLOYD_STEP, CLUSTER_LOSSES, LLOYD_STEP, CLUSTER_LOSSES]
+    expected = [(e.what, e.noise, e.std) for e in plan.schedule for _ in range(e.times)]
+    released = [
+        (what, g)
+        for r in engine.releases
+        for what, g in zip(RELEASED[r.statistic], r.noises, strict=True)
+    ]
+    assert [(what, g) for what, g, _ in expected] == released
+    assert [noise_std(s, sigma) for s, sigma, _ in drawn.calls] == [std for *_, std in expected]
+    for entry in plan.schedule:
+        assert entry.sensitivity == _sensitivity(entry.what, plan), entry
+        assert entry.sigma == plan.sigma
+    assert plan.lloyd_steps + plan.second_start == sum(
+        e.times for e in plan.schedule if e.what == LLOYD_STEP
+    )
+    spent = sum((e.mu_squared for e in plan.schedule), Fraction(0))
+    assert spent <= Fraction(plan.mu) ** 2
+    assert composed_mu(plan.schedule) == pytest.approx(plan.mu, rel=1e-12)

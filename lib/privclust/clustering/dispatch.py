@@ -76,6 +76,7 @@ def plan_run(
     summary_fraction: float | None = None,
     lloyd_steps: int | None = None,
     lloyd_share: float | None = None,
+    second_start: int | None = None,
     contribution_bound: int = 1,
 ) -> RunPlan:
     """Validate the non-data arguments of a run and fix its T, L, sigma and release count.
@@ -85,11 +86,10 @@ def plan_run(
     given, is a part of the job's mu set aside for a noisy row count the run releases itself;
     the Gaussian releases then share what is left. `summaries` sets `summary_fraction` of mu
     (default SUMMARY_MU_FRACTION) aside for the private sizes and loss. The other arguments are
-    the methods' (privclust.clustering.methods: each method's `plan` reads its own, and says
-    what `iterations` counts for it); `variations` and `max_population` are PE-means's L and
-    population cap, for the methods that evolve a population. `contribution_bound` m calibrates
-    every release for neighbours that differ by one unit of up to m rows (privclust.clustering
-    .units): the plan's mu is the unit's, its sigma the per-row noise of mu / m.
+    the methods' (privclust.clustering.methods: each `plan` reads its own and says what
+    `iterations` counts for it; `variations`, `max_population`: PE-means's L and its cap).
+    `contribution_bound` m calibrates every release for neighbours that differ by one unit of
+    up to m rows (privclust.clustering.units): the plan's mu is the unit's, sigma per row mu/m's.
     """
     options = Options(
         algorithm=algorithm,
@@ -109,6 +109,7 @@ def plan_run(
         summary_fraction=summary_fraction,
         lloyd_steps=lloyd_steps,
         lloyd_share=lloyd_share,
+        second_start=second_start,
         contribution_bound=contribution_bound,
     )
     return plan_options(n_rows, n_cols, k, options, count_mu)
@@ -139,6 +140,7 @@ class ClusterKeywords(EvolutionKeywords, total=False):
     summaries: bool
     summary_fraction: float | None
     lloyd_steps: int | None
+    second_start: int | None
     contribution_bound: int
 
 

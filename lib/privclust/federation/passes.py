@@ -32,12 +32,14 @@ from privclust.clustering.data.rows import RowCount, Statistic
 from privclust.clustering.evolution.nearest import GroupLayout
 from privclust.clustering.evolution.variation import Variations
 from privclust.clustering.evolution.vote import VoteCounts
+from privclust.clustering.mechanisms.candidates import ClusterLosses
 from privclust.clustering.mechanisms.grid import grid_sensitivity
 from privclust.clustering.mechanisms.lloyd import (
     MAX_COUNT_MULTIPLIER,
     JointLloydSums,
     LloydSums,
 )
+from privclust.clustering.run.summary_pricing import loss_sensitivity
 from privclust.privacy.noise import MAX_NOISE_STD, noise_std
 
 __all__ = [
@@ -64,7 +66,8 @@ _DTYPE = "<f8"
 ROW_COUNT = "row-count"
 VOTE_COUNTS = "vote-counts"
 LLOYD_SUMS = "lloyd-sums"
-PASSES = (ROW_COUNT, VOTE_COUNTS, LLOYD_SUMS)
+CLUSTER_LOSSES = "cluster-losses"
+PASSES = (ROW_COUNT, VOTE_COUNTS, LLOYD_SUMS, CLUSTER_LOSSES)
 
 
 class PassError(ValueError):
@@ -156,6 +159,12 @@ def encode(statistic: Statistic, *, whole: bool = False) -> dict[str, Any]:
                 "scalar_step": bool(np.ndim(statistic.sums.step) == 0),
             },
         }
+    if isinstance(statistic, ClusterLosses):
+        return {
+            "pass": CLUSTER_LOSSES,
+            "arrays": {"centres": _array(statistic.centres)},
+            "scalars": {"bound": float(statistic.bound)},
+        }
     raise PassError(f"{type(statistic).__name__} is not a federated pass")
 
 
@@ -192,6 +201,8 @@ def decode(body: Any, n_cols: int) -> Statistic:
         return RowCount()
     if name == VOTE_COUNTS:
         return _votes(arrays, scalars, n_cols)
+    if name == CLUSTER_LOSSES:
+        return _losses(arrays, scalars, n_cols)
     return _lloyd(arrays, scalars, n_cols)
 
 
@@ -275,6 +286,16 @@ def _lloyd(arrays: Mapping[str, Any], scalars: Mapping[str, Any], n_cols: int) -
     return JointLloydSums(LloydSums(centres, step), multiplier)
 
 
+def _losses(arrays: Mapping[str, Any], scalars: Mapping[str, Any], n_cols: int) -> Statistic:
+    if "step" in arrays:
+        raise PassError("a loss pass carries centres only")
+    centres = _points(arrays, "centres", n_cols)
+    bound = scalars.get("bound")
+    if set(scalars) != {"bound"} or not isinstance(bound, int | float) or not _positive(bound):
+        raise PassError("a loss pass's scalars are {bound}, a finite number > 0")
+    return ClusterLosses(centres, float(bound))
+
+
 def required_sensitivities(statistic: Statistic, n_cols: int, unit_bound: int) -> list[float]:
     """The l2 sensitivity of each array of `statistic` as the member computes it: add/remove
     neighbours, a unit of privacy of at most `unit_bound` rows (m rows move it m times as
@@ -284,6 +305,8 @@ def required_sensitivities(statistic: Statistic, n_cols: int, unit_bound: int) -
         return [m]
     if isinstance(statistic, JointLloydSums):
         return [m * math.hypot(grid_sensitivity(n_cols), float(statistic.multiplier))]
+    if isinstance(statistic, ClusterLosses):
+        return [m * loss_sensitivity()]  # each row adds <= 2^G grid units to one cluster's sum
     raise PassError(f"{type(statistic).__name__} is not a federated pass")
 
 
@@ -340,6 +363,8 @@ def layout_of(statistic: Statistic) -> tuple[tuple[int, ...], ...]:
     if isinstance(statistic, JointLloydSums):
         k, d = statistic.sums.centres.shape
         return ((int(k) * int(d) + int(k),),)
+    if isinstance(statistic, ClusterLosses):
+        return ((int(statistic.centres.shape[0]),),)
     raise PassError(f"{type(statistic).__name__} is not a federated pass")
 
 

@@ -213,22 +213,27 @@ def last_move_ratio(
     step: float | np.ndarray,
     noise: Gaussian,
 ) -> tuple[float, float]:
-    """How far a Lloyd step moved the centres against its noise, from released values only: the
-    largest over the centres of ||move_j|| / (s_j sqrt(d)), where s_j = the noise std per
-    coordinate of centre j's noisy mean offset (the joint release's std in grid units, times
-    r_j 2^-GRID_BITS, over max(noisy count_j, 1)). About 1 when the step moved a centre by its
-    own noise alone; a converged run's step moves each centre by the difference of two such
-    noises (about sqrt(2)); much more means the centres were still moving
-    (privclust.clustering.outputs.convergence reads it). Returns (that ratio, the length of
-    that centre's move in the run's space)."""
+    """How far a Lloyd step moved the centres, from released values only: (the largest over
+    the centres of ||move_j|| / (s_j sqrt(d)), the root mean squared move of a row's centre).
+
+    s_j is the noise std per coordinate of centre j's noisy mean offset (the joint release's
+    std in grid units, times r_j 2^-GRID_BITS, over max(noisy count_j, 1)). The ratio is about
+    1 when the step moved a centre by its own noise alone; a converged run's step moves each
+    centre by the difference of two such noises (about sqrt(2)); much more means the centres
+    were still moving. The root mean squared move, sqrt(sum_j n~_j ||move_j||^2 / sum_j n~_j)
+    (noisy counts floored at 0), is what the step lowered the loss per row by, had its means
+    been exact (a step to the means of fixed clusters lowers the loss by sum_j n_j ||move_j||^2):
+    privclust.clustering.outputs.convergence compares it with the loss."""
     k, d = after.shape
     radii = np.broadcast_to(np.asarray(step, dtype=np.float64), (k,))
     std = noise.scaled_sensitivity * noise.sigma * radii * 2.0**-GRID_BITS
-    std = std / np.maximum(np.asarray(noisy_counts, dtype=np.float64), 1.0)
-    moves = np.sqrt(np.einsum("ij,ij->i", after - before, after - before))
-    ratios = moves / (std * math.sqrt(d))
-    j = int(np.argmax(ratios))
-    return float(ratios[j]), float(moves[j])
+    counts = np.asarray(noisy_counts, dtype=np.float64)
+    std = std / np.maximum(counts, 1.0)
+    squared = np.einsum("ij,ij->i", after - before, after - before)
+    ratios = np.sqrt(squared) / (std * math.sqrt(d))
+    weights = np.maximum(counts, 0.0)
+    shift = math.sqrt(float(weights @ squared) / max(float(weights.sum()), 1.0))
+    return float(ratios[int(np.argmax(ratios))]), shift
 
 
 def reseed_starving(

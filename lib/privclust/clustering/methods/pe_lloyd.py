@@ -21,6 +21,14 @@ mu on PE-means and a share of it on `lloyd_steps` noisy Lloyd steps:
   sqrt(T + steps w) / sigma = mu-GDP (plus its own row count when no public count is given,
   as in pe_means).
 
+Where mu N~ / k is large (privclust.clustering.mechanisms.candidates: from 3 clusters and
+mu N~ / k >= 1,000, public facts), a second chain of Lloyd steps starts from a split-merge move
+of the first chain's end, each chain's per-cluster loss is released once, and the chain with
+the smaller noisy loss (by twice its noise) is the answer; from BASE_T_ROWS rows on PE-means' T
+then stays at its base floor(4 sqrt(d)), since the second start mends the basins more
+iterations would. Every release is in the plan:
+T + (steps + second steps + 2) w releases.
+
 Above PROJECT_ABOVE_DIM columns (a public fact) the search for the basins runs in a random
 projection, where a vote costs p = 16 coordinates instead of d: HDPE-means' stage
 (privclust.clustering.mechanisms.projection: T = 14 PE-means iterations in the projection, then each
@@ -37,6 +45,7 @@ every dimension".
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Unpack
 
@@ -47,6 +56,14 @@ from privclust.clustering.errors import ClusteringInputError, check_below_one, c
 from privclust.clustering.evolution.evolution import evolve
 from privclust.clustering.evolution.nearest import nearest_other_distances
 from privclust.clustering.evolution.vote_cells import VOTE_DTYPE
+from privclust.clustering.mechanisms.candidates import (
+    loss_clip,
+    losses_part,
+    released_losses,
+    second_is_better,
+    second_start_steps,
+    split_merge,
+)
 from privclust.clustering.mechanisms.lloyd import (
     DEFAULT_LLOYD_STEPS,
     NoisyLloyd,
@@ -65,6 +82,7 @@ from privclust.clustering.mechanisms.projection import (
     projected_parts,
     sum_weight_before_lloyd,
 )
+from privclust.clustering.methods.lloyd_chain import LloydChain
 from privclust.clustering.run.method import Method, RunStart
 from privclust.clustering.run.options import (
     DEFAULT_STEP_FRACTION,
@@ -82,6 +100,7 @@ from privclust.clustering.run.plan import (
 )
 from privclust.clustering.run.result import ClusteringResult, Outcome
 from privclust.clustering.run.runner import run_method
+from privclust.clustering.run.schedule import Planned
 
 # The clipping radius of a Lloyd step: FastLloyd's own (the rule is named after the method), or
 # one per cluster from the released centres (the default).
@@ -111,6 +130,11 @@ PROJECT_ABOVE_DIM = 16
 # which a starving centre is moved beside a crowded one before a step (the runs with these
 # defaults: bench/RESULTS.md, "auto at every dimension").
 PROJECTED_LLOYD_SHARE = 0.3
+# With a second start, PE-means' T stays at its base from this many public rows on: on flights
+# (327,346 rows) T = 16 and a second start took 3.9-4.3x KMeans(n_init=10)'s time at epsilon
+# 10, T = 8 1.5-2.3x, both 1.002-1.007x its loss; on diamonds (53,940 rows) T = 20 gave
+# 1.006-1.007x at epsilon 3 and 10 against 1.016-1.017x for T = 10 (6 runs each).
+BASE_T_ROWS = 100_000
 PROJECTED_RESEED_RATIO = 3.0
 
 
@@ -125,8 +149,14 @@ def variations_cap(n_cols: int) -> int | None:
     return MAX_DEFAULT_VARIATIONS if n_cols > VARIATIONS_CAP_ABOVE_DIM else None
 
 
-def _capped_iterations(n_cols: int, epsilon: float | None) -> int:
-    return min(default_pe_iterations(n_cols, epsilon), iterations_cap(n_cols))
+def _capped_iterations(n_cols: int, n_rows: int, epsilon: float | None, second: bool) -> int:
+    """PE-means' default T, capped (`iterations_cap`); with a second start on BASE_T_ROWS rows
+    or more, at its base floor(4 sqrt(d)): there each iteration is a long pass and the second
+    chain's cheap steps mend what more iterations would (the runs behind it: bench/RESULTS.md,
+    "Runs that agree")."""
+    base = second and n_rows >= BASE_T_ROWS
+    cap = math.isqrt(16 * n_cols) if base else iterations_cap(n_cols)
+    return min(default_pe_iterations(n_cols, epsilon), cap)
 
 
 def lloyd_weight(pe_iterations: int, steps: int, share: float) -> int:
@@ -154,10 +184,13 @@ def plan_lloyd_releases(
     lloyd_steps: int | None,
     lloyd_share: float | None,
     default_steps: int = DEFAULT_LLOYD_STEPS,
+    second_steps: int = 0,
 ) -> tuple[int, int, int, int]:
     """(steps, weight, releases, progress_total) of a pe-lloyd run with T PE iterations:
     T vote histograms plus `steps` Lloyd steps (`default_steps` unless given) priced as
-    `weight` releases each; progress is reported after every PE iteration and every Lloyd step."""
+    `weight` releases each; with a second start (privclust.clustering.mechanisms.candidates),
+    its `second_steps` Lloyd steps and the two chains' loss releases, `weight` releases each,
+    too. Progress is reported after every PE iteration and every Lloyd step."""
     steps = check_integer("lloyd_steps", default_steps if lloyd_steps is None else lloyd_steps, 1)
     if steps > MAX_LLOYD_STEPS:
         raise ClusteringInputError(
@@ -166,8 +199,9 @@ def plan_lloyd_releases(
     share = check_below_one(
         "lloyd_share", DEFAULT_LLOYD_SHARE if lloyd_share is None else lloyd_share
     )
-    weight = lloyd_weight(pe_iterations, steps, share)
-    return steps, weight, pe_iterations + steps * weight, pe_iterations + steps
+    lloyd = steps + second_steps + (2 if second_steps else 0)
+    weight = lloyd_weight(pe_iterations, steps + second_steps, share)
+    return steps, weight, pe_iterations + lloyd * weight, pe_iterations + steps + second_steps
 
 
 @dataclass(frozen=True)
@@ -209,18 +243,27 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
             progress_total=split.progress_total,
             projection_dim=p,
         )
+    second = second_start_steps(basis.n_rows, basis.k, basis.mu, options.second_start)
     iterations = planned_iterations(
-        options, lambda: _capped_iterations(basis.n_cols, basis.epsilon)
+        options, lambda: _capped_iterations(basis.n_cols, basis.n_rows, basis.epsilon, second > 0)
     )
     n_steps, weight, _, progress_total = plan_lloyd_releases(
         iterations,
         options.lloyd_steps,
         options.lloyd_share,
         default_lloyd_steps(iterations, basis.n_cols, basis.n_rows, basis.k, basis.mu),
+        second,
     )
-    steps = lloyd_steps_part(basis, basis.n_cols, n_steps, weight=weight)
-    parts = (vote_histograms(basis, iterations), steps)
-    return Releases(iterations=iterations, parts=parts, progress_total=progress_total)
+    parts: tuple[Planned, ...] = (
+        vote_histograms(basis, iterations),
+        lloyd_steps_part(basis, basis.n_cols, n_steps, weight=weight),
+    )
+    if second:  # the first chain's losses, the second chain's steps, its losses
+        losses = losses_part(basis, weight)
+        parts += (losses, lloyd_steps_part(basis, basis.n_cols, second, weight=weight), losses)
+    return Releases(
+        iterations=iterations, parts=parts, progress_total=progress_total, second_start=second
+    )
 
 
 def prepare(options: Options) -> Options:
@@ -234,38 +277,47 @@ def prepare(options: Options) -> Options:
 
 
 def run(start: RunStart, options: Options) -> Outcome:
-    """The PE-means loop, then the noisy Lloyd steps from its centres (above
-    PROJECT_ABOVE_DIM columns: `run_projected`)."""
+    """The PE-means loop, then the noisy Lloyd steps from its centres and, where the plan has
+    one, a second start and the choice between the two chains (`refine`); above
+    PROJECT_ABOVE_DIM columns: `run_projected`."""
     if start.plan.projection_dim is not None:
         return run_projected(start, options)
     n_cols = start.points.shape[1]
-    points, plan, radius = start.points, start.plan, start.radius
+    plan = start.plan
+    second = plan.second_start
     steps, weight, releases, _ = plan_lloyd_releases(
         plan.iterations,
         options.lloyd_steps,
         options.lloyd_share,
         default_lloyd_steps(plan.iterations, n_cols, plan.n_rows, plan.k, plan.mu),
+        second,
     )
     if releases != plan.releases:  # the plan and the run must price the same releases
         raise ArithmeticError("pe-lloyd release count does not match its plan")
     outcome = evolve(
-        points,
+        start.points,
         plan,
-        radius=radius,
+        radius=start.radius,
         rng=start.rng,
         packing_rng=options.rng,
         progress=options.progress,
     )
-    multiplier = count_multiplier(n_cols, default_count_share(n_cols))
-    centres = outcome.centres
-    moved: tuple[float, float] | None = None
-    lloyd = NoisyLloyd(points, plan, radius, multiplier, start.rng, weight)
-    for i in range(1, steps + 1):
-        radii = step_radii(centres, radius, plan.k, options.step_rule)
-        centres, _, moved = lloyd.step(centres, radii)
-        if options.progress is not None:
-            options.progress(plan.iterations + i, plan.progress_total)
-    return Outcome(centres=centres, final_variations=outcome.final_variations, last_move=moved)
+    chain = LloydChain(
+        start,
+        options.progress,
+        weight,
+        lambda c: step_radii(c, start.radius, plan.k, options.step_rule),
+    )
+    first = chain.steps(outcome.centres, steps, plan.iterations)
+    if not second:
+        return Outcome(first.centres, outcome.final_variations, first.moved)
+    clip = loss_clip(first.centres, start.radius)
+    losses = released_losses(start.points, first.centres, clip, plan, weight, start.rng)
+    begin = split_merge(first.centres, first.counts, losses, start.radius, start.rng)
+    other = chain.steps(begin, second, plan.iterations + steps)
+    other_losses = released_losses(start.points, other.centres, clip, plan, weight, start.rng)
+    best = other if second_is_better(losses, other_losses, clip, plan, weight) else first
+    return Outcome(best.centres, outcome.final_variations, best.moved)
 
 
 def run_projected(start: RunStart, options: Options) -> Outcome:
@@ -315,6 +367,7 @@ class PELloydKeywords(EvolutionKeywords, total=False):
     projection_dim: int
     lloyd_steps: int | None
     lloyd_share: float | None
+    second_start: int | None
     step_rule: str
 
 
@@ -326,8 +379,11 @@ def pe_lloyd(X: np.ndarray, k: int, **keywords: Unpack[PELloydKeywords]) -> Clus
     default is capped: privclust.clustering.mechanisms.lloyd.iterations_cap), plus
     `lloyd_steps` (default 1, or more from the capped T on: `default_lloyd_steps`) and
     `lloyd_share`, the share of mu^2 the Lloyd steps get (default 0.1, rounded to whole
-    releases: see `lloyd_weight`) and `step_rule` (the clipping radius: see `step_radii`).
-    `progress(t, T + lloyd_steps)` is called after each PE iteration and each Lloyd step.
+    releases: see `lloyd_weight`), `step_rule` (the clipping radius: see `step_radii`) and
+    `second_start`, the Lloyd steps of a second, split-merge start (default 10 from 3 clusters
+    and mu N~ / k >= 1,000 on, else none; 0: none: privclust.clustering.mechanisms.candidates).
+    `progress(t, T + lloyd_steps + second_start)` is called after each PE iteration and each
+    Lloyd step.
 
     Above PROJECT_ABOVE_DIM columns PE-means runs in a `projection_dim`-dimensional projection
     (default 16; T defaults to 14 there) and the clusters' noisy means lift its centres to the

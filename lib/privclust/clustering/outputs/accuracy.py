@@ -39,7 +39,6 @@ from privclust.clustering.mechanisms.grid import GRID_BITS, grid_sensitivity
 from privclust.clustering.mechanisms.lloyd import (
     count_multiplier,
     default_count_share,
-    default_lloyd_steps,
     joint_sensitivity,
     step_radius,
 )
@@ -139,8 +138,9 @@ def centre_noise(plan: RunPlan, space: Space) -> tuple[float, str]:
             weight = plan.releases - plan.iterations
             if plan.projection_dim is not None:  # its projected stage's counts and sums first
                 weight -= 1 + sum_weight_before_lloyd(plan.iterations)
-            else:  # the last of its default Lloyd steps: each priced alike
-                weight //= default_lloyd_steps(plan.iterations, d, plan.n_rows, k, plan.mu)
+            else:  # its Lloyd steps (and a second start's, and its two loss releases) alike
+                steps = plan.progress_total - plan.iterations
+                weight //= steps + (2 if plan.second_start else 0)
             weight = max(weight, 1)
         return step * joint * plan.sigma / math.sqrt(weight) / n, "final-mean-release"
     factor = CALIBRATED_FACTOR.get(plan.algorithm, max(CALIBRATED_FACTOR.values()))

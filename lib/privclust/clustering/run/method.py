@@ -109,6 +109,7 @@ def plan_method(method: Method, basis: PlanBasis, options: Options) -> RunPlan:
         population_size=(variations + 1) * basis.k if method.evolves else 0,
         projection_dim=releases.projection_dim,
         progress_total=releases.progress_total,
+        second_start=releases.second_start,
         relation=Relation(options.relation).value,
         count_mu=basis.count_mu,
         summary_mu=basis.summary_mu,

@@ -107,6 +107,8 @@ class Options:
     lloyd_steps: int | None = None
     lloyd_share: float | None = None
     step_rule: str = DEFAULT_STEP_RULE
+    # pe-lloyd's second, split-merge start: its Lloyd steps (None: the default rule, 0: none).
+    second_start: int | None = None
     # The centres' private sizes and loss (privclust.clustering.outputs.summaries), paid out of mu.
     summaries: bool = False
     summary_fraction: float | None = None

@@ -194,6 +194,8 @@ class Releases:
     parts: tuple[Planned, ...]
     progress_total: int
     projection_dim: int | None = None
+    # pe-lloyd: the Lloyd steps of its second, split-merge start (0: none).
+    second_start: int = 0
 
     @property
     def releases(self) -> int:
@@ -202,8 +204,9 @@ class Releases:
 
     @property
     def lloyd_steps(self) -> int:
-        """How many noisy Lloyd steps it takes."""
-        return sum(p.times for p in self.parts if p.what == LLOYD_STEP)
+        """How many noisy Lloyd steps it takes before a second start (`lloyd_steps`, as a
+        caller may give it): all of its Lloyd steps less the second start's."""
+        return sum(p.times for p in self.parts if p.what == LLOYD_STEP) - self.second_start
 
 
 @dataclass(frozen=True)
@@ -254,7 +257,11 @@ class RunPlan(Calibrated):
     # remaining_after(mu, summary_mu) (less count_mu).
     summary_mu: float | None = None
     schedule: tuple[ScheduledRelease, ...] = ()
+    # pe-lloyd: its Lloyd steps before a second start, and the Lloyd steps of its second,
+    # split-merge start, 0 without one (privclust.clustering.mechanisms.candidates);
+    # `progress_total` counts both.
     lloyd_steps: int = 0
+    second_start: int = 0
 
     def scheduled(self, what: str) -> ScheduledRelease:
         """The first entry of the schedule that releases `what` (KeyError if none does)."""

@@ -22,8 +22,8 @@ class Outcome:
     """What a method's run found: its centres in centred coordinates (not yet released) and,
     for PE-means and the methods built on it, the final number of variations L; for a run that
     ends with noisy Lloyd steps, how far its last step moved the centres against that step's
-    noise, and that centre's move (`last_move`: privclust.clustering.mechanisms.lloyd.
-    last_move_ratio, released values only)."""
+    noise, and the root mean squared move of a row's centre (`last_move`:
+    privclust.clustering.mechanisms.lloyd.last_move_ratio, released values only)."""
 
     centres: np.ndarray
     final_variations: int = 0
@@ -66,8 +66,9 @@ class ClusteringResult:
 
     `last_move` (a run that ends with noisy Lloyd steps: pe-lloyd, so `auto`, and fastlloyd):
     the largest ratio of a centre's move in the last step to the noise of that step
-    (Outcome.last_move), and `last_shift` the length of that centre's move in the space the
-    run clusters in; post-processing of released values, read by the `not-converged` warning.
+    (Outcome.last_move), and `last_shift` the root mean squared move of a row's centre in that
+    step (weighted by the noisy counts) in the space the run clusters in; post-processing of
+    released values, read by the `not-converged` warning.
     """
 
     centers: np.ndarray

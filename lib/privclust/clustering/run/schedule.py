@@ -29,6 +29,7 @@ NOISY_COUNTS = "noisy counts"  # clusters' row counts
 LLOYD_STEP = "lloyd step"  # one noisy Lloyd step: offset sums and scaled counts, jointly
 SIZES = "sizes"  # the summaries' per-centre counts
 LOSS = "loss"  # the summaries' clipped loss sum
+CLUSTER_LOSSES = "cluster losses"  # pe-lloyd's per-cluster clipped losses of one chain
 
 
 @dataclass(frozen=True)
