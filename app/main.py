@@ -184,6 +184,7 @@ _ROUTERS = (
     jobs.router,
     sweeps.router,
     federation.router,
+    federation.owner_router,
 )
 
 

@@ -117,7 +117,8 @@ def _run_federated(
     stop: threading.Event,
 ) -> str:
     """A federated dataset's job: its members (joined at admission: joining again gives their
-    jobs back) answer every release; they are told the job's end."""
+    jobs back) answer every release; they are told the job's end, with the released centres
+    when it succeeded."""
     assert queued.calls is not None
     calls = queued.calls(settings)
     calls.observer = run.record_members
@@ -135,7 +136,10 @@ def _run_federated(
         status = _cluster(
             run, job, queued, table, _Heartbeat(run, settings.heartbeat_seconds, stop)
         )
-        calls.finish(succeeded=status == JobStatus.SUCCEEDED)
+        if status == JobStatus.SUCCEEDED:  # the released centres: public, as analysts see them
+            calls.finish(succeeded=True, centers=run.released_centers())
+        else:
+            calls.finish(succeeded=False)
         return status
     finally:
         calls.close()

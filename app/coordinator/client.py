@@ -112,5 +112,11 @@ class MemberClient:
             raise MemberError(self.member, f"answered {len(raw)} bytes, not {words} words")
         return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).astype(dtype)
 
-    def finish(self, member_job: str, succeeded: bool) -> None:
-        self._call("POST", f"/v1/federation/jobs/{member_job}/finish", {"succeeded": succeeded})
+    def finish(
+        self, member_job: str, succeeded: bool, centers: list[list[float]] | None = None
+    ) -> None:
+        """Tell the member the job ended; a job that succeeded sends its released centres."""
+        body: dict[str, Any] = {"succeeded": succeeded}
+        if centers is not None:
+            body["centers"] = centers
+        self._call("POST", f"/v1/federation/jobs/{member_job}/finish", body)

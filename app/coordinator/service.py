@@ -193,14 +193,15 @@ class FederatedJob:
         whole = body | {"pass": encode(statistic, whole=True)}
         return client.release(member_job, index, whole, words, bits)
 
-    def finish(self, succeeded: bool) -> None:
+    def finish(self, succeeded: bool, centers: list[list[float]] | None = None) -> None:
         """Tell every member the job ended (best effort: a member that is gone keeps its
-        charge, or refunds it when it answered nothing, on its own)."""
+        charge, or refunds it when it answered nothing, on its own); a job that succeeded
+        sends its released centres (public), from which each member's owner labels its rows."""
         for i, (client, member_job) in enumerate(
             zip(self._clients, self.member_jobs, strict=False)
         ):
             with contextlib.suppress(MemberError):
-                client.finish(member_job, succeeded)
+                client.finish(member_job, succeeded, centers)
                 if self._status[i] != "failed":
                     self._status[i] = "finished"
         self._changed()

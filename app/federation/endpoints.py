@@ -6,11 +6,14 @@ from __future__ import annotations
 import base64
 import uuid
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
 
+from app.federation import labels as member_labels
 from app.federation import member
 from app.federation import service as federation_service
 from app.federation.schemas import (
+    FederatedJobOut,
     FinishIn,
     MemberJobOut,
     MemberJoin,
@@ -18,11 +21,14 @@ from app.federation.schemas import (
     ReleaseOut,
     SeatOut,
 )
-from app.keys.auth import MemberApiKey
+from app.jobs.endpoints import LABELS_RESPONSES, LabelsQuery, labels_response
+from app.keys.auth import MemberApiKey, TenantKey
 from app.kit.deps import SessionDep, UnitOfWorkRoute
 from app.kit.problems import responses
 
 router = APIRouter(prefix="/v1/federation", tags=["federation"], route_class=UnitOfWorkRoute)
+# The member dataset's owner: the federated jobs on its dataset and its own rows' labels.
+owner_router = APIRouter(prefix="/v1/datasets", tags=["federation"], route_class=UnitOfWorkRoute)
 
 
 @router.get("/seat", response_model=SeatOut, responses=responses(401, 403, 409, validation=False))
@@ -71,5 +77,46 @@ def federation_release(
 def federation_finish(
     member_job_id: uuid.UUID, session: SessionDep, key: MemberApiKey, body: FinishIn
 ) -> MemberJobOut:
-    """The job ended: refunded on the member's ledger if it answered no release."""
-    return MemberJobOut.of(member.finish(session, key, member_job_id, body.succeeded))
+    """The job ended: refunded on the member's ledger if it answered no release. A job that
+    succeeded comes with its released centres (k rows of the dataset's d finite numbers, else
+    422), stored for the owner's labels."""
+    job = member.finish(session, key, member_job_id, body.succeeded, body.centers)
+    return MemberJobOut.of(job)
+
+
+@owner_router.get(
+    "/{dataset_id}/federated-jobs",
+    response_model=list[FederatedJobOut],
+    responses=responses(401, 403, 404),
+    summary="The federated jobs this member dataset took part in (its owner only)",
+)
+def federated_jobs_list(
+    dataset_id: uuid.UUID, session: SessionDep, key: TenantKey
+) -> list[FederatedJobOut]:
+    """The jobs the dataset's member keys joined, newest first: public metadata only, and
+    whether the job's released centres are stored (its labels can be downloaded). For the
+    dataset's owner only (anyone else: 404)."""
+    jobs = member_labels.member_jobs(session, key, dataset_id)
+    return [FederatedJobOut.of(job) for job in jobs]
+
+
+@owner_router.get(
+    "/{dataset_id}/federated-jobs/{member_job_id}/labels",
+    response_class=StreamingResponse,
+    responses=LABELS_RESPONSES,
+    summary="The owner's labels of its own rows for a federated job (CSV or .npy)",
+)
+def federated_job_labels(
+    dataset_id: uuid.UUID,
+    member_job_id: uuid.UUID,
+    request: Request,
+    session: SessionDep,
+    key: TenantKey,
+    fmt: LabelsQuery = None,
+) -> StreamingResponse:
+    """Each of this member's rows' nearest centre among those the federated job released,
+    computed here (post-processing: no budget) and streamed in blocks, as the central labels.
+    For the dataset's owner only (anyone else: 404); a job that holds no centres (it has not
+    succeeded): 409 `job-not-succeeded`; rows deleted: 410."""
+    source = member_labels.member_job_labels(session, key, dataset_id, member_job_id)
+    return labels_response(request, fmt, source, str(member_job_id))

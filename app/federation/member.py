@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 from app.coordinator.terms import public_domain
 from app.datasets import service as datasets_service
 from app.federation import repository as repo
+from app.federation.labels import checked_centres, keep_centres
 from app.federation.rows import ROW_DTYPES, member_rows, reading_of
 from app.kit.db.base import utcnow
 from app.kit.errors import Conflict, InvalidParameter, NotFound
@@ -364,12 +365,20 @@ def _test_rng(release: int) -> np.random.Generator | None:
 _FIXED_NOISE: list[Any] = []
 
 
-def finish(session: Session, key: ApiKey, member_job_id: uuid.UUID, succeeded: bool) -> MemberJob:
-    """The coordinator says the job ended. A job that was answered no release is refunded on
-    the member's ledger; otherwise its charge stays."""
+def finish(
+    session: Session,
+    key: ApiKey,
+    member_job_id: uuid.UUID,
+    succeeded: bool,
+    centers: list[list[float]] | None = None,
+) -> MemberJob:
+    """The coordinator says the job ended: refunded on the member's ledger if it answered no
+    release, else charged; a job that succeeded keeps its released `centers`."""
     ledger.begin_budget_transaction(session)
     job = member_job(session, key, member_job_id)
+    released = checked_centres(session, job, succeeded, centers)
     end(session, job, succeeded, "the federated job ended before this member answered a release")
+    keep_centres(job, released)
     session.commit()
     return job
 

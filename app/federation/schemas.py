@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import base64
 import uuid
+from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, FiniteFloat
 
 from app.datasets.schemas import DatasetOut
 from app.federation.member import Join
@@ -129,3 +130,36 @@ class ReleaseOut(BaseModel):
 
 class FinishIn(RequestSchema):
     succeeded: bool = Field(description="Whether the coordinator's job succeeded.")
+    centers: list[list[FiniteFloat]] | None = Field(
+        default=None,
+        max_length=10_000,
+        description="A job that succeeded: the centres it released (public), k rows of the "
+        "dataset's d columns, from which the member's owner labels its own rows.",
+    )
+
+
+class FederatedJobOut(BaseModel):
+    """A federated job the dataset's member key joined, as its owner sees it: public metadata
+    only, never a statistic, a noise share or a count of its rows."""
+
+    id: uuid.UUID = Field(description="The member job's id (the path of its labels).")
+    federation: str = Field(description="The federation's id.")
+    job: str = Field(description="The coordinator's job id.")
+    status: str = Field(description="running, succeeded, failed or cancelled.")
+    created_at: datetime
+    finished_at: datetime | None
+    labels: bool = Field(
+        description="Whether the job's released centres are stored: its labels can be downloaded."
+    )
+
+    @classmethod
+    def of(cls, job: MemberJob) -> FederatedJobOut:
+        return cls(
+            id=job.id,
+            federation=job.federation,
+            job=job.job,
+            status=job.status,
+            created_at=job.created_at,
+            finished_at=job.finished_at,
+            labels=job.centers is not None,
+        )

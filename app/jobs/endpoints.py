@@ -207,6 +207,24 @@ def jobs_cancel(job_id: uuid.UUID, session: SessionDep, key: TenantKey) -> JobOu
 
 
 LabelsFormat = Literal["csv", "npy"]
+LabelsQuery = Annotated[
+    LabelsFormat | None,
+    Query(
+        alias="format", description="`csv` (default) or `npy`; or send Accept: application/x-npy."
+    ),
+]
+# A labels route's answers: the stream, and the problems of `labels_response`'s source.
+LABELS_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "One label per row, in the dataset's row order: the index (0 to "
+        "k-1) of the row's nearest released centre.",
+        "content": {
+            "text/csv": {"schema": {"type": "string"}},
+            "application/x-npy": {"schema": {"type": "string", "format": "binary"}},
+        },
+    },
+    **responses(401, 403, 404, 409, 410),
+}
 
 
 def _labels_format(request: Request, fmt: LabelsFormat | None) -> LabelsFormat:
@@ -220,20 +238,26 @@ def _labels_format(request: Request, fmt: LabelsFormat | None) -> LabelsFormat:
     return "csv"
 
 
+def labels_response(
+    request: Request, fmt: LabelsFormat | None, source: labels_service.LabelSource, name: str
+) -> StreamingResponse:
+    """The labels of `source`, streamed in the format asked for, as `labels-{name}.csv|npy`."""
+    chosen = _labels_format(request, fmt)
+    media = "text/csv" if chosen == "csv" else "application/x-npy"
+    return StreamingResponse(
+        labels_service.stream(source, chosen),
+        media_type=media,
+        headers={
+            "Content-Disposition": f'attachment; filename="labels-{name}.{chosen}"',
+            "Vary": "Accept",
+        },
+    )
+
+
 @router.get(
     "/jobs/{job_id}/labels",
     response_class=StreamingResponse,
-    responses={
-        200: {
-            "description": "One label per row, in the dataset's row order: the index (0 to "
-            "k-1) of the row's nearest released centre.",
-            "content": {
-                "text/csv": {"schema": {"type": "string"}},
-                "application/x-npy": {"schema": {"type": "string", "format": "binary"}},
-            },
-        },
-        **responses(401, 403, 404, 409, 410),
-    },
+    responses=LABELS_RESPONSES,
     summary="The owner's labels: each row's nearest released centre (CSV or .npy)",
 )
 def jobs_labels(
@@ -241,28 +265,14 @@ def jobs_labels(
     request: Request,
     session: SessionDep,
     key: TenantKey,
-    fmt: Annotated[
-        LabelsFormat | None,
-        Query(
-            alias="format",
-            description="`csv` (default) or `npy`; or send Accept: application/x-npy.",
-        ),
-    ] = None,
+    fmt: LabelsQuery = None,
 ) -> StreamingResponse:
     """For the dataset's owner only (anyone else: 404). Computed from the released centres
     (post-processing: no budget) and streamed in blocks. A job that has not succeeded: 409;
-    a dataset whose rows were deleted: 410."""
+    a dataset whose rows were deleted: 410; a federated dataset's job: 409 (each member's
+    owner downloads its own rows' labels from its member's server)."""
     if key.role != Role.OWNER:
         raise NotFound("no such job", code="job-not-found")
     job, _ = jobs_service.get_job(session, job_id, key.tenant)
     source = labels_service.open_labels(session, job)
-    chosen = _labels_format(request, fmt)
-    media = "text/csv" if chosen == "csv" else "application/x-npy"
-    return StreamingResponse(
-        labels_service.stream(source, chosen),
-        media_type=media,
-        headers={
-            "Content-Disposition": f'attachment; filename="labels-{job.id}.{chosen}"',
-            "Vary": "Accept",
-        },
-    )
+    return labels_response(request, fmt, source, str(job.id))

@@ -47,9 +47,16 @@ def open_labels(session: Session, job: Job) -> LabelSource:
     dataset = session.get(Dataset, job.dataset_id)
     if dataset is not None and is_federated(dataset):
         raise Conflict(
-            "a federated dataset holds no rows here: each member's labels are its own to compute",
+            "a federated dataset holds no rows here: each member's owner downloads its own "
+            "rows' labels from its member's server",
             code="federated-dataset",
         )
+    return rows_with_centres(dataset, job.centers)
+
+
+def rows_with_centres(dataset: Dataset | None, centers: list[list[float]]) -> LabelSource:
+    """A dataset's rows with the released `centers` to label them by: 410 if its rows were
+    deleted, 503 if the Dask cluster that reads them cannot be reached."""
     deleted = "the dataset's rows were deleted; no labels can be computed"
     if dataset is None or dataset.deleted_at is not None or dataset.storage_path is None:
         raise Gone(deleted, code="rows-deleted")
@@ -71,7 +78,7 @@ def open_labels(session: Session, job: Job) -> LabelSource:
         raise Gone(deleted, code="rows-deleted") from exc
     return LabelSource(
         matrix=matrix,
-        centers=np.asarray(job.centers, dtype=np.float64),
+        centers=np.asarray(centers, dtype=np.float64),
         domain=run_domain(dataset),
     )
 

@@ -300,6 +300,14 @@ class JobRun:
         )
         return JobStatus.SUCCEEDED if done else "discarded"
 
+    def released_centers(self) -> list[list[float]] | None:
+        """The centres the job released, as stored (None unless it succeeded)."""
+        with unit_of_work(self.sessions) as s:
+            job = s.get(Job, self.job_id)
+            if job is None or job.status != JobStatus.SUCCEEDED:
+                return None
+            return job.centers
+
     def _end(self, status: JobStatus, note: str | None = None, **values: Any) -> bool:
         """running -> `status` with its audit entry; False if the job was no longer running."""
         with unit_of_work(self.sessions) as s:

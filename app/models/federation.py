@@ -38,7 +38,8 @@ class MemberSeat(Base):
 
 
 class MemberJob(Base):
-    """A federated job a member key joined: its plan, its charge, the mu^2 answered so far."""
+    """A federated job a member key joined: its plan, its charge, the mu^2 answered so far and,
+    once it succeeded, the centres the coordinator released."""
 
     __tablename__ = "member_jobs"
     __table_args__ = (UniqueConstraint("key_id", "federation", "job", name="uq_member_jobs"),)
@@ -54,6 +55,8 @@ class MemberJob(Base):
     status: Mapped[str] = mapped_column(String(16), default=JobStatus.RUNNING)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    # The released centres (public), stored when the job ends succeeded: its owner's labels.
+    centers: Mapped[list[list[float]] | None] = mapped_column(JSON, default=None)
 
 
 class MemberAnswer(Base):
