@@ -53,6 +53,13 @@ IdempotencyKey = Annotated[
 ]
 
 
+def mark_replay(response: Response, created: bool) -> None:
+    """Say in the response when the Idempotency-Key's request was admitted before (then
+    nothing was charged again)."""
+    if not created:
+        response.headers["Idempotent-Replayed"] = "true"
+
+
 def _request_of(body: JobCreate) -> jobs_service.JobRequest:
     return jobs_service.JobRequest(k=body.k, summaries=body.summaries, **run_fields(body))
 
@@ -112,11 +119,11 @@ def jobs_create(
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> JobOut:
+    by = jobs_service.Submitter(key.tenant, key.id, idempotency_key, clock)
     job, context, created = jobs_service.create_job(
-        session, settings, dataset_id, key.tenant, _request_of(body), key.id, idempotency_key, clock
+        session, settings, dataset_id, _request_of(body), by
     )
-    if not created:
-        response.headers["Idempotent-Replayed"] = "true"
+    mark_replay(response, created)
     return JobOut.of(job, context, key.role)
 
 

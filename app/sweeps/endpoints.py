@@ -7,7 +7,7 @@ import uuid
 from fastapi import APIRouter, Response
 
 from app.jobs import service as jobs_service
-from app.jobs.endpoints import IdempotencyKey, budget_verdict, run_fields
+from app.jobs.endpoints import IdempotencyKey, budget_verdict, mark_replay, run_fields
 from app.jobs.schemas import Accuracy, FigureWarning, Privacy
 from app.keys.auth import TenantKey
 from app.kit.deps import (
@@ -62,18 +62,11 @@ def sweeps_create(
     """The whole sweep's epsilon (or mu) is split equally between its jobs (each mu/sqrt(m));
     all of them are admitted, or none (409 `budget-exceeded`, `key-budget-exceeded` or
     `pace-exceeded`, nothing charged)."""
+    by = jobs_service.Submitter(key.tenant, key.id, idempotency_key, clock)
     state, created = sweeps_service.create_sweep(
-        session,
-        settings,
-        dataset_id,
-        key.tenant,
-        _request_of(body),
-        key.id,
-        idempotency_key,
-        clock,
+        session, settings, dataset_id, _request_of(body), by
     )
-    if not created:
-        response.headers["Idempotent-Replayed"] = "true"
+    mark_replay(response, created)
     return _out(state)
 
 
