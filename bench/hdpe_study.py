@@ -33,10 +33,9 @@ from datasets import load
 
 from privclust.clustering.evolution.evolution import evolve
 from privclust.clustering.evolution.nearest import nearest_candidates
-from privclust.clustering.mechanisms.grid import cluster_grid_sums
+from privclust.clustering.mechanisms.grid import cluster_grid_sums, release_means
 from privclust.clustering.mechanisms.projection import default_projected_iterations, project_rows
 from privclust.clustering.methods import hdpe
-from privclust.clustering.methods.hdpe import noisy_means
 from privclust.clustering.run.options import Options
 from privclust.clustering.run.plan import default_pe_iterations
 from privclust.clustering.run.runner import start_run
@@ -72,7 +71,7 @@ def one_run(
     outcome = evolve(projected, plan, radius=1.0, rng=noise_rng, packing_rng=rng, progress=None)
     labels = nearest_candidates(projected, outcome.centres)
     sums, counts = cluster_grid_sums(points, labels, plan.k, 1.0)
-    centres = noisy_means(sums, counts, plan, radius=1.0, rng=noise_rng, sum_weight=sum_weight)
+    centres, _ = release_means(sums, counts, plan, 1.0, noise_rng, sum_weight)
     released = kmeans_loss(data.X, centres)
     exact = exact_means_loss(data.X, labels, data.k)
     floor_p = kmeans_loss(

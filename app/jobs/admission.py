@@ -76,6 +76,17 @@ class Asker:
     clock: Clock = SYSTEM_CLOCK
 
 
+@dataclass(frozen=True)
+class Submitter:
+    """Who submits work and how: the tenant, the key (whose cap, pace and queue limit apply;
+    None: none), the request's Idempotency-Key (None: none) and the service's clock."""
+
+    tenant: str
+    key_id: uuid.UUID | None
+    idempotency_key: str | None = None
+    clock: Clock = SYSTEM_CLOCK
+
+
 class Admission(ABC, Generic[R, P, A]):
     """One request to admit work on `dataset`; a subclass says what is planned and reserved."""
 
@@ -121,6 +132,20 @@ class Admission(ABC, Generic[R, P, A]):
     def not_queued(self, admitted: A, refunded: int, jobs: int) -> ServiceUnavailable | None:
         """The 503 for jobs that could not be queued (`refunded` of `jobs` were failed and
         refunded), or None when every job is in a worker's hands after all."""
+
+    @classmethod
+    def admit(
+        cls, session: Session, settings: Settings, dataset_id: uuid.UUID, req: R, by: Submitter
+    ) -> tuple[Dataset, A, bool]:
+        """Admit `req` on the submitter's dataset under the operator's queue limits (`run`):
+        (the dataset, what was admitted, created)."""
+        dataset = datasets_service.get_dataset(session, dataset_id, by.tenant)
+        limits = QueueLimits.of(settings)
+        admission: Admission[R, P, A] = cls(
+            dataset, req, by.key_id, by.idempotency_key, limits, by.clock
+        )
+        admitted, created = admission.run(session, settings)
+        return dataset, admitted, created
 
     def run(self, session: Session, settings: Settings) -> tuple[A, bool]:
         """Admit the request (see the module's docstring): (what was admitted, created);

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Annotated, Any, Literal, Protocol
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from app.jobs import labels as labels_service
@@ -24,6 +24,7 @@ from app.jobs.schemas import (
     StatusName,
 )
 from app.keys.auth import TenantKey
+from app.kit.clock import Clock
 from app.kit.deps import (
     ClockDep,
     PageCursor,
@@ -38,7 +39,7 @@ from app.kit.query import ListQuery
 from app.kit.schemas import Page
 from app.kit.tables import TableFormat, table_response, table_responses
 from app.ledger.schemas import Budget
-from app.models import Role
+from app.models import ApiKey, Role
 
 router = APIRouter(prefix="/v1", tags=["jobs"], route_class=UnitOfWorkRoute)
 
@@ -51,6 +52,40 @@ IdempotencyKey = Annotated[
         description="Makes retries safe: the same key and body return the same job, charged once.",
     ),
 ]
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A submission's Idempotency-Key at the edge: the header it came with, the clock it is
+    admitted by, and the response whose `Idempotent-Replayed` header says when the key
+    replayed a request admitted before (nothing charged again)."""
+
+    idempotency_key: str | None
+    clock: Clock
+    response: Response
+
+    def by(self, key: ApiKey) -> jobs_service.Submitter:
+        """Who submits: `key`'s tenant and id, with this request's Idempotency-Key."""
+        return jobs_service.Submitter(key.tenant, key.id, self.idempotency_key, self.clock)
+
+    def answered(self, created: bool) -> None:
+        if not created:
+            self.response.headers["Idempotent-Replayed"] = "true"
+
+
+def _submission(
+    clock: ClockDep, response: Response, idempotency_key: IdempotencyKey = None
+) -> Submission:
+    return Submission(idempotency_key, clock, response)
+
+
+SubmissionDep = Annotated[Submission, Depends(_submission)]
+# What a route that admits work answers: 202 once admitted; 409 over a budget, 429 over the
+# queue's caps, 503 while the queue is down (nothing charged).
+ADMITS: dict[str, Any] = {
+    "status_code": 202,
+    "responses": responses(401, 403, 404, 409, 422, 429, 503),
+}
 
 
 def _request_of(body: JobCreate) -> jobs_service.JobRequest:
@@ -97,26 +132,23 @@ def budget_verdict(est: jobs_service.Estimate[Any]) -> dict[str, Any]:
 
 @router.post(
     "/datasets/{dataset_id}/jobs",
-    status_code=202,
     response_model=JobOut,
-    responses=responses(401, 403, 404, 409, 422, 429, 503),
     summary="Submit a private clustering job (its budget is charged atomically)",
+    **ADMITS,
 )
 def jobs_create(
     dataset_id: uuid.UUID,
     body: JobCreate,
     session: SessionDep,
     settings: SettingsDep,
-    clock: ClockDep,
     key: TenantKey,
-    response: Response,
-    idempotency_key: IdempotencyKey = None,
+    submission: SubmissionDep,
 ) -> JobOut:
+    req = _request_of(body)
     job, context, created = jobs_service.create_job(
-        session, settings, dataset_id, key.tenant, _request_of(body), key.id, idempotency_key, clock
+        session, settings, dataset_id, req, submission.by(key)
     )
-    if not created:
-        response.headers["Idempotent-Replayed"] = "true"
+    submission.answered(created)
     return JobOut.of(job, context, key.role)
 
 

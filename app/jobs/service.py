@@ -20,7 +20,7 @@ from app.datasets import service as datasets_service
 from app.datasets.domain import loss_space
 from app.jobs import repository as repo
 from app.jobs import results
-from app.jobs.admission import Admission, Asker, QueueLimits
+from app.jobs.admission import Admission, Asker, QueueLimits, Submitter
 from app.jobs.duration import Duration, PlanFacts, expected_duration
 from app.jobs.lifecycle import (
     LOST_WORKER,
@@ -73,6 +73,7 @@ __all__ = [
     "QueueLimits",
     "QueuedJob",
     "RunRequest",
+    "Submitter",
     "budget_choice_error",
     "cancel",
     "cancel_job",
@@ -220,21 +221,12 @@ class JobAdmission(Admission[JobRequest, JobPlan, Job]):
 
 
 def create_job(
-    session: Session,
-    settings: Settings,
-    dataset_id: uuid.UUID,
-    tenant: str,
-    req: JobRequest,
-    actor: uuid.UUID | None,
-    idempotency_key: str | None,
-    clock: Clock = SYSTEM_CLOCK,
+    session: Session, settings: Settings, dataset_id: uuid.UUID, req: JobRequest, by: Submitter
 ) -> tuple[Job, ResultContext, bool]:
     """Admit and enqueue a job: (the job, its dataset's public facts for its result, created).
     created is False when the Idempotency-Key replayed an earlier request (nothing charged
     again)."""
-    dataset = datasets_service.get_dataset(session, dataset_id, tenant)
-    admission = JobAdmission(dataset, req, actor, idempotency_key, QueueLimits.of(settings), clock)
-    job, created = admission.run(session, settings)
+    dataset, job, created = JobAdmission.admit(session, settings, dataset_id, req, by)
     return job, ResultContext.of(dataset), created
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import uuid
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter
 
 from app.jobs import service as jobs_service
-from app.jobs.endpoints import IdempotencyKey, budget_verdict, run_fields
+from app.jobs.endpoints import ADMITS, SubmissionDep, budget_verdict, run_fields
 from app.jobs.schemas import Accuracy, FigureWarning, Privacy
 from app.keys.auth import TenantKey
 from app.kit.deps import (
@@ -44,36 +44,25 @@ def _out(state: sweeps_service.SweepState) -> SweepOut:
 
 @router.post(
     "/datasets/{dataset_id}/sweeps",
-    status_code=202,
     response_model=SweepOut,
-    responses=responses(401, 403, 404, 409, 422, 429, 503),
     summary="Run one summarised job per k, admitted and charged atomically as one",
+    **ADMITS,
 )
 def sweeps_create(
     dataset_id: uuid.UUID,
     body: SweepCreate,
     session: SessionDep,
     settings: SettingsDep,
-    clock: ClockDep,
     key: TenantKey,
-    response: Response,
-    idempotency_key: IdempotencyKey = None,
+    submission: SubmissionDep,
 ) -> SweepOut:
     """The whole sweep's epsilon (or mu) is split equally between its jobs (each mu/sqrt(m));
     all of them are admitted, or none (409 `budget-exceeded`, `key-budget-exceeded` or
     `pace-exceeded`, nothing charged)."""
     state, created = sweeps_service.create_sweep(
-        session,
-        settings,
-        dataset_id,
-        key.tenant,
-        _request_of(body),
-        key.id,
-        idempotency_key,
-        clock,
+        session, settings, dataset_id, _request_of(body), submission.by(key)
     )
-    if not created:
-        response.headers["Idempotent-Replayed"] = "true"
+    submission.answered(created)
     return _out(state)
 
 

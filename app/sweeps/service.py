@@ -13,7 +13,6 @@ from app.datasets import service as datasets_service
 from app.datasets.domain import loss_space
 from app.jobs import service as jobs_service
 from app.kit import repository as kit_repo
-from app.kit.clock import SYSTEM_CLOCK, Clock
 from app.kit.config import Settings
 from app.kit.errors import Conflict, InvalidParameter, NotFound, ServiceUnavailable
 from app.kit.query import ListQuery, body_digest
@@ -173,19 +172,12 @@ def create_sweep(
     session: Session,
     settings: Settings,
     dataset_id: uuid.UUID,
-    tenant: str,
     req: SweepRequest,
-    actor: uuid.UUID | None,
-    idempotency_key: str | None,
-    clock: Clock = SYSTEM_CLOCK,
+    by: jobs_service.Submitter,
 ) -> tuple[SweepState, bool]:
     """Admit and enqueue every job of a sweep: (its state, created). created is False when the
     Idempotency-Key replayed an earlier request (nothing charged again)."""
-    dataset = datasets_service.get_dataset(session, dataset_id, tenant)
-    limits = jobs_service.QueueLimits.of(settings)
-    sweep, created = SweepAdmission(dataset, req, actor, idempotency_key, limits, clock).run(
-        session, settings
-    )
+    _, sweep, created = SweepAdmission.admit(session, settings, dataset_id, req, by)
     return state_of(session, sweep), created
 
 

@@ -22,12 +22,7 @@ from app.kit.config import Settings
 from privclust.clustering.data.release import Gaussian
 from privclust.clustering.evolution.vote import VoteCounts
 from tests.support.api import auth
-from tests.support.federation import (
-    budget,
-    federated_dataset,
-    make_members,
-    reachable,
-)
+from tests.support.federation import budget, make_members, pooled, reachable
 
 pytestmark = pytest.mark.integration
 
@@ -45,9 +40,7 @@ def _submit(client: TestClient, analyst: str, dataset_id: str, **body: Any) -> h
 def test_a_member_without_room_refuses_the_job_and_nothing_is_charged_anywhere(
     client: TestClient, keys: dict[str, str]
 ) -> None:
-    members = make_members(client, keys, epsilon=3)
-    with reachable(client, members):
-        dataset = federated_dataset(client, keys["owner"], members, epsilon="40")
+    with pooled(client, keys, member_epsilon=3, epsilon="40") as (members, dataset):
         ids = [dataset["id"]] + [m["dataset"]["id"] for m in members]
         before = [budget(client, keys["owner"], i) for i in ids]
         resp = _submit(client, keys["analyst"], dataset["id"], k=3, algorithm="fastlloyd", mu=3)
@@ -83,9 +76,7 @@ def test_a_member_that_dies_mid_job_fails_it_charged_and_it_never_runs_again(
 ) -> None:
     from worker.execute import run_job_here
 
-    members = make_members(client, keys, epsilon=20)
-    with reachable(client, members):
-        dataset = federated_dataset(client, keys["owner"], members, epsilon="8")
+    with pooled(client, keys, member_epsilon=20, epsilon="8") as (members, dataset):
         TRANSPORTS[members[2]["url"]] = _Dies(client._transport, releases=2)
         resp = _submit(client, keys["analyst"], dataset["id"], k=3, algorithm="pe-means", mu=1)
         assert resp.status_code == 202, resp.text
@@ -174,9 +165,7 @@ def test_the_masked_vectors_the_coordinator_receives_look_uniform(
 def test_a_federated_job_cancelled_while_queued_is_refunded_on_every_member(
     client: TestClient, keys: dict[str, str]
 ) -> None:
-    members = make_members(client, keys, epsilon=20)
-    with reachable(client, members):
-        dataset = federated_dataset(client, keys["owner"], members, epsilon="8")
+    with pooled(client, keys, member_epsilon=20, epsilon="8") as (members, dataset):
         resp = _submit(client, keys["analyst"], dataset["id"], k=3, algorithm="fastlloyd", mu=1)
         assert resp.status_code == 202, resp.text
         reserved = budget(client, keys["owner"], members[0]["dataset"]["id"])["mu_reserved"]

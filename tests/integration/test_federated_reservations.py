@@ -28,7 +28,7 @@ from tests.integration.test_federation_member_jobs import (
     release_body,
 )
 from tests.support.api import auth
-from tests.support.federation import budget, federated_dataset, make_members, reachable
+from tests.support.federation import budget, make_members, pooled
 
 pytestmark = pytest.mark.integration
 
@@ -63,9 +63,7 @@ def _started(client: TestClient, keys: dict[str, str], settings: Settings, datas
 def test_a_job_whose_worker_died_is_ended_on_every_member(
     client: TestClient, keys: dict[str, str], settings: Settings, answered: bool, end: str
 ) -> None:
-    members = make_members(client, keys, epsilon=20)
-    with reachable(client, members):
-        dataset = federated_dataset(client, keys["owner"], members)  # its count: released
+    with pooled(client, keys, member_epsilon=20) as (members, dataset):  # its count: released
         before = [budget(client, keys["owner"], m["dataset"]["id"]) for m in members]
         run, queued, job_id = _started(client, keys, settings, dataset)
         assert all(budget(client, keys["owner"], m["dataset"]["id"])["mu_reserved"] > 0.99

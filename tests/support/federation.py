@@ -81,5 +81,16 @@ def federated_dataset(
     return dict(resp.json())
 
 
+@contextmanager
+def pooled(
+    client: TestClient, keys: dict[str, str], member_epsilon: float, epsilon: str = "8"
+) -> Iterator[tuple[list[dict[str, Any]], dict[str, Any]]]:
+    """Fresh members (each dataset's epsilon `member_epsilon`), reachable, and a coordinator's
+    federated dataset over them: (the members, the dataset)."""
+    members = make_members(client, keys, epsilon=member_epsilon)
+    with reachable(client, members):
+        yield members, federated_dataset(client, keys["owner"], members, epsilon=epsilon)
+
+
 def budget(client: TestClient, owner: str, dataset_id: str) -> dict[str, float]:
     return dict(client.get(f"/v1/datasets/{dataset_id}", headers=auth(owner)).json()["budget"])

@@ -19,8 +19,7 @@ from privclust.clustering import (
     pe_means,
     plan_run,
 )
-from privclust.clustering.mechanisms.grid import grid_sensitivity
-from privclust.clustering.methods.hdpe import noisy_means
+from privclust.clustering.mechanisms.grid import grid_sensitivity, release_means
 from privclust.privacy.gdp import PrivacyParameterError, mu_from_epsilon_delta, noise_multiplier
 from privclust.privacy.noise import COUNT_MU_FRACTION
 from tests.support.clustering import Cancelled, ReleaseLog, cancelling_at, composed_mu
@@ -154,7 +153,7 @@ def test_hdpe_noise_on_sums_is_isotropic() -> None:
     counts = np.array([10**12], dtype=np.int64)  # a huge count: the centre is the noise / 1e12
     unit = 3.0 * 2.0**-20
     draws = np.array(
-        [noisy_means(sums, counts, plan, radius=3.0, rng=rng)[0] * 1e12 / unit for _ in range(4000)]
+        [release_means(sums, counts, plan, 3.0, rng)[0][0] * 1e12 / unit for _ in range(4000)]
     )
     corr = np.corrcoef(draws.T)
     off_diagonal = corr[~np.eye(8, dtype=bool)]

@@ -25,7 +25,7 @@ delta 1e-6:
     that no row of D votes for);
 (b) a vote histogram as a job publishes it downstream: (N~, postprocess_votes(release, max(N~, 1)))
     with N~ = the noisy row count, charged sqrt(mu_c^2 + mu_hist^2);
-(c) HDPE-means' final step: noisy_means on the exact per-cluster sums and counts, the canary a
+(c) HDPE-means' final step: release_means on the exact per-cluster sums and counts, the canary a
     row of norm R alone in its cluster.
 
 The events and why they are there are documented on each audit below. Sampling is vectorised: the
@@ -136,8 +136,7 @@ def current_code_target() -> Target:
     """The current library: integer releases, post-processing with max(N~, 1)."""
     from privclust.clustering import plan_run
     from privclust.clustering.evolution.histogram import postprocess_votes
-    from privclust.clustering.mechanisms.grid import cluster_grid_sums
-    from privclust.clustering.methods.hdpe import noisy_means
+    from privclust.clustering.mechanisms.grid import cluster_grid_sums, release_means
     from privclust.privacy import noise
 
     def release_votes(votes: np.ndarray, sigma: float, rng: np.random.Generator) -> np.ndarray:
@@ -157,10 +156,10 @@ def current_code_target() -> Target:
         plan = plan_run(k, d, k, algorithm="hdpe-means", mu=1.0, projection_dim=1)
         plan = dataclasses.replace(plan, sigma=rows.sigma)
         assert plan.relation == "add-remove"
-        # noisy_means draws i.i.d. noise per entry and works row by row, so `copies` stacked
+        # release_means draws i.i.d. noise per entry and works row by row, so `copies` stacked
         # copies of the k clusters are `copies` independent runs of it.
-        centres = noisy_means(
-            np.tile(sums, (copies, 1)), np.tile(counts, copies), plan, radius=radius, rng=rng
+        centres, _ = release_means(
+            np.tile(sums, (copies, 1)), np.tile(counts, copies), plan, radius, rng
         )
         return centres.reshape(copies, k, d)
 
@@ -430,7 +429,7 @@ def postprocessed_histogram_audit(target: Target) -> Audit:
 
 
 def hdpe_final_step_audit(target: Target) -> Audit:
-    """(c) HDPE-means' noisy sums and counts, seen through the centres noisy_means returns.
+    """(c) HDPE-means' noisy sums and counts, seen through the centres release_means returns.
 
     The canary (a row of norm R) is alone in its cluster in D', which is empty in D; its centre
     c (one coordinate) is c = noisy sum / max(noisy count, 1), rescaled into the ball. The two

@@ -143,7 +143,15 @@ def release_means(
 ) -> tuple[np.ndarray, np.ndarray]:
     """`mean_noises` added centrally to sums and counts already computed (an audit's or a
     study's arrays; a run releases them through its rows), and the means they give (as
-    `grid_means`). Returns (the means, the noisy counts)."""
+    `grid_means`). Returns (the means, the noisy counts).
+
+    HDPE-means' two final Gaussian releases, both integer releases (privclust.privacy.noise):
+    the grid sums get isotropic noise of std Delta * sigma per coordinate, one independent
+    draw each, with Delta = grid_sensitivity (2x under replace-one: R or 2R in grid units);
+    the counts get std sensitivity * sigma (1, or sqrt(2) under replace-one). Every cluster is
+    released and returned, empty or not: skipping one would depend on private data. The means
+    are a quotient of released integers: post-processing. `sum_weight` w divides the sums'
+    sensitivity by sqrt(w): their noise std is Delta sigma / sqrt(w), priced as w releases."""
     noises = mean_noises(plan, sums.shape[1], sum_weight)
     noisy_sums, noisy_counts = central_release((sums, counts), noises, rng)
     return grid_means(noisy_sums, noisy_counts, radius), noisy_counts

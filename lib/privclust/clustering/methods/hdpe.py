@@ -9,7 +9,6 @@ import numpy as np
 
 from privclust.clustering.choices import Algorithm
 from privclust.clustering.errors import ClusteringInputError, check_integer
-from privclust.clustering.mechanisms.grid import release_means
 from privclust.clustering.mechanisms.projection import (
     default_projected_iterations,
     evolve_in_projection,
@@ -18,7 +17,7 @@ from privclust.clustering.mechanisms.projection import (
 )
 from privclust.clustering.run.method import Method, RunStart
 from privclust.clustering.run.options import EvolutionKeywords, Options, options_for
-from privclust.clustering.run.plan import PlanBasis, Releases, RunPlan, planned_iterations
+from privclust.clustering.run.plan import PlanBasis, Releases, planned_iterations
 from privclust.clustering.run.result import ClusteringResult, Outcome
 from privclust.clustering.run.runner import run_method
 from privclust.clustering.run.schedule import NOISY_SUMS
@@ -47,28 +46,6 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
         progress_total=iterations + 1,
         projection_dim=p,
     )
-
-
-def noisy_means(
-    sums: np.ndarray,
-    counts: np.ndarray,
-    plan: RunPlan,
-    *,
-    radius: float,
-    rng: np.random.Generator,
-    sum_weight: int = 1,
-) -> np.ndarray:
-    """The two final Gaussian releases and the centres they give (centred coordinates).
-
-    Both are integer releases (privclust.privacy.noise): the grid sums get isotropic noise of std
-    Delta * sigma per coordinate, one independent draw each, with Delta = grid_sensitivity (2x
-    under replace-one: R or 2R in grid units); the counts get std
-    sensitivity * sigma (1, or sqrt(2) under replace-one). Every cluster is released and
-    returned, empty or not: skipping one would depend on private data. The centres are a
-    quotient of released integers: post-processing. `sum_weight` w divides the sums'
-    sensitivity by sqrt(w): their noise std is Delta sigma / sqrt(w), priced as w releases.
-    """
-    return release_means(sums, counts, plan, radius, rng, sum_weight)[0]
 
 
 def run(start: RunStart, options: Options) -> Outcome:
