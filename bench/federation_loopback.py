@@ -207,7 +207,8 @@ def main() -> None:
 
 def _bytes(statistic, noises, n_public: int | None, whole: bool) -> tuple[int, int]:
     """A member's request and answer in bytes, as httpx and the API write them (compact JSON)."""
-    from privclust.federation.passes import encode, encode_noises, ring_bits
+    from privclust.federation.passes import encode, ring_bits
+    from privclust.federation.pricing import encode_noises
 
     bits = ring_bits(statistic, noises, n_public, 1)
     body = {"pass": encode(statistic, whole=whole), "noises": encode_noises(noises), "bits": bits}

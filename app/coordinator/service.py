@@ -23,7 +23,8 @@ from app.coordinator.client import MemberAddress, MemberClient, MemberError
 from app.kit.config import Settings
 from privclust.clustering.data.release import Gaussian
 from privclust.clustering.data.rows import Statistic
-from privclust.federation.passes import encode, encode_noises, layout_of, ring_bits
+from privclust.federation.passes import encode, layout_of, ring_bits
+from privclust.federation.pricing import encode_noises
 from privclust.federation.protocol import released
 from privclust.federation.ring import Layout
 

@@ -6,7 +6,7 @@ What the member enforces itself, whatever the coordinator asks:
   columns, and a method from `METHOD_PASSES`; it charges the plan's mu on its own ledger
   (reserved at join, committed before the first noise share is drawn);
 - each release's cost, mu_i^2, comes from the noise the coordinator asks for against the
-  sensitivity the member computes itself (privclust.federation.passes); the sum over the
+  sensitivity the member computes itself (privclust.federation.pricing); the sum over the
   releases it answered never exceeds the charged mu^2 (composition: sqrt(sum mu_i^2));
 - a release index is answered once: the same request gets the same stored words back, another
   request for that index is refused; the noise share is drawn from OS entropy;
@@ -52,10 +52,8 @@ from privclust.federation.passes import (
     PassError,
     check_ring_bits,
     decode,
-    decode_noises,
-    release_mu_squared,
-    required_sensitivities,
 )
+from privclust.federation.pricing import decode_noises, release_mu_squared, required_sensitivities
 from privclust.federation.protocol import MemberSeat, answer_pass
 from privclust.federation.shares import MAX_MEMBERS, MIN_MEMBERS, NoiseShares
 from privclust.tabular import TableSpec

@@ -26,7 +26,8 @@ from privclust.clustering.data.rows import ArrayTable, Reading
 from privclust.clustering.mechanisms.grid import grid_sensitivity
 from privclust.clustering.mechanisms.lloyd import JointLloydSums, LloydSums
 from privclust.federation import Layout, released
-from privclust.federation.passes import encode, encode_noises
+from privclust.federation.passes import encode
+from privclust.federation.pricing import encode_noises
 from tests.support.api import auth
 from tests.support.federation import PARTS, make_members, parsed
 

@@ -20,13 +20,10 @@ from privclust.clustering.evolution.vote import VoteCounts
 from privclust.clustering.mechanisms.candidates import ClusterLosses
 from privclust.clustering.mechanisms.grid import grid_sensitivity
 from privclust.clustering.mechanisms.lloyd import JointLloydSums, LloydSums
-from privclust.federation.passes import (
-    PassError,
-    decode,
+from privclust.federation.passes import PassError, decode, encode, layout_of
+from privclust.federation.pricing import (
     decode_noises,
-    encode,
     encode_noises,
-    layout_of,
     release_mu_squared,
     required_sensitivities,
 )

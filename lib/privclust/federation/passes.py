@@ -9,10 +9,7 @@ name, a dtype other than float64, a shape that does not match the data or the me
 a value that is not finite, or more values than a release may hold. Nothing a coordinator sends
 is ever unpickled or evaluated.
 
-The member also decides each release's l2 sensitivity itself (`required_sensitivities`), from
-the pass and its dataset's declared terms, under add/remove neighbours (a federated dataset's row
-count is private) and with its privacy unit's bound m, so that a coordinator that understated a
-sensitivity cannot buy a release for less than it costs (`release_mu_squared`).
+What a release costs the member is its own to decide: privclust.federation.pricing.
 """
 
 from __future__ import annotations
@@ -22,7 +19,6 @@ import binascii
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -33,14 +29,12 @@ from privclust.clustering.evolution.nearest import GroupLayout
 from privclust.clustering.evolution.variation import Variations
 from privclust.clustering.evolution.vote import VoteCounts
 from privclust.clustering.mechanisms.candidates import ClusterLosses
-from privclust.clustering.mechanisms.grid import grid_sensitivity
 from privclust.clustering.mechanisms.lloyd import (
     MAX_COUNT_MULTIPLIER,
     JointLloydSums,
     LloydSums,
 )
-from privclust.clustering.run.summary_pricing import loss_sensitivity
-from privclust.privacy.noise import MAX_NOISE_STD, noise_std
+from privclust.privacy.noise import noise_std
 
 __all__ = [
     "MAX_VALUES",
@@ -49,12 +43,8 @@ __all__ = [
     "PassError",
     "check_ring_bits",
     "decode",
-    "decode_noises",
     "encode",
-    "encode_noises",
     "layout_of",
-    "release_mu_squared",
-    "required_sensitivities",
     "ring_bits",
 ]
 
@@ -247,7 +237,7 @@ def _drawn_votes(arrays: Mapping[str, Any], scalars: Mapping[str, Any], n_cols: 
     if size > MAX_CANDIDATES or size * n_cols > MAX_VALUES:
         raise PassError(f"at most {MAX_CANDIDATES} candidates and {MAX_VALUES} values")
     radius, generator, digest = scalars["radius"], scalars["generator"], scalars["digest"]
-    if not _positive(radius):
+    if not positive_number(radius):
         raise PassError("radius: a finite number > 0")
     if not (isinstance(generator, list) and len(generator) == len(_GENERATOR_BOUNDS)):
         raise PassError(f"generator: {len(_GENERATOR_BOUNDS)} integers in decimal")
@@ -291,66 +281,13 @@ def _losses(arrays: Mapping[str, Any], scalars: Mapping[str, Any], n_cols: int) 
         raise PassError("a loss pass carries centres only")
     centres = _points(arrays, "centres", n_cols)
     bound = scalars.get("bound")
-    if set(scalars) != {"bound"} or not isinstance(bound, int | float) or not _positive(bound):
+    if (
+        set(scalars) != {"bound"}
+        or not isinstance(bound, int | float)
+        or not positive_number(bound)
+    ):
         raise PassError("a loss pass's scalars are {bound}, a finite number > 0")
     return ClusterLosses(centres, float(bound))
-
-
-def required_sensitivities(statistic: Statistic, n_cols: int, unit_bound: int) -> list[float]:
-    """The l2 sensitivity of each array of `statistic` as the member computes it: add/remove
-    neighbours, a unit of privacy of at most `unit_bound` rows (m rows move it m times as
-    far as one row)."""
-    m = float(unit_bound)
-    if isinstance(statistic, RowCount | VoteCounts):
-        return [m]
-    if isinstance(statistic, JointLloydSums):
-        return [m * math.hypot(grid_sensitivity(n_cols), float(statistic.multiplier))]
-    if isinstance(statistic, ClusterLosses):
-        return [m * loss_sensitivity()]  # each row adds <= 2^G grid units to one cluster's sum
-    raise PassError(f"{type(statistic).__name__} is not a federated pass")
-
-
-def encode_noises(noises: Sequence[Gaussian]) -> list[dict[str, Any]]:
-    return [{"sensitivity": g.sensitivity, "sigma": g.sigma, "weight": g.weight} for g in noises]
-
-
-def decode_noises(body: Any, arrays: int) -> list[Gaussian]:
-    """One `Gaussian` per array of the pass, each finite and positive."""
-    if not isinstance(body, list) or len(body) != arrays:
-        raise PassError(f"noises: a list of {arrays}")
-    noises = []
-    for item in body:
-        if not isinstance(item, Mapping) or set(item) != {"sensitivity", "sigma", "weight"}:
-            raise PassError("a noise is {sensitivity, sigma, weight}")
-        s, sigma, w = item["sensitivity"], item["sigma"], item["weight"]
-        if not all(_positive(v) for v in (s, sigma)):
-            raise PassError("a noise's sensitivity and sigma are finite numbers > 0")
-        if not isinstance(w, int) or isinstance(w, bool) or not 1 <= w <= 1 << 20:
-            raise PassError("a noise's weight is an integer in [1, 2^20]")
-        noises.append(Gaussian(float(s), float(sigma), w))
-    return noises
-
-
-def _positive(value: Any) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value > 0
-    )
-
-
-def release_mu_squared(noises: Sequence[Gaussian], required: Sequence[float]) -> Fraction:
-    """What a release costs the member, mu^2, exactly: each array's noise std (as it will be
-    drawn, `noise_std` of the scaled sensitivity) against the sensitivity the member requires;
-    the arrays compose. PassError for a std beyond what a draw allows."""
-    total = Fraction(0)
-    for g, need in zip(noises, required, strict=True):
-        std = noise_std(g.scaled_sensitivity, g.sigma)
-        if not (math.isfinite(std) and 0.0 < std <= MAX_NOISE_STD):
-            raise PassError(f"a noise std of {std!r} cannot be drawn")
-        total += (Fraction(need) / Fraction(std)) ** 2
-    return total
 
 
 def layout_of(statistic: Statistic) -> tuple[tuple[int, ...], ...]:
@@ -403,3 +340,13 @@ def check_ring_bits(name: str, bits: Any) -> int:
     if bits == 64 or (bits == 32 and name == VOTE_COUNTS):
         return int(bits)
     raise PassError(f"bits: 64, or 32 for a {VOTE_COUNTS} pass")
+
+
+def positive_number(value: Any) -> bool:
+    """A finite int or float above 0 (never a bool)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
