@@ -52,8 +52,15 @@ def test_api_workers_that_start_slowly_are_not_killed(tmp_path: Path) -> None:
             timeout=60,
             what="the API did not answer",
         )
+        p.wait_until(
+            lambda: log.read_text(errors="replace").count("Application startup complete") == 2,
+            proc=api,
+            log=p.log_tail(log),
+            timeout=60,
+            what="the second API process did not start",
+        )
         text = log.read_text(errors="replace")
-        # Both workers started once: none was killed as unresponsive and replaced.
+        # Both processes started once: none was killed as unresponsive and replaced.
         assert text.count("Started server process") == 2, text
         assert "died" not in text, text
     finally:

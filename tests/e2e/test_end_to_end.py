@@ -67,10 +67,12 @@ def test_main_job_end_to_end(stack: Stack) -> None:
             "cancel_requested",
             "summaries",  # whether the request asked for private summaries
             "sweep_id",  # the sweep that admitted the job, if any
+            "members",  # a federated job's per-member states (public); null here
             "created_at",
             "started_at",
             "finished_at",
         }
+        assert job["members"] is None
         # Without summaries the result is the centres alone (no sizes or loss, noisy or not),
         # with the space a loss would be measured in, the warnings about the released figures
         # and the centres' error band (from public facts only, as the estimate's).
