@@ -100,6 +100,21 @@ def _run(algorithm: str, summaries: bool, count: str) -> tuple[RecordingEngine, 
     return engine, plan, result
 
 
+def _assert_released_as_scheduled(
+    engine: RecordingEngine, plan: RunPlan, drawn: ReleaseLog
+) -> None:
+    """The schedule, one entry per array (what, and the noise the door is asked for), is what
+    passed the door, in order; the std each array's noise was drawn with is the schedule's."""
+    expected = [(e.what, e.noise, e.std) for e in plan.schedule for _ in range(e.times)]
+    released = [
+        (what, g)
+        for r in engine.releases
+        for what, g in zip(RELEASED[r.statistic], r.noises, strict=True)
+    ]
+    assert [(what, g) for what, g, _ in expected] == released
+    assert [noise_std(s, sigma) for s, sigma, _ in drawn.calls] == [std for *_, std in expected]
+
+
 @pytest.mark.parametrize("count", ["ball", "box", "replace-one", "own"])
 @pytest.mark.parametrize("summaries", [False, True])
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -108,16 +123,7 @@ def test_each_release_passes_the_rows_door_as_the_plan_scheduled_it(
 ) -> None:
     drawn = ReleaseLog(monkeypatch)
     engine, plan, result = _run(algorithm, summaries, count)
-    # The schedule, one entry per array: what, and the noise the door is asked for.
-    expected = [(e.what, e.noise, e.std) for e in plan.schedule for _ in range(e.times)]
-    released = [
-        (what, g)
-        for r in engine.releases
-        for what, g in zip(RELEASED[r.statistic], r.noises, strict=True)
-    ]
-    assert [(what, g) for what, g, _ in expected] == released
-    # The std each array's noise was drawn with is the schedule's.
-    assert [noise_std(s, sigma) for s, sigma, _ in drawn.calls] == [std for *_, std in expected]
+    _assert_released_as_scheduled(engine, plan, drawn)
     # Each entry's sensitivity is its statistic's; its std that sensitivity times its sigma
     # over the root of its weight; the method's releases share the plan's sigma and their
     # weights add up to the plan's releases.
@@ -176,14 +182,7 @@ def test_a_second_starts_releases_pass_the_door_as_the_plan_scheduled_them(
     assert result.releases == plan.releases and plan.second_start > 0
     whats = [e.what for e in plan.schedule]
     assert whats == [VOTE_HISTOGRAM, LLOYD_STEP, CLUSTER_LOSSES, LLOYD_STEP, CLUSTER_LOSSES]
-    expected = [(e.what, e.noise, e.std) for e in plan.schedule for _ in range(e.times)]
-    released = [
-        (what, g)
-        for r in engine.releases
-        for what, g in zip(RELEASED[r.statistic], r.noises, strict=True)
-    ]
-    assert [(what, g) for what, g, _ in expected] == released
-    assert [noise_std(s, sigma) for s, sigma, _ in drawn.calls] == [std for *_, std in expected]
+    _assert_released_as_scheduled(engine, plan, drawn)
     for entry in plan.schedule:
         assert entry.sensitivity == _sensitivity(entry.what, plan), entry
         assert entry.sigma == plan.sigma
