@@ -46,6 +46,7 @@ from privclust.clustering.mechanisms.projection import sum_weight_before_lloyd
 from privclust.clustering.outputs.centre_error import (
     CentreError,
     centre_error,
+    contested_share,
     domain_spread,
     loss_spread,
 )
@@ -204,16 +205,22 @@ def released_accuracy(
     space: Space,
     loss: float | None,
     loss_se: float | None,
+    centres: np.ndarray | None = None,
 ) -> Accuracy:
     """A result's accuracy from its released values: the planned noise, and the segmentation's
-    spread read from the released loss (in the clustering space) when there is one; without a
-    loss, the estimate's band from public facts."""
+    spread read from the released loss (in the clustering space) when there is one, scaled by
+    the square root of the share of rows the released `centres` (in the columns' units) leave
+    contested (privclust.clustering.outputs.centre_error.contested_share; without them, all of
+    it: the wider band); without a loss, the estimate's band from public facts."""
     if loss is None:
         return planned
     n_cols = len(space.units)
     units = np.where(space.units > 0, space.units, 1.0)
     noise = np.asarray(planned.centre_std, dtype=np.float64) / units
     spread = loss_spread(loss, loss_se, n_cols)
+    if centres is not None:
+        share = contested_share(np.asarray(centres, dtype=np.float64) / units, spread)
+        spread *= math.sqrt(share)
     band: CentreError = centre_error(noise, spread, space.units, space.ranges, "loss")
     return dataclasses.replace(
         planned,
@@ -234,7 +241,9 @@ def result_accuracy(result: ClusteringResult, space: Space) -> Accuracy:
         projection_dim=result.projection_dim,
     )
     planned = expected_accuracy(plan, space)
-    return released_accuracy(planned, space, result.loss, result.loss_se)
+    return released_accuracy(
+        planned, space, result.loss, result.loss_se, np.asarray(result.centers)
+    )
 
 
 def smallest_epsilon(
