@@ -20,6 +20,7 @@ from privclust.clustering.outputs.accuracy import (
 from privclust.clustering.outputs.centre_error import (
     UNIFORM_STD,
     Z90,
+    contested_share,
     domain_spread,
     loss_spread,
 )
@@ -70,6 +71,52 @@ def test_a_result_band_reads_its_released_loss() -> None:
         math.hypot(Z90 * planned.centre_std_fraction[0], 0.1)
     )
     assert released_accuracy(planned, space, None, None) == planned  # no loss: the estimate's
+
+
+def test_the_contested_share_is_that_of_normal_clusters_spread_along_their_gap() -> None:
+    # Two centres 1 apart in 2 columns, per-column spread 0.5: radius 0.5 sqrt(2), and the
+    # share past the midpoint is Phi(-1 / (2 radius)) = Phi(-0.7071), over 1/2.
+    pair = np.array([[0.0, 0.0], [1.0, 0.0]])
+    assert contested_share(pair, 0.5) == pytest.approx(0.4795001221869535)
+    # Only the nearest pair counts, in any direction.
+    assert contested_share(np.array([[0.0, 0.0], [0.6, 0.8], [5.0, 5.0]]), 0.5) == (
+        pytest.approx(contested_share(pair, 0.5))
+    )
+    assert contested_share(np.array([[0.0, 0.0], [3.0, 0.0]]), 0.5) == pytest.approx(
+        0.0338949, rel=1e-5
+    )  # 2 Phi(-2.1213)
+    # Coincident centres, a single centre, no spread: all of it.
+    assert contested_share(np.zeros((2, 3)), 0.1) == 1.0
+    assert contested_share(np.zeros((1, 3)), 0.1) == 1.0
+    assert contested_share(pair, 0.0) == 1.0
+    for bad in (math.nan, math.inf):
+        with pytest.raises(ArithmeticError):
+            contested_share(np.array([[0.0, 0.0], [bad, 0.0]]), 0.5)
+        with pytest.raises(ArithmeticError):
+            contested_share(pair, bad)
+
+
+def test_a_result_band_narrows_its_spread_by_the_released_centres_separation() -> None:
+    box = Box.of([0.0, 0.0], [1.0, 100.0])
+    space = Space.box(box)
+    planned = expected_accuracy(
+        plan_run(5000, 2, 3, epsilon=1.0, delta=1e-6, summaries=True), space
+    )
+    noise = Z90 * planned.centre_std_fraction[0]
+    # Loss 0.02 over 2 columns: spread 0.1, radius 0.1 sqrt(2); centres 0.3 apart in the
+    # scaled space (0.3 of each column's range in its own units).
+    centres = box.to_original(np.array([[0.1, 0.1], [0.1, 0.4], [0.9, 0.9]]))
+    apart = released_accuracy(planned, space, 0.02, 0.0, centres)
+    share = math.erfc(0.3 / (2 * 0.1 * math.sqrt(2)) / math.sqrt(2))
+    assert share == pytest.approx(0.2888443663464849)
+    assert np.allclose(apart.centre_error_fraction, math.hypot(noise, 0.1 * math.sqrt(share)))
+    assert np.allclose(apart.centre_error, np.asarray(apart.centre_error_fraction) * box.widths)
+    # Without centres, or with two that coincide, the whole spread: the wider band.
+    whole = math.hypot(noise, 0.1)
+    assert np.allclose(released_accuracy(planned, space, 0.02, 0.0).centre_error_fraction, whole)
+    merged = box.to_original(np.array([[0.1, 0.1], [0.1, 0.1], [0.9, 0.9]]))
+    together = released_accuracy(planned, space, 0.02, 0.0, merged)
+    assert np.allclose(together.centre_error_fraction, whole)
 
 
 def test_a_library_result_band_contains_its_centres_distance_to_kmeans() -> None:
