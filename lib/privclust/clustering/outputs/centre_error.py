@@ -13,19 +13,29 @@ quadrature, each at its 90% level):
   as the bench shows). The spread is the root mean squared distance per column from a row to its
   centre, sqrt(loss / d):
   - with a released loss (a result with summaries) it is read from that loss, taken Z90 of its
-    standard errors high (the noise may have lowered it; floored at 0). It is not scaled down
-    where the released centres look well separated: a run that settled in another basin (two
-    segments merged, one split) looks separated too, and on penguins, breast cancer and
-    diamonds such a factor (exp(-(D/2s)^2/2), D the nearest centres' distance) left the band
-    holding 37-82% of the errors instead of about 90%;
+    standard errors high (the noise may have lowered it; floored at 0), and scaled by the
+    square root of the share of rows the released centres leave contested (`contested_share`):
+    the share of a cluster past the border with its nearest neighbour, over that share when
+    the two coincide, with each cluster normal and all of its spread (the radius
+    rho = spread sqrt(d) the loss gives) along the line between them: 2 Phi(-D / (2 rho)),
+    D the two nearest released centres' distance. The squared shift of a centre adds up over
+    the rows that may change sides, so the band's share of the spread goes as the square root
+    of their share: 1 where centres coincide, 0.79 at D = rho, 0.56 at D = 2 rho. It
+    reads the nearest pair (the most overlap) and the worst direction the loss allows (the
+    most overlap for that distance), not the per-column spread: the per-column reading,
+    exp(-(D/2s)^2/2) with s the spread per column, shrank the band on penguins, breast cancer
+    and diamonds to where it held 37-82% of the errors, because a run settled in another basin
+    (two segments merged, one split) looks separated too. Without the centres (a caller that
+    gives none) the whole spread is kept: the wider band;
   - before the run (the estimate, public facts only), or without summaries, from the domain: the
     spread of k clusters that fill it evenly, each a cube of side (volume / k)^(1/d), whose
     per-column standard deviation is side / sqrt(12). Data that fill a small part of the domain
     spread less, so this band is wider than the result's; the `domain-loose` warning says when.
 Every figure is computed in the space the job clusters in (the scaled space for per-column
 bounds, the columns' own units for a ball) and then put in each column's units and as a
-fraction of its declared range. The measurement behind it: bench/real_tables.py and
-bench/RESULTS.md, "Centre error on real tables".
+fraction of its declared range. The measurements behind it: bench/real_tables.py and
+bench/RESULTS.md, "Centre error on real tables" and "The centre-error band read from the
+centres' separation".
 """
 
 from __future__ import annotations
