@@ -147,12 +147,14 @@ def job_run_plan(job: Job, context: ResultContext) -> RunPlan:
 
 
 def result_accuracy(job: Job, context: ResultContext) -> Accuracy | None:
-    """A succeeded job's accuracy from its released values (its loss, when it has one) and the
-    public plan (privclust.clustering.outputs.accuracy.released_accuracy)."""
+    """A succeeded job's accuracy from its released values (its loss, when it has one, and its
+    centres' separation) and the public plan
+    (privclust.clustering.outputs.accuracy.released_accuracy)."""
     if job.centers is None or context.space is None:
         return None
     planned = expected_accuracy(job_run_plan(job, context), context.space)
-    return released_accuracy(planned, context.space, job.loss, job.loss_se)
+    centres = np.asarray(job.centers, dtype=np.float64)
+    return released_accuracy(planned, context.space, job.loss, job.loss_se, centres)
 
 
 # The centres table's own columns; a dataset column of the same name is suffixed `_value`.

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from privclust.clustering.outputs.centre_error import Z90, loss_spread
 from tests.support.api import auth, upload, uploaded
 from tests.support.data import (
     CUSTOMER_COLUMNS,
@@ -92,6 +93,11 @@ def test_a_mixed_unit_table_recovers_every_segment_within_two_percent(
     np.testing.assert_allclose(
         band["centre_error"], np.array(band["centre_error_fraction"]) * (UPPER - LOWER)
     )
+    # The segments stand apart, so the released centres narrow the spread's share of the band
+    # below the whole spread the loss allows (the band a result without its centres states).
+    noise = Z90 * np.array(band["centre_std"]) / (UPPER - LOWER)
+    whole = np.hypot(noise, loss_spread(result["loss"], result["loss_se"], len(COLUMNS)))
+    assert np.all(np.array(band["centre_error_fraction"]) < whole)
     assert result["loss_space"] == "scaled" and result["columns"] == COLUMNS
     assert result["loss_se"] <= result["loss"] / 4
     assert result["sizes_se"] > 0 and result["warnings"] == []
