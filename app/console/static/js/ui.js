@@ -45,6 +45,22 @@ export function pause(ms, signal) {
   });
 }
 
+/**
+ * The button that cancels a job or a sweep: it POSTs to `path`, then `draw`s what the server
+ * answers; when that fails it says why (under `failure`) and can be pressed again.
+ */
+export function cancelButton(path, label, failure, { draw, signal }) {
+  return h("button", { type: "button", class: "danger", onclick: async (e) => {
+    e.target.disabled = true;
+    try {
+      draw(await api(path, { method: "POST", signal }));
+    } catch (err) {
+      showError(err, failure);
+      e.target.disabled = false;
+    }
+  } }, label);
+}
+
 export function statusBadge(status) {
   return h("span", { class: `badge status-${status}` }, status);
 }

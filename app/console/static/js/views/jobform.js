@@ -3,7 +3,7 @@
 // after it, and the accuracy to expect. The cost is given as ε, as μ, or as a target accuracy,
 // for which the estimate finds the smallest ε that meets it. Submit only when admissible.
 
-import { api, apiSchema, idempotencyKey } from "../api.js";
+import { api, apiSchema, idempotentSubmitter } from "../api.js";
 import { field, h, markInvalid, num, richText, seconds } from "../dom.js";
 import { budgetBar, pct, share } from "../gauges.js";
 import { keyPriceLines } from "../limits.js";
@@ -201,22 +201,17 @@ export function jobForm(ds, budget) {
     schedule();
   });
 
-  let pending = null; // {body, key}: a submission that got no answer is retried with its key
+  const submitJob = idempotentSubmitter();
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const json = body({ forSubmit: true });
-    const text = JSON.stringify(json);
-    const key = pending && pending.body === text ? pending.key : idempotencyKey();
-    pending = { body: text, key };
     submit.disabled = true;
     submit.textContent = "Submitting…";
     try {
-      const job = await api(`/v1/datasets/${ds.id}/jobs`, { method: "POST", json, headers: { "Idempotency-Key": key } });
-      pending = null;
+      const job = await submitJob(`/v1/datasets/${ds.id}/jobs`, json);
       clearError();
       location.hash = `#/jobs/${job.id}`;
     } catch (err) {
-      if (err.status) pending = null; // the server answered: a retry is a new submission
       showError(err, "The job was not submitted");
       markInvalid(form, err.field);
       submit.textContent = "Submit job";
