@@ -84,3 +84,40 @@ def test_counts_have_their_thousands_apart_and_durations_read_in_words() -> None
         "0", "999", f"1{thin}000", f"53{thin}940", f"327{thin}346", f"1{thin}234{thin}567", "—",
     ]  # fmt: skip
     assert out["seconds"] == ["0.42 s", "12 s", "1.6 min", "67 min", "2.5 h"]
+
+
+@needs_node
+def test_a_submission_without_an_answer_is_sent_again_under_its_first_key() -> None:
+    # The network fails twice, then the server refuses (409) twice, then admits twice.
+    script = f"""
+    globalThis.location = {{ href: "http://localhost/console/" }};
+    globalThis.sessionStorage = {{ getItem: () => null }};
+    const answers = ["down", "down", "down", 409, 409, 201, 201];
+    const keys = [];
+    globalThis.fetch = async (url, init) => {{
+      keys.push(init.headers["Idempotency-Key"]);
+      const answer = answers.shift();
+      if (answer === "down") throw new Error("no route to host");
+      const headers = {{ get: () => "application/json" }};
+      const json = async () => ({{ id: keys.length }});
+      return {{ ok: answer === 201, status: answer, statusText: "", headers, json }};
+    }};
+    const {{ idempotentSubmitter }} = await import("{(STATIC_DIR / "js" / "api.js").as_uri()}");
+    const submit = idempotentSubmitter();
+    const bodies = [2, 2, 3, 3, 3, 3, 3].map((k) => ({{ k }}));
+    const outcomes = [];
+    for (const json of bodies) {{
+      outcomes.push(await submit("/v1/datasets/d/jobs", json).then((b) => b.id, (e) => e.status));
+    }}
+    console.log(JSON.stringify({{ keys, outcomes }}));
+    """
+    done = _node("--input-type=module", "-e", script)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    keys = out["keys"]
+    assert out["outcomes"] == [0, 0, 0, 409, 409, 6, 7]
+    assert all(key.startswith("console-") for key in keys)
+    # A retry of the same body with no answer keeps its key; another body, or any body after
+    # the server answered, gets a new one.
+    same = [keys[i] == keys[i + 1] for i in range(len(keys) - 1)]
+    assert same == [True, False, True, False, False, False]
