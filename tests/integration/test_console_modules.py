@@ -121,3 +121,79 @@ def test_a_submission_without_an_answer_is_sent_again_under_its_first_key() -> N
     # the server answered, gets a new one.
     same = [keys[i] == keys[i + 1] for i in range(len(keys) - 1)]
     assert same == [True, False, True, False, False, False]
+
+
+@needs_node
+def test_a_form_that_admits_work_opens_what_was_made_and_marks_what_was_refused() -> None:
+    # The first submission is refused (422 naming `k`), the second admitted; a form whose body
+    # is null sends nothing.
+    script = f"""
+    globalThis.location = {{ href: "http://localhost/console/", hash: "" }};
+    globalThis.sessionStorage = {{ getItem: () => null }};
+    class FakeNode {{
+      constructor(tag) {{ this.tag = tag; this.children = []; this.attrs = {{}}; }}
+      append(...c) {{ this.children.push(...c); }}
+      replaceChildren(...c) {{ this.children = c; }}
+      setAttribute(n, v) {{ this.attrs[n] = v; }}
+      removeAttribute(n) {{ delete this.attrs[n]; }}
+      focus() {{}}
+    }}
+    globalThis.Node = FakeNode;
+    const alert = new FakeNode("div");
+    alert.hidden = true;
+    globalThis.document = {{
+      createElement: (tag) => new FakeNode(tag),
+      createTextNode: () => new FakeNode("#text"),
+      getElementById: () => alert,
+    }};
+    const submit = new FakeNode("button");
+    const k = new FakeNode("input");
+    const seen = [];
+    const answers = [
+      [422, {{ title: "Invalid parameter", detail: "k: too large", field: "k" }}],
+      [202, {{ id: "j1" }}],
+    ];
+    globalThis.fetch = async (url, init) => {{
+      const path = new URL(url).pathname;
+      seen.push({{ path, label: submit.textContent, disabled: submit.disabled }});
+      const [status, body] = answers.shift();
+      const headers = {{ get: () => "application/problem+json" }};
+      return {{ ok: status < 300, status, statusText: "", headers, json: async () => body }};
+    }};
+    let handler = null;
+    const form = {{
+      addEventListener: (type, fn) => {{ handler = fn; }},
+      querySelectorAll: () => Object.keys(k.attrs).length ? [k] : [],
+      elements: {{ namedItem: (name) => (name === "k" ? k : null) }},
+    }};
+    const {{ submitsWork }} = await import("{(STATIC_DIR / "js" / "ui.js").as_uri()}");
+    let bodies = [null, {{ k: 9 }}, {{ k: 2 }}];
+    let refused = 0;
+    submitsWork(form, submit, {{
+      path: "/v1/datasets/d/jobs",
+      body: () => bodies.shift(),
+      page: (job) => `#/jobs/${{job.id}}`,
+      failure: "The job was not submitted",
+      sending: "Submitting…",
+      refused: () => {{ refused += 1; submit.textContent = "Submit job"; }},
+    }});
+    const event = {{ preventDefault: () => {{}} }};
+    const states = [];
+    for (let i = 0; i < 3; i++) {{
+      await handler(event);
+      states.push({{ sent: seen.length, refused, alert: !alert.hidden,
+        invalid: k.attrs["aria-invalid"] ?? null, hash: location.hash }});
+    }}
+    console.log(JSON.stringify({{ seen, states }}));
+    """
+    done = _node("--input-type=module", "-e", script)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    sending = {"path": "/v1/datasets/d/jobs", "label": "Submitting…", "disabled": True}
+    assert out["seen"] == [sending, sending]
+    assert out["states"] == [
+        {"sent": 0, "refused": 0, "alert": False, "invalid": None, "hash": ""},
+        {"sent": 1, "refused": 1, "alert": True, "invalid": "true", "hash": ""},
+        # Admitted: the alert is cleared and the job's page opens (the form is left behind).
+        {"sent": 2, "refused": 1, "alert": False, "invalid": "true", "hash": "#/jobs/j1"},
+    ]

@@ -1,7 +1,7 @@
 // Pieces shared by the views: the alert region, status badges, the live jobs table, polling.
 
-import { api, ApiError } from "./api.js";
-import { h, num, richText, shortId, time } from "./dom.js";
+import { api, ApiError, idempotentSubmitter } from "./api.js";
+import { h, markInvalid, num, richText, shortId, time } from "./dom.js";
 import { pct, progress, share } from "./gauges.js";
 
 export const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
@@ -59,6 +59,32 @@ export function cancelButton(path, label, failure, { draw, signal }) {
       e.target.disabled = false;
     }
   } }, label);
+}
+
+/**
+ * A form that admits work (a job, a sweep): on submit, `body()` (null: nothing to send) is
+ * POSTed to `path` under an Idempotency-Key kept for a retry that got no answer
+ * (idempotentSubmitter), and the page `page(created)` opens. A refusal is shown under
+ * `failure`, the field it names is marked, and `refused()` lets the form price again.
+ */
+export function submitsWork(form, submit, { path, body, page, failure, sending, refused }) {
+  const send = idempotentSubmitter();
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const json = body();
+    if (json === null) return;
+    submit.disabled = true;
+    if (sending) submit.textContent = sending;
+    try {
+      const created = await send(path, json);
+      clearError();
+      location.hash = page(created);
+    } catch (err) {
+      showError(err, failure);
+      markInvalid(form, err.field);
+      refused();
+    }
+  });
 }
 
 export function statusBadge(status) {

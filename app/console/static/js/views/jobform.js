@@ -3,11 +3,11 @@
 // after it, and the accuracy to expect. The cost is given as ε, as μ, or as a target accuracy,
 // for which the estimate finds the smallest ε that meets it. Submit only when admissible.
 
-import { api, apiSchema, idempotentSubmitter } from "../api.js";
+import { api, apiSchema } from "../api.js";
 import { field, h, markInvalid, num, richText, seconds } from "../dom.js";
 import { budgetBar, pct, share } from "../gauges.js";
 import { keyPriceLines } from "../limits.js";
-import { clearError, cost, problemText, showError } from "../ui.js";
+import { cost, problemText, submitsWork } from "../ui.js";
 
 const MODES = [
   ["epsilon", "ε (epsilon)"],
@@ -201,23 +201,17 @@ export function jobForm(ds, budget) {
     schedule();
   });
 
-  const submitJob = idempotentSubmitter();
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    const json = body({ forSubmit: true });
-    submit.disabled = true;
-    submit.textContent = "Submitting…";
-    try {
-      const job = await submitJob(`/v1/datasets/${ds.id}/jobs`, json);
-      clearError();
-      location.hash = `#/jobs/${job.id}`;
-    } catch (err) {
-      showError(err, "The job was not submitted");
-      markInvalid(form, err.field);
+  submitsWork(form, submit, {
+    path: `/v1/datasets/${ds.id}/jobs`,
+    body: () => body({ forSubmit: true }),
+    page: (job) => `#/jobs/${job.id}`,
+    failure: "The job was not submitted",
+    sending: "Submitting…",
+    refused: () => {
       submit.textContent = "Submit job";
       priced = null;
       schedule();
-    }
+    },
   });
   generation++;
   setTimeout(estimate, 0);

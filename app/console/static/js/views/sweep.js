@@ -2,12 +2,12 @@
 // already run there), and a sweep's own page with its progress, each k's noisy loss with error
 // bars, the suggested k, and cancel.
 
-import { api, idempotentSubmitter } from "../api.js";
+import { api } from "../api.js";
 import { fitted } from "../axes.js";
 import { field, h, markInvalid, num, shortId, time } from "../dom.js";
 import { budgetBar, pct, share } from "../gauges.js";
 import { lossChart, lossUnit } from "../plots.js";
-import { cancelButton, clearError, listAll, notRunnable, pause, POLL_MS, problemText, showError, statusBadge, TERMINAL, warningList } from "../ui.js";
+import { cancelButton, listAll, notRunnable, pause, POLL_MS, problemText, showError, statusBadge, submitsWork, TERMINAL, warningList } from "../ui.js";
 
 /** "2, 3, 5" -> [2, 3, 5]; a message when the list is not 2 to 32 distinct whole numbers. */
 function parseKs(text) {
@@ -122,22 +122,15 @@ function sweepForm(ds) {
   };
   form.addEventListener("input", schedule);
 
-  const submitSweep = idempotentSubmitter();
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    const parsed = parseKs(ks.value);
-    if (parsed.error) return;
-    const json = { ks: parsed.ks, epsilon: Number(epsilon.value) };
-    submit.disabled = true;
-    try {
-      const sweep = await submitSweep(`/v1/datasets/${ds.id}/sweeps`, json);
-      clearError();
-      location.hash = `#/sweeps/${sweep.id}`;
-    } catch (err) {
-      showError(err, "The sweep was not started");
-      markInvalid(form, err.field);
-      schedule();
-    }
+  submitsWork(form, submit, {
+    path: `/v1/datasets/${ds.id}/sweeps`,
+    body: () => {
+      const parsed = parseKs(ks.value);
+      return parsed.error ? null : { ks: parsed.ks, epsilon: Number(epsilon.value) };
+    },
+    page: (sweep) => `#/sweeps/${sweep.id}`,
+    failure: "The sweep was not started",
+    refused: schedule,
   });
   generation++;
   setTimeout(estimate, 0);
