@@ -28,6 +28,68 @@ def f(name: str) -> conv:
     return conv(name)
 
 
+def references(table: str, column: str, referent: str) -> sa.ForeignKeyConstraint:
+    """`table.column` referring to `referent.id`, under the name the naming convention gives
+    it (fk_<table>_<column>_<referent>), marked final as every revision marks it."""
+    return sa.ForeignKeyConstraint(
+        [column], [f"{referent}.id"], name=f(f"fk_{table}_{column}_{referent}")
+    )
+
+
+def primary_key(table: str, *columns: str) -> sa.PrimaryKeyConstraint:
+    """The table's primary key on `columns`, named pk_<table> (marked final)."""
+    return sa.PrimaryKeyConstraint(*columns, name=f(f"pk_{table}"))
+
+
+def idempotent(table: str) -> sa.UniqueConstraint:
+    """One row per tenant and idempotency key: a submission retried with its key finds the row
+    its first attempt made."""
+    return sa.UniqueConstraint(
+        "tenant", "idempotency_key", name=f"uq_{table}_tenant_idempotency_key"
+    )
+
+
+def request_columns() -> tuple[sa.Column, ...]:
+    """What leads every row of a tenant's request on a dataset (a job, a sweep): its id, the
+    dataset's and the tenant."""
+    return (
+        sa.Column("id", sa.Uuid(), nullable=False),
+        sa.Column("dataset_id", sa.Uuid(), nullable=False),
+        sa.Column("tenant", sa.String(length=100), nullable=False),
+    )
+
+
+def cost_columns() -> tuple[sa.Column, ...]:
+    """What a job or a sweep costs, as mu and as the (epsilon, delta) it was asked in."""
+    return (
+        sa.Column("mu", sa.Float(), nullable=False),
+        sa.Column("epsilon", sa.Float(), nullable=False),
+        sa.Column("delta", sa.Float(), nullable=False),
+    )
+
+
+def submission_columns() -> tuple[sa.Column, ...]:
+    """Who submitted a job or a sweep and when, and the idempotency key and request fingerprint
+    that a retry of that submission is matched by."""
+    return (
+        sa.Column("idempotency_key", sa.String(length=200), nullable=True),
+        sa.Column("request_fingerprint", sa.String(length=64), nullable=True),
+        sa.Column("created_by", sa.Uuid(), nullable=True),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    )
+
+
+def running_budget_columns() -> tuple[sa.Column, ...]:
+    """A running budget (a dataset's, a key's on a dataset): its cap, the exact sums of squares
+    of spent and reserved mu as "numerator/denominator", and the jobs it admitted."""
+    return (
+        sa.Column("mu_cap", sa.Float(), nullable=False),
+        sa.Column("spent_sq", sa.Text(), nullable=False),
+        sa.Column("reserved_sq", sa.Text(), nullable=False),
+        sa.Column("jobs", sa.Integer(), nullable=False),
+    )
+
+
 class Change(Protocol):
     """One change to one table, made inside its batch and undone inside the downgrade's."""
 
@@ -187,3 +249,8 @@ def migration(steps: Sequence[Step]) -> tuple[Callable[[], None], Callable[[], N
         revert(steps)
 
     return upgrade, downgrade
+
+
+def adding_columns(table: str, *added: sa.Column) -> tuple[Callable[[], None], Callable[[], None]]:
+    """The upgrade() and downgrade() of a revision that only adds `added` to one table."""
+    return migration((alter(table, *columns(*added)),))

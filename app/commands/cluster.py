@@ -31,6 +31,7 @@ from typing import Any
 # The names only: the package loads numpy and the methods on first use of a function, so that
 # `privclust worker` can still limit BLAS threads before numpy loads.
 from app.commands.cluster_table import add_table_arguments, read_rows_of, table_spec
+from app.kit.method_choice import library_keywords
 from privclust.clustering import Algorithm, Relation
 from privclust.tabular import category_shares
 
@@ -202,13 +203,7 @@ def _run_once(args: argparse.Namespace, X: Any, columns: list[str], delta: float
         result = cluster(
             X,
             args.k[0],
-            algorithm=args.algorithm,
-            epsilon=args.epsilon,
-            delta=delta if args.epsilon is not None else None,
-            mu=args.mu,
-            iterations=args.iterations,
-            variations=args.variations,
-            projection_dim=args.projection_dim,
+            **library_keywords(args, delta),
             relation=_relation(args),
             summaries=args.summaries,
             check_k=True,  # k above the noisy row count is refused, as the service does
@@ -299,15 +294,9 @@ def _run_sweep(args: argparse.Namespace, X: Any, delta: float | None) -> int:
             X,
             args.k,
             **_domain(args),
-            algorithm=args.algorithm,
-            epsilon=args.epsilon,
-            delta=delta if args.epsilon is not None else None,
-            mu=args.mu,
+            **library_keywords(args, delta),
             relation=_relation(args),
             check_k=True,
-            iterations=args.iterations,
-            variations=args.variations,
-            projection_dim=args.projection_dim,
         )
     except (ClusteringInputError, PrivacyParameterError) as exc:
         return _error(exc)

@@ -16,6 +16,7 @@ from app.datasets import service as datasets_service
 from app.datasets.domain import accuracy_space
 from app.datasets.table_terms import protects
 from app.kit.errors import DatasetNotReady, InvalidParameter
+from app.kit.method_choice import library_keywords
 from app.kit.query import body_digest
 from app.models import Dataset, Job
 from privclust.clustering import (
@@ -167,13 +168,7 @@ def _plan_run(
         req.k,
         relation=count.relation,
         contribution_bound=count.contribution_bound,
-        algorithm=req.algorithm,
-        epsilon=req.epsilon,
-        delta=delta if req.epsilon is not None else None,
-        mu=req.mu,
-        iterations=req.iterations,
-        variations=req.variations,
-        projection_dim=req.projection_dim,
+        **library_keywords(req, delta),
         summaries=req.summaries,
         summary_fraction=req.summary_fraction,
     )

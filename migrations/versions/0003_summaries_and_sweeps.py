@@ -34,24 +34,15 @@ JOBS = steps.alter(
 STEPS = (
     steps.table(
         "sweeps",
-        sa.Column("id", sa.Uuid(), nullable=False),
-        sa.Column("dataset_id", sa.Uuid(), nullable=False),
-        sa.Column("tenant", sa.String(length=100), nullable=False),
+        *steps.request_columns(),
         sa.Column("ks", sa.JSON(), nullable=False),
         sa.Column("algorithm", sa.String(length=20), nullable=False),
-        sa.Column("mu", sa.Float(), nullable=False),
-        sa.Column("epsilon", sa.Float(), nullable=False),
-        sa.Column("delta", sa.Float(), nullable=False),
+        *steps.cost_columns(),
         sa.Column("job_mu", sa.Float(), nullable=False),
-        sa.Column("idempotency_key", sa.String(length=200), nullable=True),
-        sa.Column("request_fingerprint", sa.String(length=64), nullable=True),
-        sa.Column("created_by", sa.Uuid(), nullable=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["dataset_id"], ["datasets.id"], name=steps.f("fk_sweeps_dataset_id_datasets")
-        ),
-        sa.PrimaryKeyConstraint("id", name=steps.f("pk_sweeps")),
-        sa.UniqueConstraint("tenant", "idempotency_key", name="uq_sweeps_tenant_idempotency_key"),
+        *steps.submission_columns(),
+        steps.references("sweeps", "dataset_id", "datasets"),
+        steps.primary_key("sweeps", "id"),
+        steps.idempotent("sweeps"),
         indexes=[
             steps.AddIndex(steps.f("ix_sweeps_dataset_id"), ["dataset_id"]),
             steps.AddIndex(steps.f("ix_sweeps_tenant"), ["tenant"]),

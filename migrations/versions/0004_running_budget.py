@@ -89,15 +89,10 @@ STEPS = (
     steps.table(
         "dataset_budgets",
         sa.Column("dataset_id", sa.Uuid(), nullable=False),
-        sa.Column("mu_cap", sa.Float(), nullable=False),
-        sa.Column("spent_sq", sa.Text(), nullable=False),
-        sa.Column("reserved_sq", sa.Text(), nullable=False),
-        sa.Column("jobs", sa.Integer(), nullable=False),
+        *steps.running_budget_columns(),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["dataset_id"], ["datasets.id"], name=steps.f("fk_dataset_budgets_dataset_id_datasets")
-        ),
-        sa.PrimaryKeyConstraint("dataset_id", name=steps.f("pk_dataset_budgets")),
+        steps.references("dataset_budgets", "dataset_id", "datasets"),
+        steps.primary_key("dataset_budgets", "dataset_id"),
     ),
     steps.alter(
         "jobs",

@@ -20,15 +20,9 @@ from migrations import steps
 revision: str = "0005"
 down_revision: str | None = "0004"
 
-STEPS = (
-    steps.alter(
-        "datasets",
-        *steps.columns(
-            sa.Column("domain_kind", sa.String(length=8), nullable=False, server_default="ball"),
-            sa.Column("lower", sa.JSON(), nullable=True),
-            sa.Column("upper", sa.JSON(), nullable=True),
-        ),
-    ),
+upgrade, downgrade = steps.adding_columns(
+    "datasets",
+    sa.Column("domain_kind", sa.String(length=8), nullable=False, server_default="ball"),
+    sa.Column("lower", sa.JSON(), nullable=True),
+    sa.Column("upper", sa.JSON(), nullable=True),
 )
-
-upgrade, downgrade = steps.migration(STEPS)

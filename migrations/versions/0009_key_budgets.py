@@ -38,20 +38,13 @@ STEPS = (
         sa.Column("key_id", sa.Uuid(), nullable=False),
         sa.Column("epsilon", sa.Float(), nullable=True),
         sa.Column("delta", sa.Float(), nullable=True),
-        sa.Column("mu_cap", sa.Float(), nullable=False),
-        sa.Column("spent_sq", sa.Text(), nullable=False),
-        sa.Column("reserved_sq", sa.Text(), nullable=False),
-        sa.Column("jobs", sa.Integer(), nullable=False),
+        *steps.running_budget_columns(),
         *_pace_columns(),
         sa.Column("updated_by", sa.Uuid(), nullable=True),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["dataset_id"], ["datasets.id"], name=steps.f("fk_key_budgets_dataset_id_datasets")
-        ),
-        sa.ForeignKeyConstraint(
-            ["key_id"], ["api_keys.id"], name=steps.f("fk_key_budgets_key_id_api_keys")
-        ),
-        sa.PrimaryKeyConstraint("dataset_id", "key_id", name=steps.f("pk_key_budgets")),
+        steps.references("key_budgets", "dataset_id", "datasets"),
+        steps.references("key_budgets", "key_id", "api_keys"),
+        steps.primary_key("key_budgets", "dataset_id", "key_id"),
     ),
     steps.alter("dataset_budgets", *steps.columns(*_pace_columns())),
 )

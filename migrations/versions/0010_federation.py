@@ -32,10 +32,8 @@ STEPS = (
         sa.Column("private_key", sa.LargeBinary(length=32), nullable=False),
         sa.Column("public_key", sa.LargeBinary(length=32), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["key_id"], ["api_keys.id"], name=steps.f("fk_member_seats_key_id_api_keys")
-        ),
-        sa.PrimaryKeyConstraint("key_id", name=steps.f("pk_member_seats")),
+        steps.references("member_seats", "key_id", "api_keys"),
+        steps.primary_key("member_seats", "key_id"),
         sa.UniqueConstraint("public_key", name=steps.f("uq_member_seats_public_key")),
     ),
 )

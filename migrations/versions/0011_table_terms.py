@@ -18,14 +18,8 @@ from migrations import steps
 revision: str = "0011_table_terms"
 down_revision: str | None = "0010_federation"
 
-STEPS = (
-    steps.alter(
-        "datasets",
-        *steps.columns(
-            sa.Column("table_spec", sa.JSON(), nullable=True),
-            sa.Column("ingest_counts", sa.JSON(), nullable=True),
-        ),
-    ),
+upgrade, downgrade = steps.adding_columns(
+    "datasets",
+    sa.Column("table_spec", sa.JSON(), nullable=True),
+    sa.Column("ingest_counts", sa.JSON(), nullable=True),
 )
-
-upgrade, downgrade = steps.migration(STEPS)

@@ -32,14 +32,8 @@ STEPS = (
         sa.Column("dataset_id", sa.Uuid(), nullable=False),
         sa.Column("position", sa.Integer(), nullable=False),
         sa.Column("secret", sa.Text(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["dataset_id"],
-            ["datasets.id"],
-            name=steps.f("fk_federation_member_keys_dataset_id_datasets"),
-        ),
-        sa.PrimaryKeyConstraint(
-            "dataset_id", "position", name=steps.f("pk_federation_member_keys")
-        ),
+        steps.references("federation_member_keys", "dataset_id", "datasets"),
+        steps.primary_key("federation_member_keys", "dataset_id", "position"),
     ),
     steps.table(
         "member_jobs",
@@ -54,13 +48,9 @@ STEPS = (
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["key_id"], ["api_keys.id"], name=steps.f("fk_member_jobs_key_id_api_keys")
-        ),
-        sa.ForeignKeyConstraint(
-            ["dataset_id"], ["datasets.id"], name=steps.f("fk_member_jobs_dataset_id_datasets")
-        ),
-        sa.PrimaryKeyConstraint("id", name=steps.f("pk_member_jobs")),
+        steps.references("member_jobs", "key_id", "api_keys"),
+        steps.references("member_jobs", "dataset_id", "datasets"),
+        steps.primary_key("member_jobs", "id"),
         sa.UniqueConstraint("key_id", "federation", "job", name="uq_member_jobs"),
         indexes=[
             steps.AddIndex(steps.f("ix_member_jobs_key_id"), ["key_id"]),
@@ -76,12 +66,8 @@ STEPS = (
         sa.Column("words", sa.LargeBinary(), nullable=False),
         sa.Column("mu_sq", sa.Text(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["member_job_id"],
-            ["member_jobs.id"],
-            name=steps.f("fk_member_answers_member_job_id_member_jobs"),
-        ),
-        sa.PrimaryKeyConstraint("member_job_id", "release", name=steps.f("pk_member_answers")),
+        steps.references("member_answers", "member_job_id", "member_jobs"),
+        steps.primary_key("member_answers", "member_job_id", "release"),
     ),
 )
 

@@ -19,14 +19,8 @@ from migrations import steps
 revision: str = "0013_last_move"
 down_revision: str | None = "0012_federated_jobs"
 
-STEPS = (
-    steps.alter(
-        "jobs",
-        *steps.columns(
-            sa.Column("last_move", sa.Float(), nullable=True),
-            sa.Column("last_shift", sa.Float(), nullable=True),
-        ),
-    ),
+upgrade, downgrade = steps.adding_columns(
+    "jobs",
+    sa.Column("last_move", sa.Float(), nullable=True),
+    sa.Column("last_shift", sa.Float(), nullable=True),
 )
-
-upgrade, downgrade = steps.migration(STEPS)

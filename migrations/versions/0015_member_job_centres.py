@@ -18,6 +18,6 @@ from migrations import steps
 revision: str = "0015_member_job_centres"
 down_revision: str | None = "0014_member_states"
 
-STEPS = (steps.alter("member_jobs", steps.AddColumn(sa.Column("centers", sa.JSON(), nullable=True))),)
-
-upgrade, downgrade = steps.migration(STEPS)
+upgrade, downgrade = steps.adding_columns(
+    "member_jobs", sa.Column("centers", sa.JSON(), nullable=True)
+)

@@ -112,6 +112,28 @@ export function idempotencyKey() {
   return "console-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/**
+ * A form's submissions (POST `json` to `path`) under an Idempotency-Key: a submission that got
+ * no answer (the network failed) is sent again with the same body under the key it first went
+ * with, so that the server admits it once; once the server answered, the next one is new.
+ */
+export function idempotentSubmitter() {
+  let pending = null; // {body, key}: a submission that got no answer
+  return async (path, json) => {
+    const text = JSON.stringify(json);
+    const key = pending && pending.body === text ? pending.key : idempotencyKey();
+    pending = { body: text, key };
+    try {
+      const created = await api(path, { method: "POST", json, headers: { "Idempotency-Key": key } });
+      pending = null;
+      return created;
+    } catch (err) {
+      if (err.status) pending = null; // the server answered: a retry is a new submission
+      throw err;
+    }
+  };
+}
+
 let openapi = null;
 
 /**

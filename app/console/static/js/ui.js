@@ -1,7 +1,7 @@
 // Pieces shared by the views: the alert region, status badges, the live jobs table, polling.
 
-import { api, ApiError } from "./api.js";
-import { h, num, richText, shortId, time } from "./dom.js";
+import { api, ApiError, idempotentSubmitter } from "./api.js";
+import { h, markInvalid, num, richText, shortId, time } from "./dom.js";
 import { pct, progress, share } from "./gauges.js";
 
 export const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
@@ -42,6 +42,48 @@ export function pause(ms, signal) {
       clearTimeout(t);
       reject(new DOMException("view left", "AbortError"));
     }, { once: true });
+  });
+}
+
+/**
+ * The button that cancels a job or a sweep: it POSTs to `path`, then `draw`s what the server
+ * answers; when that fails it says why (under `failure`) and can be pressed again.
+ */
+export function cancelButton(path, label, failure, { draw, signal }) {
+  return h("button", { type: "button", class: "danger", onclick: async (e) => {
+    e.target.disabled = true;
+    try {
+      draw(await api(path, { method: "POST", signal }));
+    } catch (err) {
+      showError(err, failure);
+      e.target.disabled = false;
+    }
+  } }, label);
+}
+
+/**
+ * A form that admits work (a job, a sweep): on submit, `body()` (null: nothing to send) is
+ * POSTed to `path` under an Idempotency-Key kept for a retry that got no answer
+ * (idempotentSubmitter), and the page `page(created)` opens. A refusal is shown under
+ * `failure`, the field it names is marked, and `refused()` lets the form price again.
+ */
+export function submitsWork(form, submit, { path, body, page, failure, sending, refused }) {
+  const send = idempotentSubmitter();
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const json = body();
+    if (json === null) return;
+    submit.disabled = true;
+    if (sending) submit.textContent = sending;
+    try {
+      const created = await send(path, json);
+      clearError();
+      location.hash = page(created);
+    } catch (err) {
+      showError(err, failure);
+      markInvalid(form, err.field);
+      refused();
+    }
   });
 }
 

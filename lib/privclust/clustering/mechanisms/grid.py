@@ -54,12 +54,7 @@ def _within_radius(block: np.ndarray, radius: float) -> np.ndarray:
     """A float64 copy of rows of another dtype, each put back within `radius` when its
     rounding to that dtype left it a hair outside (float32 rounds a coordinate up by up to
     6e-8 of it, more than GRID_SLACK covers)."""
-    block = np.asarray(block, dtype=np.float64)
-    norms = np.sqrt(np.einsum("ij,ij->i", block, block))
-    outside = norms > radius
-    if outside.any():
-        block[outside] *= (radius / norms[outside])[:, None]
-    return block
+    return project_into_ball(np.asarray(block, dtype=np.float64), radius)
 
 
 def cluster_grid_sums(

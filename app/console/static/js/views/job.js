@@ -7,7 +7,7 @@ import { domainRanges, legend, parallel, scatter } from "../centres.js";
 import { field, h, num, richText, shortId, time } from "../dom.js";
 import { pct, progress, share } from "../gauges.js";
 import { lossUnit, sizeBars } from "../plots.js";
-import { cost, follow, showError, statusBadge, TERMINAL, warningList } from "../ui.js";
+import { cancelButton, cost, follow, showError, statusBadge, TERMINAL, warningList } from "../ui.js";
 
 export async function jobView(main, { params: [id], signal, me }) {
   const job = await api(`/v1/jobs/${id}`, { signal });
@@ -68,15 +68,8 @@ function details(job, ds, signal, draw) {
   ].filter(Boolean);
   if (job.error) rows.push(["Error", h("span", { class: "error" }, richText(job.error))]);
   const cancel = !TERMINAL.has(job.status) && !job.cancel_requested
-    ? h("button", { type: "button", class: "danger", onclick: async (e) => {
-      e.target.disabled = true;
-      try {
-        draw(await api(`/v1/jobs/${job.id}/cancel`, { method: "POST", signal }));
-      } catch (err) {
-        showError(err, "Could not cancel the job");
-        e.target.disabled = false;
-      }
-    } }, job.status === "queued" ? "Cancel (refunded)" : "Stop (stays charged)")
+    ? cancelButton(`/v1/jobs/${job.id}/cancel`, job.status === "queued" ? "Cancel (refunded)" : "Stop (stays charged)",
+      "Could not cancel the job", { draw, signal })
     : null;
   return h("div", {},
     h("dl", { class: "meta", "aria-label": "Job" }, rows.map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),

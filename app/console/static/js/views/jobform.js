@@ -3,11 +3,11 @@
 // after it, and the accuracy to expect. The cost is given as ε, as μ, or as a target accuracy,
 // for which the estimate finds the smallest ε that meets it. Submit only when admissible.
 
-import { api, apiSchema, idempotencyKey } from "../api.js";
+import { api, apiSchema } from "../api.js";
 import { field, h, markInvalid, num, richText, seconds } from "../dom.js";
 import { budgetBar, pct, share } from "../gauges.js";
 import { keyPriceLines } from "../limits.js";
-import { clearError, cost, problemText, showError } from "../ui.js";
+import { cost, problemText, submitsWork } from "../ui.js";
 
 const MODES = [
   ["epsilon", "ε (epsilon)"],
@@ -201,28 +201,17 @@ export function jobForm(ds, budget) {
     schedule();
   });
 
-  let pending = null; // {body, key}: a submission that got no answer is retried with its key
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    const json = body({ forSubmit: true });
-    const text = JSON.stringify(json);
-    const key = pending && pending.body === text ? pending.key : idempotencyKey();
-    pending = { body: text, key };
-    submit.disabled = true;
-    submit.textContent = "Submitting…";
-    try {
-      const job = await api(`/v1/datasets/${ds.id}/jobs`, { method: "POST", json, headers: { "Idempotency-Key": key } });
-      pending = null;
-      clearError();
-      location.hash = `#/jobs/${job.id}`;
-    } catch (err) {
-      if (err.status) pending = null; // the server answered: a retry is a new submission
-      showError(err, "The job was not submitted");
-      markInvalid(form, err.field);
+  submitsWork(form, submit, {
+    path: `/v1/datasets/${ds.id}/jobs`,
+    body: () => body({ forSubmit: true }),
+    page: (job) => `#/jobs/${job.id}`,
+    failure: "The job was not submitted",
+    sending: "Submitting…",
+    refused: () => {
       submit.textContent = "Submit job";
       priced = null;
       schedule();
-    }
+    },
   });
   generation++;
   setTimeout(estimate, 0);

@@ -2,12 +2,12 @@
 // already run there), and a sweep's own page with its progress, each k's noisy loss with error
 // bars, the suggested k, and cancel.
 
-import { api, idempotencyKey } from "../api.js";
+import { api } from "../api.js";
 import { fitted } from "../axes.js";
 import { field, h, markInvalid, num, shortId, time } from "../dom.js";
 import { budgetBar, pct, share } from "../gauges.js";
 import { lossChart, lossUnit } from "../plots.js";
-import { clearError, listAll, notRunnable, pause, POLL_MS, problemText, showError, statusBadge, TERMINAL, warningList } from "../ui.js";
+import { cancelButton, listAll, notRunnable, pause, POLL_MS, problemText, showError, statusBadge, submitsWork, TERMINAL, warningList } from "../ui.js";
 
 /** "2, 3, 5" -> [2, 3, 5]; a message when the list is not 2 to 32 distinct whole numbers. */
 function parseKs(text) {
@@ -122,27 +122,15 @@ function sweepForm(ds) {
   };
   form.addEventListener("input", schedule);
 
-  let pending = null; // as for jobs: a submission that got no answer is retried with its key
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    const parsed = parseKs(ks.value);
-    if (parsed.error) return;
-    const json = { ks: parsed.ks, epsilon: Number(epsilon.value) };
-    const text = JSON.stringify(json);
-    const key = pending && pending.body === text ? pending.key : idempotencyKey();
-    pending = { body: text, key };
-    submit.disabled = true;
-    try {
-      const sweep = await api(`/v1/datasets/${ds.id}/sweeps`, { method: "POST", json, headers: { "Idempotency-Key": key } });
-      pending = null;
-      clearError();
-      location.hash = `#/sweeps/${sweep.id}`;
-    } catch (err) {
-      if (err.status) pending = null;
-      showError(err, "The sweep was not started");
-      markInvalid(form, err.field);
-      schedule();
-    }
+  submitsWork(form, submit, {
+    path: `/v1/datasets/${ds.id}/sweeps`,
+    body: () => {
+      const parsed = parseKs(ks.value);
+      return parsed.error ? null : { ks: parsed.ks, epsilon: Number(epsilon.value) };
+    },
+    page: (sweep) => `#/sweeps/${sweep.id}`,
+    failure: "The sweep was not started",
+    refused: schedule,
   });
   generation++;
   setTimeout(estimate, 0);
@@ -206,15 +194,7 @@ function sweepDetails(sw, ds, signal, draw) {
     ["Created", time(sw.created_at)],
   ];
   const cancel = TERMINAL.has(sw.status) ? null
-    : h("button", { type: "button", class: "danger", onclick: async (e) => {
-      e.target.disabled = true;
-      try {
-        draw(await api(`/v1/sweeps/${sw.id}/cancel`, { method: "POST", signal }));
-      } catch (err) {
-        showError(err, "Could not cancel the sweep");
-        e.target.disabled = false;
-      }
-    } }, "Cancel sweep (queued jobs refunded)");
+    : cancelButton(`/v1/sweeps/${sw.id}/cancel`, "Cancel sweep (queued jobs refunded)", "Could not cancel the sweep", { draw, signal });
   const title = `Noisy loss against k for sweep ${shortId(sw.id)}`;
   const suggested = (k) => sw.suggested_k !== null && sw.suggested_k !== undefined && k === sw.suggested_k;
   return [
