@@ -28,8 +28,12 @@ $(VENV)/.installed-dev: pyproject.toml lib/pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/privclust serve
 
+# The suite on every core, at most 4: each test has its own SQLite file and ports, each process
+# its own embedded redis-server, so a slow test no longer holds up the rest. `PYTEST_ARGS=-n0`
+# runs it in one process (as the tests on a shared PostgreSQL and Redis must run).
+PYTEST_ARGS ?= -n auto --maxprocesses=4 --dist worksteal
 test: $(VENV)/.installed-dev
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_ARGS)
 
 # Debian's Chromium for the console's browser tests (they skip without one).
 browser:

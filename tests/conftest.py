@@ -21,6 +21,17 @@ from tests.support.patience import oversubscription
 from tests.support.s3 import FakeS3, fake_s3
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Tests on a shared PostgreSQL or Redis empty them before each test, so they run in one
+    process: refuse pytest-xdist's workers there rather than let two tests empty each other's."""
+    workers = getattr(config.option, "numprocesses", None)
+    if (TEST_DB_URL or TEST_REDIS_URL) and workers not in (None, 0):
+        raise pytest.UsageError(
+            "PRIVCLUST_TEST_DATABASE_URL / PRIVCLUST_TEST_REDIS_URL are shared by every test: "
+            "run them in one process (-n0; `make test PYTEST_ARGS=-n0`)"
+        )
+
+
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     """pytest-timeout's limit (pyproject.toml) is there to stop a hung test, not a slow one: it
