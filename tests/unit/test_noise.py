@@ -100,3 +100,23 @@ def test_noise_stds_are_never_below_the_exact_product(monkeypatch: pytest.Monkey
         assert Fraction(seen[-1]) * Fraction(float(count_mu)) >= 1
         short += Fraction(1.0 / float(count_mu)) * Fraction(float(count_mu)) < 1
     assert short > 10  # 1/mu rounded to nearest would have been short on these
+
+
+def test_a_weighted_release_scales_its_sensitivity_rounded_up() -> None:
+    # A release priced as w releases is calibrated on sensitivity / sqrt(w): the float square
+    # root and division rounded it below the exact value in about half of the cases.
+    from privclust.clustering.data.release import Gaussian
+
+    rng = np.random.default_rng(5)
+    raised = 0
+    for _ in range(2000):
+        sensitivity = float(rng.choice([1.0, math.sqrt(2.0), rng.uniform(1e-3, 3e6)]))
+        weight = int(rng.integers(2, 400))
+        scaled = Gaussian(sensitivity, 1.0, weight).scaled_sensitivity
+        exact_squared = Fraction(sensitivity) ** 2 / weight
+        assert Fraction(scaled) ** 2 >= exact_squared
+        quotient = sensitivity / math.sqrt(weight)
+        assert scaled <= quotient + 2 * math.ulp(quotient)  # a step or two at most
+        raised += scaled != quotient
+    assert raised > 100  # the rounding up happened, not only exact quotients
+    assert Gaussian(0.75, 2.0).scaled_sensitivity == 0.75  # weight 1: the sensitivity itself

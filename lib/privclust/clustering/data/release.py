@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -34,8 +35,16 @@ class Gaussian:
 
     @property
     def scaled_sensitivity(self) -> float:
-        """The sensitivity the noise std is calibrated on: sensitivity / sqrt(weight)."""
-        return self.sensitivity / math.sqrt(self.weight)
+        """The sensitivity the noise std is calibrated on: sensitivity / sqrt(weight), rounded
+        up. The float square root and division may each round down, and a std a hair short of
+        the calibrated one would overstate the privacy; exact for weight 1."""
+        if self.weight == 1:
+            return self.sensitivity
+        scaled = self.sensitivity / math.sqrt(self.weight)
+        exact = Fraction(self.sensitivity) ** 2
+        while math.isfinite(scaled) and Fraction(scaled) ** 2 * self.weight < exact:
+            scaled = math.nextafter(scaled, math.inf)
+        return scaled
 
     @property
     def mu(self) -> float:
