@@ -21,12 +21,12 @@ quadrature, each at its 90% level):
     D the two nearest released centres' distance. The squared shift of a centre adds up over
     the rows that may change sides, so the band's share of the spread goes as the square root
     of their share: 1 where centres coincide, 0.79 at D = rho, 0.56 at D = 2 rho. It
-    reads the nearest pair (the most overlap) and the worst direction the loss allows (the
-    most overlap for that distance), not the per-column spread: the per-column reading,
-    exp(-(D/2s)^2/2) with s the spread per column, shrank the band on penguins, breast cancer
-    and diamonds to where it held 37-82% of the errors, because a run settled in another basin
-    (two segments merged, one split) looks separated too. Without the centres (a caller that
-    gives none) the whole spread is kept: the wider band;
+    reads the nearest pair (the most overlap) and, for a normal cluster of that loss, the
+    worst direction (the most overlap at that distance), not the per-column spread: the
+    per-column reading, exp(-(D/2s)^2/2) with s the spread per column, shrank the band on
+    penguins, breast cancer and diamonds to where it held 37-82% of the errors, because a run
+    settled in another basin (two segments merged, one split) looks separated too. Without
+    the centres (a caller that gives none) the whole spread is kept: the wider band;
   - before the run (the estimate, public facts only), or without summaries, from the domain: the
     spread of k clusters that fill it evenly, each a cube of side (volume / k)^(1/d), whose
     per-column standard deviation is side / sqrt(12). Data that fill a small part of the domain
@@ -85,9 +85,9 @@ def contested_share(centres: np.ndarray, spread: float) -> float:
     that share when the two centres coincide (1/2): 2 Phi(-D / (2 rho)), D the smallest distance
     between two released centres and rho = spread sqrt(d) the clusters' radius, everything in
     the clustering space. It takes each cluster normal with all of its spread along the line to
-    that neighbour, the most overlap the released loss allows, so it is never below the share
-    of clusters of that loss with any other shape. 1 with a single centre or no spread; NaN or
-    infinity never passes."""
+    that neighbour: more overlap than a normal cluster of that loss with its spread in any
+    other direction (bench/real_tables.py measures what real tables do). 1 with a single centre
+    or no spread; NaN or infinity never passes."""
     points = np.asarray(centres, dtype=np.float64)
     if not np.isfinite(points).all() or not math.isfinite(spread):
         raise ArithmeticError("released centres and their spread must be finite")
