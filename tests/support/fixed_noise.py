@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from randomgen import ChaCha
 
+from privclust.clustering.data.release import Gaussian
 from privclust.clustering.evolution import packing
 
 # The modules that take the entropy-keyed generator by name.
@@ -36,3 +37,9 @@ def fix_noise(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     monkeypatch.setattr(np.random, "default_rng", default_rng)
     fresh = functools.lru_cache(maxsize=8)(packing._unit_packing.__wrapped__)
     monkeypatch.setattr(packing, "_unit_packing", fresh)
+
+
+def scaled(sensitivity: float, weight: int) -> float:
+    """The sensitivity a release priced as `weight` releases is calibrated on: sensitivity /
+    sqrt(weight), rounded up as the library rounds it (Gaussian.scaled_sensitivity)."""
+    return Gaussian(sensitivity, 1.0, weight).scaled_sensitivity

@@ -24,6 +24,7 @@ from privclust.privacy.gdp import PrivacyParameterError, mu_from_epsilon_delta, 
 from privclust.privacy.noise import COUNT_MU_FRACTION
 from tests.support.clustering import Cancelled, ReleaseLog, cancelling_at, composed_mu
 from tests.support.data import blobs
+from tests.support.fixed_noise import scaled
 
 # ---------------------------------------------------------------------------------------------
 # Privacy accounting
@@ -73,7 +74,7 @@ def test_replace_one_uses_the_exact_count_and_doubled_sensitivities(
     assert len(log.calls) == 16  # no count release: N is public
     assert all(s == math.sqrt(2.0) for s, _, _ in log.calls[:14])  # vote histograms
     # sums: 2R, priced as 14 releases (sensitivity / sqrt(14) with the run's sigma)
-    assert log.calls[-2] == (2.0 * grid_sensitivity(40) / math.sqrt(14), result.sigma, (4, 40))
+    assert log.calls[-2] == (scaled(2.0 * grid_sensitivity(40), 14), result.sigma, (4, 40))
     assert log.calls[-1] == (math.sqrt(2.0), result.sigma, (4,))  # counts
     assert result.releases == 14 + 1 + 14
     true = [math.sqrt(2.0)] * 14 + [2.0 * grid_sensitivity(40), math.sqrt(2.0)]
@@ -96,7 +97,7 @@ def test_hdpe_means_spends_exactly_the_requested_mu(log: ReleaseLog) -> None:
     sums, counts = log.calls[-2], log.calls[-1]
     # Sensitivity R: 2^20 grid units (a row's norm on the grid), one draw per coordinate, its
     # noise std R sigma / sqrt(14).
-    assert sums == (grid_sensitivity(40) / math.sqrt(14), result.sigma, (4, 40))
+    assert sums == (scaled(grid_sensitivity(40), 14), result.sigma, (4, 40))
     assert grid_sensitivity(40) == pytest.approx(2.0**20, rel=1e-5)
     assert counts == (1.0, result.sigma, (4,))
     true = [1.0] * 14 + [grid_sensitivity(40), 1.0]

@@ -22,6 +22,7 @@ from tests.support.clustering import (
     refused_field,
 )
 from tests.support.data import blobs
+from tests.support.fixed_noise import scaled
 from tests.support.metrics import kmeans_loss
 
 # ---------------------------------------------------------------------------------------------
@@ -53,7 +54,7 @@ def test_every_release_is_calibrated_and_they_compose_to_mu(
     assert all(s == 1.0 and sig == result.sigma for s, sig, _ in levels)
     # The sums: sensitivity R (grid units) scaled by 1/sqrt(21), so their noise std is
     # R sigma / sqrt(21): priced as 21 releases.
-    assert sums[:2] == (grid_sensitivity(6) / math.sqrt(21), result.sigma)
+    assert sums[:2] == (scaled(grid_sensitivity(6), 21), result.sigma)
     assert sums[2][1] == 6 and sums[2][0] >= 1  # one row of sums per leaf
     true = [1.0] * len(levels) + [grid_sensitivity(6)]
     mu_releases = composed_mu(calls, true)
@@ -77,7 +78,7 @@ def test_replace_one_uses_the_exact_count_and_replace_one_sensitivities(
     assert all(s == math.sqrt(2.0) and sig == result.sigma for s, sig, _ in log.calls[:4])
     # Every branching node has 2^2 children: each count vector is a multiple of 4 long.
     assert all(shape[0] % 4 == 0 for _, _, shape in log.calls[:4])
-    assert log.calls[-1][:2] == (2.0 * grid_sensitivity(5) / math.sqrt(5), result.sigma)
+    assert log.calls[-1][:2] == (scaled(2.0 * grid_sensitivity(5), 5), result.sigma)
     true = [math.sqrt(2.0)] * 4 + [2.0 * grid_sensitivity(5)]
     assert composed_mu(log.calls, true) == pytest.approx(result.mu, rel=1e-12)
     with pytest.raises(ClusteringInputError):

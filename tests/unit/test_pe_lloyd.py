@@ -31,6 +31,7 @@ from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 from privclust.privacy.noise import COUNT_MU_FRACTION
 from tests.support.clustering import ReleaseLog, composed_mu, joint_sensitivity
 from tests.support.data import blobs
+from tests.support.fixed_noise import scaled
 from tests.support.metrics import kmeans_loss
 
 
@@ -75,7 +76,7 @@ def test_the_releases_compose_to_the_planned_mu(
     assert result.releases == result.iterations + n_steps * weight
     # Each Lloyd step: the joint sensitivity scaled by 1/sqrt(w), i.e. priced as w releases.
     for s, sig, shape in lloyd:
-        assert (s, sig, shape) == (joint_sensitivity(5) / math.sqrt(weight), result.sigma, (18,))
+        assert (s, sig, shape) == (scaled(joint_sensitivity(5), weight), result.sigma, (18,))
     true = [1.0] * len(votes) + [joint_sensitivity(5)] * n_steps
     mu_releases = composed_mu(calls, true)
     assert mu_releases == pytest.approx(math.sqrt(result.releases) / result.sigma, rel=1e-12)
@@ -205,11 +206,11 @@ def test_above_32_columns_the_projected_releases_compose_to_the_planned_mu(
     assert all(shape == (result.population_size,) for _, _, shape in votes[:1])
     # The noisy sums in the full space (priced as 20 releases), the counts, then each step.
     sums, counts, *lloyd = rest
-    assert sums == (grid_sensitivity(d) / math.sqrt(20), result.sigma, (k, d))
+    assert sums == (scaled(grid_sensitivity(d), 20), result.sigma, (k, d))
     assert counts == (1.0, result.sigma, (k,))
     assert len(lloyd) == split.steps
     for call in lloyd:
-        assert call == (joint_sensitivity(d) / math.sqrt(split.weight), result.sigma, (k * d + k,))
+        assert call == (scaled(joint_sensitivity(d), split.weight), result.sigma, (k * d + k,))
     true = [1.0] * 14 + [grid_sensitivity(d), 1.0] + [joint_sensitivity(d)] * split.steps
     mu_releases = composed_mu(calls, true)
     assert mu_releases == pytest.approx(math.sqrt(result.releases) / result.sigma, rel=1e-12)
