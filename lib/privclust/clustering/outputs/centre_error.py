@@ -44,6 +44,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.spatial import cKDTree
 
 # The two-sided 90% point of a standard normal: |noise| <= Z90 std nine times in ten.
 Z90 = 1.6448536269514722
@@ -80,6 +81,16 @@ def loss_spread(loss: float, loss_se: float | None, n_cols: int) -> float:
     return math.sqrt(max(high, 0.0) / max(n_cols, 1))
 
 
+def nearest_pair(points: np.ndarray) -> tuple[int, int, float]:
+    """The two nearest of two or more points (rows) and their distance: (i, j, distance) with
+    i < j. A k-d tree's nearest neighbours, never the k x k x d array of every difference,
+    which a result's k up to 10,000 would make gigabytes on every read."""
+    distances, neighbours = cKDTree(points).query(points, k=2)
+    i = int(np.argmin(distances[:, 1]))
+    j = int(neighbours[i, 1])
+    return min(i, j), max(i, j), float(distances[i, 1])
+
+
 def contested_share(centres: np.ndarray, spread: float) -> float:
     """The share of a cluster's rows that lie past the border with its nearest neighbour, over
     that share when the two centres coincide (1/2): 2 Phi(-D / (2 rho)), D the smallest distance
@@ -93,8 +104,7 @@ def contested_share(centres: np.ndarray, spread: float) -> float:
         raise ArithmeticError("released centres and their spread must be finite")
     if points.ndim != 2 or len(points) < 2 or spread <= 0.0:
         return 1.0
-    gaps = np.sqrt(((points[:, None, :] - points[None, :, :]) ** 2).sum(axis=2))
-    nearest = float(gaps[~np.eye(len(points), dtype=bool)].min())
+    _, _, nearest = nearest_pair(points)
     radius = spread * math.sqrt(points.shape[1])
     return math.erfc(nearest / (2.0 * radius) / math.sqrt(2.0))
 

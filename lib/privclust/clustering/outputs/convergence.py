@@ -37,7 +37,7 @@ import numpy as np
 from scipy.special import gammaincinv
 
 from privclust.clustering.outputs.caveat import Caveat
-from privclust.clustering.outputs.centre_error import Z90
+from privclust.clustering.outputs.centre_error import Z90, nearest_pair
 
 # The chance that a converged run's last step warns `not-converged` by its noise alone.
 NOT_CONVERGED_ALARM = 0.01
@@ -109,15 +109,15 @@ def overlap_warnings(
         return []
     scale = np.where(np.asarray(units, dtype=np.float64) > 0, units, 1.0)
     points = np.asarray(centres, dtype=np.float64) / scale
-    gaps = np.sqrt(((points[:, None, :] - points[None, :, :]) ** 2).sum(axis=2))
-    gaps[np.diag_indices(len(points))] = np.inf
-    i, j = np.unravel_index(int(np.argmin(gaps)), gaps.shape)
-    if not gaps[i, j] < OVERLAP_SPREADS * spread:
+    if not np.isfinite(points).all():  # no distance to read (as a NaN gap never warned)
+        return []
+    i, j, gap = nearest_pair(points)
+    if not gap < OVERLAP_SPREADS * spread:
         return []
     return [
         Caveat(
             "centres-overlap",
-            f"centres {min(i, j)} and {max(i, j)} are {gaps[i, j]:.3g} apart, closer than the "
+            f"centres {i} and {j} are {gap:.3g} apart, closer than the "
             f"typical distance from a row to its centre ({spread:.3g}, from the noisy loss; "
             "both in the clustering space): their clusters overlap, so another run may draw "
             "the border between them elsewhere or merge them. Try a smaller k, or compare two "
