@@ -22,7 +22,7 @@ from privclust.clustering.outputs.uncertainty import (
     loss_rises,
     sweep_warnings,
 )
-from privclust.clustering.run.options import Budget, resolve_privacy
+from privclust.clustering.run.options import Budget, Budgeted, resolve_privacy
 from privclust.clustering.run.result import ClusteringResult
 from privclust.clustering.run.runner import counted_rows, released_count
 from privclust.clustering.run.summary_pricing import SWEEP_SUMMARY_FRACTION
@@ -122,7 +122,7 @@ class SweepResult:
 
 
 @dataclass(frozen=True)
-class SweepSplit:
+class SweepSplit(Budgeted):
     """A sweep's budget split: the whole sweep's budget (`budget`, resolved once: its `mu`),
     the part its own noisy row count spends (`count_mu`: a library sweep without a public
     count; None otherwise), and each run's equal share of the rest, `job_mu` (mu / sqrt(m)
@@ -131,10 +131,6 @@ class SweepSplit:
     budget: Budget
     count_mu: float | None
     job_mu: float
-
-    @property
-    def mu(self) -> float:
-        return self.budget.mu
 
 
 def plan_sweep(

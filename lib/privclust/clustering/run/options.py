@@ -63,6 +63,25 @@ class Budget:
         return accounting_epsilon(self.mu, self.epsilon, delta)
 
 
+class Budgeted:
+    """A record that carries a job's resolved `budget` (a plan's basis, a sweep's split) and
+    reads its mu, epsilon and delta from there, never from a second copy."""
+
+    budget: Budget
+
+    @property
+    def mu(self) -> float:
+        return self.budget.mu
+
+    @property
+    def epsilon(self) -> float | None:
+        return self.budget.epsilon
+
+    @property
+    def delta(self) -> float | None:
+        return self.budget.delta
+
+
 @dataclass(frozen=True, eq=False)
 class Options:
     """Everything a run or a plan is asked for besides the rows and k, as the caller gave it.

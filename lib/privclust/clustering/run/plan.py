@@ -19,7 +19,7 @@ import numpy as np
 from privclust.clustering.choices import RELATIONS, Relation
 from privclust.clustering.errors import ClusteringInputError, check_integer, check_positive
 from privclust.clustering.run import summary_pricing
-from privclust.clustering.run.options import Budget, Options, job_budget
+from privclust.clustering.run.options import Budget, Budgeted, Options, job_budget
 from privclust.clustering.run.result import ClusteringResult, released_centres
 from privclust.clustering.run.schedule import (
     LLOYD_STEP,
@@ -91,7 +91,7 @@ class Calibrated:
 
 
 @dataclass(frozen=True)
-class PlanBasis(Calibrated):
+class PlanBasis(Calibrated, Budgeted):
     """A plan's checked public inputs and the job's budget, before a method is chosen: the
     public row count, d and k, the neighbours; the job's budget (its mu, and its epsilon and
     delta when given); the part of mu the summaries spend (`summary_mu`), and what the
@@ -107,18 +107,6 @@ class PlanBasis(Calibrated):
     centres_mu: float
     count_mu: float | None
     relation: str
-
-    @property
-    def mu(self) -> float:
-        return self.budget.mu
-
-    @property
-    def epsilon(self) -> float | None:
-        return self.budget.epsilon
-
-    @property
-    def delta(self) -> float | None:
-        return self.budget.delta
 
     @property
     def releases_mu(self) -> float:
