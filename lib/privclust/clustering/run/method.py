@@ -9,6 +9,7 @@ mechanisms below it, never each other.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -99,9 +100,7 @@ def plan_method(method: Method, basis: PlanBasis, options: Options) -> RunPlan:
         n_rows=basis.n_rows,
         n_cols=basis.n_cols,
         k=basis.k,
-        mu=basis.mu,
-        epsilon=basis.epsilon,
-        delta=basis.delta,
+        **dataclasses.asdict(basis.budget),  # the job's mu, and the epsilon and delta it came as
         sigma=sigma,
         releases=releases.releases,
         iterations=releases.iterations,
