@@ -197,6 +197,19 @@ class Releases:
         return sum(p.times for p in self.parts if p.what == LLOYD_STEP) - self.second_start
 
 
+# What a run's result says again of the plan it followed, under the same names (besides its
+# cost, `release_cost`, and its public count, the plan's n_rows).
+_SAID_AGAIN_BY_RESULT = (
+    "algorithm",
+    "iterations",
+    "variations",
+    "population_size",
+    "projection_dim",
+    "relation",
+    "count_mu",
+)
+
+
 @dataclass(frozen=True)
 class RunPlan(Calibrated):
     """Everything a run will do that depends only on public inputs.
@@ -271,14 +284,8 @@ class RunPlan(Calibrated):
         read-only), and this plan."""
         return ClusteringResult(
             centers=released_centres(centred, center, radius),
-            algorithm=self.algorithm,
             **release_cost(self),
-            iterations=self.iterations,
-            variations=self.variations,
+            **{name: getattr(self, name) for name in _SAID_AGAIN_BY_RESULT},
             final_variations=final_variations,
-            population_size=self.population_size,
-            projection_dim=self.projection_dim,
             n_public=self.n_rows,
-            relation=self.relation,
-            count_mu=self.count_mu,
         )
