@@ -7,7 +7,8 @@ its name, a table by its name after its indexes). Names are given exactly as the
 always gave them (`f(...)`, which marks a final name as `op.f(...)` does, or a plain string
 where the metadata's naming convention applies), so a revision written with steps issues the
 same statements as one that spells each operation out. Data backfills, and checks a downgrade
-makes first, stay written out in their revisions.
+makes first, stay written out in their revisions; the columns a backfill reads and writes come
+from `view`, under the types kept here once for every backfill.
 """
 
 from __future__ import annotations
@@ -88,6 +89,43 @@ def running_budget_columns() -> tuple[sa.Column, ...]:
         sa.Column("reserved_sq", sa.Text(), nullable=False),
         sa.Column("jobs", sa.Integer(), nullable=False),
     )
+
+
+# The types under which the data migrations (backfills) read and write each table's columns,
+# grouped by type: the types the revisions that made the columns gave them, without lengths (a
+# view only binds and reads values; it creates nothing). A revision that changed a column's type
+# would read it under a name of its own here, so that no earlier backfill changes.
+_VIEW_TYPES: dict[str, tuple[tuple[sa.types.TypeEngine, str], ...]] = {
+    "datasets": (
+        (sa.Uuid(), "id"),
+        (sa.Integer(), "n_rows n_rows_dp"),
+        (sa.Boolean(), "count_public"),
+    ),
+    "jobs": ((sa.Boolean(), "summaries"),),
+    "ledger_entries": (
+        (sa.Integer(), "id releases"),
+        (sa.Uuid(), "dataset_id job_id sweep_id actor_key_id"),
+        (sa.String(), "kind prev_hash entry_hash"),
+        (sa.Float(), "mu sigma epsilon delta"),
+        (sa.Text(), "note"),
+        (sa.DateTime(timezone=True), "created_at"),
+    ),
+    "dataset_budgets": (
+        (sa.Uuid(), "dataset_id"),
+        (sa.Float(), "mu_cap"),
+        (sa.Text(), "spent_sq reserved_sq"),
+        (sa.Integer(), "jobs"),
+        (sa.DateTime(timezone=True), "updated_at"),
+        (sa.String(), "last_hash"),
+    ),
+}
+
+
+def view(table: str, *names: str) -> sa.TableClause:
+    """`table` as a backfill sees it: the columns `names`, in that order (the order an insert
+    or an update names them in), each under its type in _VIEW_TYPES."""
+    types = {name: type_ for type_, group in _VIEW_TYPES[table] for name in group.split()}
+    return sa.table(table, *(sa.column(name, types[name]) for name in names))
 
 
 class Change(Protocol):

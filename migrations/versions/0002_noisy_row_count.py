@@ -31,12 +31,7 @@ ADDED = steps.alter(
 
 def upgrade() -> None:
     ADDED.apply()
-    datasets = sa.table(
-        "datasets",
-        sa.column("n_rows", sa.Integer()),
-        sa.column("n_rows_dp", sa.Integer()),
-        sa.column("count_public", sa.Boolean()),
-    )
+    datasets = steps.view("datasets", "n_rows", "n_rows_dp", "count_public")
     op.execute(datasets.update().values(n_rows_dp=datasets.c.n_rows, count_public=sa.true()))
     ADDED.require("n_rows_dp", "count_public")
 

@@ -59,7 +59,7 @@ STEPS = (
 
 def upgrade() -> None:
     steps.apply(STEPS)
-    jobs = sa.table("jobs", sa.column("summaries", sa.Boolean()))
+    jobs = steps.view("jobs", "summaries")
     op.execute(jobs.update().values(summaries=sa.false()))
     JOBS.require("summaries")
 

@@ -27,23 +27,10 @@ from migrations import steps
 revision: str = "0004"
 down_revision: str | None = "0003"
 
-ledger = sa.table(
-    "ledger_entries",
-    sa.column("id", sa.Integer()),
-    sa.column("dataset_id", sa.Uuid()),
-    sa.column("kind", sa.String()),
-    sa.column("job_id", sa.Uuid()),
-    sa.column("mu", sa.Float()),
-)
-datasets = sa.table("datasets", sa.column("id", sa.Uuid()))
-budgets = sa.table(
-    "dataset_budgets",
-    sa.column("dataset_id", sa.Uuid()),
-    sa.column("mu_cap", sa.Float()),
-    sa.column("spent_sq", sa.Text()),
-    sa.column("reserved_sq", sa.Text()),
-    sa.column("jobs", sa.Integer()),
-    sa.column("updated_at", sa.DateTime(timezone=True)),
+ledger = steps.view("ledger_entries", "id", "dataset_id", "kind", "job_id", "mu")
+datasets = steps.view("datasets", "id")
+budgets = steps.view(
+    "dataset_budgets", "dataset_id", "mu_cap", "spent_sq", "reserved_sq", "jobs", "updated_at"
 )
 
 

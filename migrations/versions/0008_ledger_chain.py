@@ -33,27 +33,8 @@ _FIELDS = (
     "created_at"
 ).split()
 
-ledger = sa.table(
-    "ledger_entries",
-    sa.column("id", sa.Integer()),
-    sa.column("dataset_id", sa.Uuid()),
-    sa.column("kind", sa.String()),
-    sa.column("job_id", sa.Uuid()),
-    sa.column("sweep_id", sa.Uuid()),
-    sa.column("actor_key_id", sa.Uuid()),
-    sa.column("mu", sa.Float()),
-    sa.column("sigma", sa.Float()),
-    sa.column("releases", sa.Integer()),
-    sa.column("epsilon", sa.Float()),
-    sa.column("delta", sa.Float()),
-    sa.column("note", sa.Text()),
-    sa.column("created_at", sa.DateTime(timezone=True)),
-    sa.column("prev_hash", sa.String()),
-    sa.column("entry_hash", sa.String()),
-)
-budgets = sa.table(
-    "dataset_budgets", sa.column("dataset_id", sa.Uuid()), sa.column("last_hash", sa.String())
-)
+ledger = steps.view("ledger_entries", *_FIELDS, "prev_hash", "entry_hash")
+budgets = steps.view("dataset_budgets", "dataset_id", "last_hash")
 
 
 class _Fold:
