@@ -70,6 +70,18 @@ def _listed(pattern: str) -> Any:
     return extra
 
 
+def _form_option(listed: str | None = None, **field: Any) -> Any:
+    """An optional form field: absent unless sent (never null), with the syntax of its listed
+    values (`listed`, a vector field's pattern) stated in its schema."""
+    extra = _absent_not_null if listed is None else _listed(listed)
+    return Field(default=None, json_schema_extra=extra, **field)
+
+
+def _numbers_option(description: str) -> Any:
+    """An optional vector of numbers, its syntax stated as a pattern and in words."""
+    return _form_option(listed=NUMBER_LIST, description=f"{description} {VECTOR}")
+
+
 class DatasetUpload(RequestSchema):
     """The upload form (multipart/form-data): the file (or an import's `source`), its name,
     the dataset's total budget and its declared public domain (a ball, or per-column bounds)."""
@@ -81,14 +93,12 @@ class DatasetUpload(RequestSchema):
         "without a filename is read as the file's content (CSV).",
         json_schema_extra=_binary_part,
     )
-    source: str | None = Field(
-        default=None,
+    source: str | None = _form_option(
         max_length=2000,
         description="Instead of `file`: import by reference from an `s3://` URL or an "
         "absolute local path of a Parquet file or folder, under a prefix the operator allows "
         "(PRIVCLUST_IMPORT_SOURCES; 403 `import-source-forbidden` otherwise). Answers 202 "
         "with the dataset `importing`; a worker copies the rows, then releases the count.",
-        json_schema_extra=_absent_not_null,
     )
     name: str = Field(
         min_length=1,
@@ -99,41 +109,26 @@ class DatasetUpload(RequestSchema):
     )
     epsilon: float = Field(gt=0, description="The dataset's total epsilon.")
     delta: float = Field(gt=0, lt=1, description="The dataset's delta, in (0, 1).")
-    radius: float | None = Field(
-        default=None,
+    radius: float | None = _form_option(
         ge=MIN_RADIUS,
         le=MAX_RADIUS,
         description="Radius of the public ball.",
-        json_schema_extra=_absent_not_null,
     )
-    center: str | None = Field(
-        default=None,
-        description="Ball centre, one value per column. " + VECTOR,
-        json_schema_extra=_listed(NUMBER_LIST),
+    center: str | None = _numbers_option("Ball centre, one value per column.")
+    lower: str | None = _numbers_option(
+        "Per-column lower bounds (with `upper`: jobs cluster with each column scaled to its "
+        "declared range)."
     )
-    lower: str | None = Field(
-        default=None,
-        description="Per-column lower bounds (with `upper`: jobs cluster with each column "
-        "scaled to its declared range). " + VECTOR,
-        json_schema_extra=_listed(NUMBER_LIST),
-    )
-    upper: str | None = Field(
-        default=None,
-        description="Per-column upper bounds. " + VECTOR,
-        json_schema_extra=_listed(NUMBER_LIST),
-    )
-    columns: str | None = Field(
-        default=None,
+    upper: str | None = _numbers_option("Per-column upper bounds.")
+    columns: str | None = _form_option(
+        listed=NAME_LIST,
         description="Columns to use, by name: names separated by commas (x,y) or a JSON array "
         'of strings (["x", "y"]).',
-        json_schema_extra=_listed(NAME_LIST),
     )
-    count_mu: float | None = Field(
-        default=None,
+    count_mu: float | None = _form_option(
         gt=0,
         description="The GDP cost of the noisy row count released at upload: finite, > 0 "
         "and below the cap's mu. Default: 0.1 x mu_cap (1% of the budget in GDP terms).",
-        json_schema_extra=_absent_not_null,
     )
     count_public: bool = Field(
         default=False,
@@ -141,46 +136,35 @@ class DatasetUpload(RequestSchema):
         "charged), n_rows_dp is the exact N, and jobs are calibrated to replace-one "
         "neighbours. Not with count_mu.",
     )
-    privacy_unit: str | None = Field(
-        default=None,
+    privacy_unit: str | None = _form_option(
         max_length=200,
         description="The column that identifies one unit of privacy (a person, a customer): "
         "each unit keeps at most `max_rows_per_unit` of its rows (chosen uniformly at random) "
         "and every release is calibrated for one unit's rows; the column is not stored. "
         "Without it the guarantee protects one row, not one person.",
-        json_schema_extra=_absent_not_null,
     )
-    max_rows_per_unit: int | None = Field(
-        default=None,
+    max_rows_per_unit: int | None = _form_option(
         ge=1,
         le=10_000,
         description="m, required with `privacy_unit`: the most rows one unit keeps. Every "
         "release's noise grows m-fold (the guarantee protects all of a unit's rows).",
-        json_schema_extra=_absent_not_null,
     )
-    missing: Literal["reject", "drop-row", "fill"] | None = Field(
-        default=None,
+    missing: Literal["reject", "drop-row", "fill"] | None = _form_option(
         description="Missing values (empty CSV fields, NA, NaN, null, Parquet nulls, NaN in "
         "a .npy; an undeclared category): `reject` (the default: 422 naming the row and "
         "column), `drop-row`, or `fill` (with `fill`; a column not named gets its domain's "
         "centre). Never computed from the data.",
-        json_schema_extra=_absent_not_null,
     )
-    fill: str | None = Field(
-        default=None,
+    fill: str | None = _form_option(
         description='With missing="fill": a JSON object of fill values per column, e.g. '
         '{"age": 40, "plan": "basic"}; each inside its declared domain.',
-        json_schema_extra=_absent_not_null,
     )
-    categories: str | None = Field(
-        default=None,
+    categories: str | None = _form_option(
         description="Categorical columns and their categories, a JSON object (public), e.g. "
         '{"plan": ["basic", "premium"]}: each is one-hot encoded; needs `lower`/`upper` for '
         "the numeric columns only.",
-        json_schema_extra=_absent_not_null,
     )
-    members: str | None = Field(
-        default=None,
+    members: str | None = _form_option(
         max_length=20_000,
         description="Instead of `file` or `source`: a federated dataset, whose rows stay with "
         'its members. A JSON list of 2 to 16 {"url", "dataset_id", "key"} (each member\'s '
@@ -188,23 +172,18 @@ class DatasetUpload(RequestSchema):
         "domain; each member is checked (reachable, same columns and domain) and releases its "
         "part of the noisy row count. A member that refuses is named (409 or 422 "
         "`member-refused`) and nothing is charged anywhere.",
-        json_schema_extra=_absent_not_null,
     )
-    colluding: int | None = Field(
-        default=None,
+    colluding: int | None = _form_option(
         ge=0,
         le=15,
         description="With `members`: c, how many members may collude with the coordinator "
         "(default 0); the first c + 1 members each add a whole noise share.",
-        json_schema_extra=_absent_not_null,
     )
-    category_weight: float | None = Field(
-        default=None,
+    category_weight: float | None = _form_option(
         gt=0,
         le=1,
         description="The weight w of a one-hot coordinate, where each numeric column spans "
         "[0, 1]: two rows that differ in one category are w*sqrt(2) apart. Default 0.2.",
-        json_schema_extra=_absent_not_null,
     )
 
 

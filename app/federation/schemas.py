@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, FiniteFloat
 from app.datasets.schemas import DatasetOut
 from app.federation.member import Join
 from app.federation.service import Seat
-from app.kit.schemas import RequestSchema
+from app.kit.schemas import RequestSchema, from_attributes
 from app.models import MemberJob, Role
 
 
@@ -68,16 +68,9 @@ class MemberJoin(RequestSchema):
     domain: DomainTerms
 
     def request(self) -> Join:
-        return Join(
-            federation=self.federation,
-            job=self.job,
-            method=self.method,
-            mu=self.mu,
-            dtype=self.dtype,
-            members=list(self.members),
-            colluding=self.colluding,
-            domain=self.domain.model_dump(),
-        )
+        """The join as the member's service takes it: field for field, the domain terms as a
+        plain dict."""
+        return Join(**self.model_dump())
 
 
 class MemberJobOut(BaseModel):
@@ -94,15 +87,7 @@ class MemberJobOut(BaseModel):
 
     @classmethod
     def of(cls, job: MemberJob, releases: int = 0) -> MemberJobOut:
-        return cls(
-            id=job.id,
-            federation=job.federation,
-            job=job.job,
-            method=str(job.plan["method"]),
-            mu=job.mu,
-            status=job.status,
-            releases=releases,
-        )
+        return from_attributes(cls, job, method=str(job.plan["method"]), releases=releases)
 
 
 class ReleaseIn(RequestSchema):
@@ -154,12 +139,4 @@ class FederatedJobOut(BaseModel):
 
     @classmethod
     def of(cls, job: MemberJob) -> FederatedJobOut:
-        return cls(
-            id=job.id,
-            federation=job.federation,
-            job=job.job,
-            status=job.status,
-            created_at=job.created_at,
-            finished_at=job.finished_at,
-            labels=job.centers is not None,
-        )
+        return from_attributes(cls, job, labels=job.centers is not None)

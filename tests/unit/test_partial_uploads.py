@@ -9,7 +9,7 @@ from pathlib import Path
 
 from app.datasets.storage import (
     STALE_AFTER_SECONDS,
-    remove_orphaned_dataset_files,
+    remove_orphaned_rows,
     remove_stale_partial_uploads,
 )
 
@@ -51,7 +51,7 @@ def test_only_old_dataset_files_no_dataset_refers_to_are_removed(tmp_path: Path)
         asked.append(True)
         return {kept.name}
 
-    removed = remove_orphaned_dataset_files(tmp_path, referenced)
+    removed = remove_orphaned_rows(str(tmp_path), referenced)
     assert [r.path for r in removed] == [orphan] and not orphan.exists()
     assert kept.exists() and just_renamed.exists() and not_ours.exists() and partial.exists()
     assert asked == [True]
@@ -63,5 +63,5 @@ def test_the_database_is_not_asked_when_no_file_is_old_enough(tmp_path: Path) ->
     def referenced() -> set[str]:
         raise AssertionError("asked for the datasets' files with no candidate to check")
 
-    assert remove_orphaned_dataset_files(tmp_path, referenced) == []
+    assert remove_orphaned_rows(str(tmp_path), referenced) == []
     assert young.exists()

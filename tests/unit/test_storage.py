@@ -172,7 +172,7 @@ def test_remote_orphans_are_removed_once_stale_and_unreferenced(s3: FakeS3) -> N
     kept = _write(base, np.ones((3, 1)), 2, 3, "1" * 32)
     orphan = _write(base, np.ones((3, 1)), 2, 3, "2" * 32)
     referenced = {storage.stored_name(kept)}
-    assert storage.remove_orphaned_remote_rows(base, lambda: referenced) == []  # fresh
-    removed = storage.remove_orphaned_remote_rows(base, lambda: referenced, stale_after=0.0)
+    assert storage.remove_orphaned_rows(base, lambda: referenced) == []  # fresh
+    removed = storage.remove_orphaned_rows(base, lambda: referenced, stale_after=0.0)
     assert [r.path for r in removed] == [orphan]
     assert s3.object_keys("sweep/") == sorted(s3.object_keys(f"sweep/{'1' * 32}/"))

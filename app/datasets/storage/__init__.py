@@ -24,8 +24,7 @@ from app.datasets.storage.cleanup import (
     RemovedFile,
     remove_abandoned_rows,
     remove_abandoned_uploads,
-    remove_orphaned_dataset_files,
-    remove_orphaned_remote_rows,
+    remove_orphaned_rows,
     remove_stale_partial_uploads,
 )
 from app.datasets.storage.local import (
@@ -68,8 +67,7 @@ __all__ = [
     "read_all",
     "remove_abandoned_rows",
     "remove_abandoned_uploads",
-    "remove_orphaned_dataset_files",
-    "remove_orphaned_remote_rows",
+    "remove_orphaned_rows",
     "remove_stale_partial_uploads",
     "row_partitions",
     "rows_location",

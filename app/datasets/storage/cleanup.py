@@ -47,7 +47,7 @@ def remove_abandoned_rows(
 ) -> list[RemovedFile]:
     """Delete stale partial uploads (in the local storage folder and in the uploads' scratch
     folder) and stale orphaned rows in the store, and say so in the log. `referenced` is as
-    for `remove_orphaned_dataset_files`; its errors, OSError and the store's are the caller's."""
+    for `remove_orphaned_rows`; its errors, OSError and the store's are the caller's."""
     local = [] if is_remote(storage_url) else [Path(storage_url)]
     partial: list[RemovedFile] = []
     for directory in dict.fromkeys([*local, scratch]):
@@ -56,9 +56,7 @@ def remove_abandoned_rows(
     if is_remote(storage_url):
         deleted = pending.settle(scratch, referenced, remote.delete_prefix)
         cut = [RemovedFile(url, 0, 0.0) for url in deleted]
-        orphans = remove_orphaned_remote_rows(storage_url, referenced)
-    else:
-        orphans = remove_orphaned_dataset_files(Path(storage_url), referenced)
+    orphans = remove_orphaned_rows(storage_url, referenced)
     for url in cut:
         log.warning(
             "removed %s: the rows of an upload that failed, which it could not delete", url.path
@@ -104,23 +102,33 @@ def remove_stale_partial_uploads(
     return removed
 
 
-def remove_orphaned_dataset_files(
-    directory: Path,
+def remove_orphaned_rows(
+    storage_url: str,
     referenced: Callable[[], Iterable[str]],
     stale_after: float = STALE_AFTER_SECONDS,
     now: float | None = None,
 ) -> list[RemovedFile]:
-    """Delete dataset files in `directory` that no dataset refers to and that are older than
-    `stale_after` seconds.
+    """Delete the rows in the store at `storage_url` that no dataset refers to and that are
+    older than `stale_after` seconds: a local folder's dataset files, or in object storage a
+    dataset's folder of parts whose newest object is that old.
 
     `referenced` gives the names (`stored_name`, not paths) every dataset row refers to,
-    deleted datasets included; it is called after the candidates were listed, so a file whose
-    dataset was committed in between is seen as referenced. The age test spares an upload
+    deleted datasets included; it is called after the candidates were listed, so rows whose
+    dataset was committed in between are seen as referenced. The age test spares an upload
     between its rename and its commit.
     """
+    now = time.time() if now is None else now
+    if is_remote(storage_url):
+        orphans = _remote_orphans(storage_url, stale_after, now)
+        return _remove_unreferenced(orphans, referenced, _delete_folder)
+    orphans = _local_orphans(Path(storage_url), stale_after, now)
+    return _remove_unreferenced(orphans, referenced, _unlink)
+
+
+def _local_orphans(directory: Path, stale_after: float, now: float) -> list[_Orphan]:
+    """The stale dataset files in a local storage folder."""
     if not directory.is_dir():
         return []
-    now = time.time() if now is None else now
     candidates = []
     for path in directory.iterdir():
         if not DATASET_FILE.fullmatch(path.name):
@@ -131,27 +139,20 @@ def remove_orphaned_dataset_files(
             continue
         if now - stat.st_mtime >= stale_after:
             candidates.append(_Orphan(path.name, path, stat.st_size, now - stat.st_mtime))
-
-    def unlink(orphan: _Orphan) -> bool:
-        try:
-            Path(orphan.where).unlink()
-        except FileNotFoundError:  # removed by another process meanwhile
-            return False
-        return True
-
-    return _remove_unreferenced(candidates, referenced, unlink)
+    return candidates
 
 
-def remove_orphaned_remote_rows(
-    storage_url: str,
-    referenced: Callable[[], Iterable[str]],
-    stale_after: float = STALE_AFTER_SECONDS,
-    now: float | None = None,
-) -> list[RemovedFile]:
-    """The same for object storage: a dataset's folder of parts that no dataset refers to and
-    whose newest object is older than `stale_after` seconds is deleted."""
+def _unlink(orphan: _Orphan) -> bool:
+    try:
+        Path(orphan.where).unlink()
+    except FileNotFoundError:  # removed by another process meanwhile
+        return False
+    return True
+
+
+def _remote_orphans(storage_url: str, stale_after: float, now: float) -> list[_Orphan]:
+    """The stale datasets' folders of parts in object storage (stale: its newest object)."""
     fs = filesystem(storage_url)
-    now = time.time() if now is None else now
     fs.invalidate_cache()
     try:
         folders = fs.ls(storage_url, detail=False)
@@ -168,12 +169,12 @@ def remove_orphaned_remote_rows(
             url = f"{storage_url.rstrip('/')}/{name}"
             size = sum(int(o.get("size") or 0) for o in objects)
             candidates.append(_Orphan(name, url, size, now - newest))
+    return candidates
 
-    def delete(orphan: _Orphan) -> bool:
-        remote.delete_prefix(str(orphan.where))
-        return True
 
-    return _remove_unreferenced(candidates, referenced, delete)
+def _delete_folder(orphan: _Orphan) -> bool:
+    remote.delete_prefix(str(orphan.where))
+    return True
 
 
 @dataclass(frozen=True)
