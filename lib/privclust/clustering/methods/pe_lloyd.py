@@ -53,7 +53,6 @@ import numpy as np
 
 from privclust.clustering.choices import Algorithm
 from privclust.clustering.errors import ClusteringInputError, check_below_one, check_integer
-from privclust.clustering.evolution.evolution import evolve
 from privclust.clustering.evolution.nearest import nearest_other_distances
 from privclust.clustering.evolution.vote_cells import VOTE_DTYPE
 from privclust.clustering.mechanisms.candidates import (
@@ -82,6 +81,7 @@ from privclust.clustering.mechanisms.projection import (
     projected_parts,
     sum_weight_before_lloyd,
 )
+from privclust.clustering.mechanisms.search import search
 from privclust.clustering.methods.lloyd_chain import LloydChain
 from privclust.clustering.run.method import Method, RunStart
 from privclust.clustering.run.options import (
@@ -294,14 +294,7 @@ def run(start: RunStart, options: Options) -> Outcome:
     )
     if releases != plan.releases:  # the plan and the run must price the same releases
         raise ArithmeticError("pe-lloyd release count does not match its plan")
-    outcome = evolve(
-        start.points,
-        plan,
-        radius=start.radius,
-        rng=start.rng,
-        packing_rng=options.rng,
-        progress=options.progress,
-    )
+    outcome = search(start.points, start, options)
     chain = LloydChain(
         start,
         options.progress,
