@@ -19,7 +19,9 @@ a tree over their prefixes grown from noisy counts (privclust.clustering.methods
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -114,21 +116,11 @@ def _close(leaf: np.ndarray, node: np.ndarray, leaf_ids: np.ndarray) -> None:
 
 
 @dataclass(frozen=True, eq=False)
-class HashCodes:
-    """x -> its SimHash code (`hash_codes`) for the public hyperplanes."""
-
-    normals: np.ndarray
-
-    def __call__(self, points: np.ndarray) -> np.ndarray:
-        return hash_codes(points, self.normals)
-
-
-@dataclass(frozen=True, eq=False)
 class ChildCounts:
     """A pass's statistic: how many rows fall into each child of the branching nodes `parents`
     of the last level of `walk` (numbered parent by parent)."""
 
-    codes: HashCodes
+    codes: Callable[[np.ndarray], np.ndarray]
     key: str
     walk: Walk
     parents: np.ndarray
@@ -147,7 +139,7 @@ class LeafSums:
     """A pass's statistic: each leaf's exact grid sums (rows in no leaf go to an extra bucket,
     the last, that is dropped here: it is never released)."""
 
-    codes: HashCodes
+    codes: Callable[[np.ndarray], np.ndarray]
     key: str
     walk: Walk
     last_leaf_ids: np.ndarray
@@ -210,7 +202,8 @@ def grow_tree(
     """
     levels = plan.iterations
     fanout = 1 << bits_per_level
-    codes, key = HashCodes(normals), token(normals)
+    # x -> its SimHash code for the public hyperplanes, as a partition derives it.
+    codes, key = partial(hash_codes, normals=normals), token(normals)
     history: list[Level] = []
     leaf_counts: list[np.ndarray] = []
     n_leaves = 0

@@ -11,13 +11,14 @@ there; every row is labelled by its nearest projected centre; and each cluster's
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from privclust.clustering.data.rows import Part, token
 from privclust.clustering.errors import ClusteringInputError, check_integer
-from privclust.clustering.evolution.evolution import evolve
 from privclust.clustering.evolution.kernels import ordered_products
 from privclust.clustering.evolution.nearest import nearest_candidates
 from privclust.clustering.mechanisms.grid import (
@@ -26,6 +27,7 @@ from privclust.clustering.mechanisms.grid import (
     mean_noises,
     mean_parts,
 )
+from privclust.clustering.mechanisms.search import search
 from privclust.clustering.run.method import RunStart
 from privclust.clustering.run.options import DEFAULT_PROJECTION_DIM, Options
 from privclust.clustering.run.plan import PlanBasis, vote_histograms
@@ -93,21 +95,11 @@ def project_rows(points: np.ndarray, matrix: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True, eq=False)
-class Projection:
-    """x -> G x / sqrt(p) (`project_rows`) for the public Gaussian matrix G."""
-
-    matrix: np.ndarray
-
-    def __call__(self, points: np.ndarray) -> np.ndarray:
-        return project_rows(points, self.matrix)
-
-
-@dataclass(frozen=True, eq=False)
 class ProjectedClusterSums:
     """A pass's statistic: every row labelled by its nearest projected centre, then each
     cluster's exact grid sums and counts in the full space (`cluster_grid_sums`)."""
 
-    projection: Projection
+    projection: Callable[[np.ndarray], np.ndarray]
     key: str
     centres: np.ndarray
     radius: float
@@ -140,11 +132,9 @@ def evolve_in_projection(start: RunStart, options: Options, sum_weight: int) -> 
     matrix = rng.standard_normal(size=(plan.projection_dim, points.shape[1]))
     # Each partition is projected where it is read, once (no BLAS: compiled, no threads left
     # spinning), and the projection kept for the passes that follow.
-    projection = Projection(matrix)
+    projection = partial(project_rows, matrix=matrix)  # x -> G x / sqrt(p), the public G
     projected = points.projected(matrix, projection)
-    outcome = evolve(
-        projected, plan, radius=radius, rng=rng, packing_rng=options.rng, progress=options.progress
-    )
+    outcome = search(projected, start, options)
     noisy_sums, noisy_counts = points.release(
         ProjectedClusterSums(projection, token(matrix), outcome.centres, radius),
         mean_noises(plan, points.shape[1], sum_weight),

@@ -8,8 +8,8 @@ from typing import Unpack
 import numpy as np
 
 from privclust.clustering.choices import Algorithm
-from privclust.clustering.evolution.evolution import evolve
 from privclust.clustering.evolution.vote_cells import VOTE_DTYPE
+from privclust.clustering.mechanisms.search import search
 from privclust.clustering.run.method import Method, RunStart
 from privclust.clustering.run.options import (
     EvolutionKeywords,
@@ -41,14 +41,7 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
 
 def run(start: RunStart, options: Options) -> Outcome:
     """The PE-means loop on the clipped rows."""
-    return evolve(
-        start.points,
-        start.plan,
-        radius=start.radius,
-        rng=start.rng,
-        packing_rng=options.rng,
-        progress=options.progress,
-    )
+    return search(start.points, start, options)
 
 
 METHOD = Method(

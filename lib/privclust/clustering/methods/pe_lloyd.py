@@ -46,15 +46,12 @@ every dimension".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Unpack
 
 import numpy as np
 
 from privclust.clustering.choices import Algorithm
-from privclust.clustering.errors import ClusteringInputError, check_below_one, check_integer
-from privclust.clustering.evolution.evolution import evolve
-from privclust.clustering.evolution.nearest import nearest_other_distances
+from privclust.clustering.errors import ClusteringInputError
 from privclust.clustering.evolution.vote_cells import VOTE_DTYPE
 from privclust.clustering.mechanisms.candidates import (
     loss_clip,
@@ -65,28 +62,22 @@ from privclust.clustering.mechanisms.candidates import (
     split_merge,
 )
 from privclust.clustering.mechanisms.lloyd import (
-    DEFAULT_LLOYD_STEPS,
-    NoisyLloyd,
-    count_multiplier,
-    default_count_share,
     default_lloyd_steps,
     iterations_cap,
     lloyd_steps_part,
-    reseed_beside,
-    step_radius,
 )
-from privclust.clustering.mechanisms.projection import (
-    default_projected_iterations,
-    evolve_in_projection,
-    planned_projection_dim,
-    projected_parts,
-    sum_weight_before_lloyd,
+from privclust.clustering.mechanisms.search import search
+from privclust.clustering.methods.lloyd_chain import STEP_RULES, LloydChain, plan_lloyd_releases
+
+# Re-exported (`name as name`): the pricing and step radii of the method's Lloyd steps.
+from privclust.clustering.methods.lloyd_chain import lloyd_weight as lloyd_weight
+from privclust.clustering.methods.lloyd_chain import step_radii as step_radii
+from privclust.clustering.methods.pe_lloyd_projected import plan_projected, run_projected
+from privclust.clustering.methods.pe_lloyd_projected import (
+    plan_projected_releases as plan_projected_releases,
 )
-from privclust.clustering.methods.lloyd_chain import LloydChain
 from privclust.clustering.run.method import Method, RunStart
 from privclust.clustering.run.options import (
-    DEFAULT_STEP_FRACTION,
-    DEFAULT_STEP_RULE,
     EvolutionKeywords,
     Options,
     options_for,
@@ -102,17 +93,6 @@ from privclust.clustering.run.result import ClusteringResult, Outcome
 from privclust.clustering.run.runner import run_method
 from privclust.clustering.run.schedule import Planned
 
-# The clipping radius of a Lloyd step: FastLloyd's own (the rule is named after the method), or
-# one per cluster from the released centres (the default).
-FASTLLOYD_STEP_RULE = Algorithm.FASTLLOYD.value
-STEP_RULES = (FASTLLOYD_STEP_RULE, DEFAULT_STEP_RULE)
-# The smallest per-cluster step radius, in units of R (two released centres may coincide).
-MIN_STEP_FRACTION = 1e-3
-DEFAULT_LLOYD_SHARE = 0.1
-MAX_LLOYD_STEPS = 10
-# A Lloyd step priced as more releases than this would be a tiny share of nothing useful; the
-# cap keeps the release count (stored with the job) a modest integer.
-MAX_LLOYD_WEIGHT = 100_000
 # Above VARIATIONS_CAP_ABOVE_DIM columns the default L per selected centre is at most
 # MAX_DEFAULT_VARIATIONS (it binds at k = 4 on 20,000 rows, and at any k on a million): each
 # variation costs every row a score of d + 1 products in every iteration, and with the cap the
@@ -126,16 +106,11 @@ VARIATIONS_CAP_ABOVE_DIM = 6
 # sets that path had a lower (or, on one, equal) loss AUC than PE-means in the full space, at
 # a fraction of its cost (bench/RESULTS.md, "auto at every dimension").
 PROJECT_ABOVE_DIM = 16
-# On that path: the Lloyd steps' default share of mu^2, and the ratio of released counts from
-# which a starving centre is moved beside a crowded one before a step (the runs with these
-# defaults: bench/RESULTS.md, "auto at every dimension").
-PROJECTED_LLOYD_SHARE = 0.3
 # With a second start, PE-means' T stays at its base from this many public rows on: on flights
 # (327,346 rows) T = 16 and a second start took 3.9-4.3x KMeans(n_init=10)'s time at epsilon
 # 10, T = 8 1.5-2.3x, both 1.002-1.007x its loss; on diamonds (53,940 rows) T = 20 gave
 # 1.006-1.007x at epsilon 3 and 10 against 1.016-1.017x for T = 10 (6 runs each).
 BASE_T_ROWS = 100_000
-PROJECTED_RESEED_RATIO = 3.0
 
 
 def projects(n_cols: int) -> bool:
@@ -159,90 +134,11 @@ def _capped_iterations(n_cols: int, n_rows: int, epsilon: float | None, second: 
     return min(default_pe_iterations(n_cols, epsilon), cap)
 
 
-def lloyd_weight(pe_iterations: int, steps: int, share: float) -> int:
-    """w, the number of releases each Lloyd step is priced as, so that the steps get about
-    `share` of mu^2: steps w / (T + steps w) ~ share."""
-    ideal = share * pe_iterations / ((1.0 - share) * steps)
-    return int(min(max(round(ideal), 1), MAX_LLOYD_WEIGHT))
-
-
-def step_radii(centres: np.ndarray, radius: float, k: int, rule: str) -> float | np.ndarray:
-    """The Lloyd step's clipping radius: FastLloyd's min(R, 2R / k^(1/d)) (FASTLLOYD_STEP_RULE),
-    or per cluster half the distance from its centre to the nearest other centre, within
-    [MIN_STEP_FRACTION R, FastLloyd's radius] (DEFAULT_STEP_RULE). Both read only public values (the
-    centres are released PE-means output), so the step's sensitivity is data-independent."""
-    d = centres.shape[1]
-    fixed = step_radius(2, radius, d, k, DEFAULT_STEP_FRACTION)
-    if rule == FASTLLOYD_STEP_RULE or len(centres) < 2:
-        return fixed
-    gaps = nearest_other_distances(np.asarray(centres, dtype=np.float64))
-    return np.clip(gaps / 2.0, MIN_STEP_FRACTION * radius, fixed)
-
-
-def plan_lloyd_releases(
-    pe_iterations: int,
-    lloyd_steps: int | None,
-    lloyd_share: float | None,
-    default_steps: int = DEFAULT_LLOYD_STEPS,
-    second_steps: int = 0,
-) -> tuple[int, int, int, int]:
-    """(steps, weight, releases, progress_total) of a pe-lloyd run with T PE iterations:
-    T vote histograms plus `steps` Lloyd steps (`default_steps` unless given) priced as
-    `weight` releases each; with a second start (privclust.clustering.mechanisms.candidates),
-    its `second_steps` Lloyd steps and the two chains' loss releases, `weight` releases each,
-    too. Progress is reported after every PE iteration and every Lloyd step."""
-    steps = check_integer("lloyd_steps", default_steps if lloyd_steps is None else lloyd_steps, 1)
-    if steps > MAX_LLOYD_STEPS:
-        raise ClusteringInputError(
-            "lloyd_steps", f"lloyd_steps must be at most {MAX_LLOYD_STEPS}, got {steps}"
-        )
-    share = check_below_one(
-        "lloyd_share", DEFAULT_LLOYD_SHARE if lloyd_share is None else lloyd_share
-    )
-    lloyd = steps + second_steps + (2 if second_steps else 0)
-    weight = lloyd_weight(pe_iterations, steps + second_steps, share)
-    return steps, weight, pe_iterations + lloyd * weight, pe_iterations + steps + second_steps
-
-
-@dataclass(frozen=True)
-class ProjectedSplit:
-    """The releases of a projected run: T vote histograms, the counts (one release) and the
-    sums (`sum_weight` releases), then `steps` Lloyd steps of `weight` releases each."""
-
-    steps: int
-    sum_weight: int
-    weight: int
-    releases: int
-    progress_total: int
-
-
-def plan_projected_releases(
-    iterations: int, lloyd_steps: int | None, lloyd_share: float | None
-) -> ProjectedSplit:
-    """The split of a projected run with T PE iterations: the stage's T + 1 + sum weight
-    releases, then Lloyd steps with `lloyd_share` (default PROJECTED_LLOYD_SHARE) of mu^2;
-    progress after every PE iteration, the noisy means and every Lloyd step."""
-    sum_weight = sum_weight_before_lloyd(iterations)
-    stage = iterations + 1 + sum_weight
-    share = PROJECTED_LLOYD_SHARE if lloyd_share is None else lloyd_share
-    steps, weight, releases, _ = plan_lloyd_releases(stage, lloyd_steps, share)
-    return ProjectedSplit(steps, sum_weight, weight, releases, iterations + 1 + steps)
-
-
 def plan(basis: PlanBasis, options: Options) -> Releases:
     """PE-means's T vote histograms, then the Lloyd steps (plan_lloyd_releases); above
-    PROJECT_ABOVE_DIM columns, the projected stage's releases first (plan_projected_releases)."""
+    PROJECT_ABOVE_DIM columns, the projected stage's releases first (`plan_projected`)."""
     if projects(basis.n_cols):
-        p = planned_projection_dim(basis, options)
-        iterations = planned_iterations(options, lambda: default_projected_iterations(p))
-        split = plan_projected_releases(iterations, options.lloyd_steps, options.lloyd_share)
-        steps = lloyd_steps_part(basis, basis.n_cols, split.steps, weight=split.weight)
-        return Releases(
-            iterations=iterations,
-            parts=(*projected_parts(basis, iterations, split.sum_weight), steps),
-            progress_total=split.progress_total,
-            projection_dim=p,
-        )
+        return plan_projected(basis, options)
     second = second_start_steps(basis.n_rows, basis.k, basis.mu, options.second_start)
     iterations = planned_iterations(
         options, lambda: _capped_iterations(basis.n_cols, basis.n_rows, basis.epsilon, second > 0)
@@ -294,20 +190,8 @@ def run(start: RunStart, options: Options) -> Outcome:
     )
     if releases != plan.releases:  # the plan and the run must price the same releases
         raise ArithmeticError("pe-lloyd release count does not match its plan")
-    outcome = evolve(
-        start.points,
-        plan,
-        radius=start.radius,
-        rng=start.rng,
-        packing_rng=options.rng,
-        progress=options.progress,
-    )
-    chain = LloydChain(
-        start,
-        options.progress,
-        weight,
-        lambda c: step_radii(c, start.radius, plan.k, options.step_rule),
-    )
+    outcome = search(start.points, start, options)
+    chain = LloydChain(start, options.progress, weight, options.step_rule)
     first = chain.steps(outcome.centres, steps, plan.iterations)
     if not second:
         return Outcome(first.centres, outcome.final_variations, first.moved)
@@ -318,31 +202,6 @@ def run(start: RunStart, options: Options) -> Outcome:
     other_losses = released_losses(start.points, other.centres, clip, plan, weight, start.rng)
     best = other if second_is_better(losses, other_losses, clip, plan, weight) else first
     return Outcome(best.centres, outcome.final_variations, best.moved)
-
-
-def run_projected(start: RunStart, options: Options) -> Outcome:
-    """PE-means in the projection and the clusters' noisy means (`evolve_in_projection`), then
-    the Lloyd steps, each after moving starving centres beside crowded ones by the latest
-    released counts (`reseed_beside`)."""
-    points, plan, radius, rng = start.points, start.plan, start.radius, start.rng
-    split = plan_projected_releases(plan.iterations, options.lloyd_steps, options.lloyd_share)
-    if split.releases != plan.releases:  # the plan and the run must price the same releases
-        raise ArithmeticError("pe-lloyd release count does not match its plan")
-    means = evolve_in_projection(start, options, split.sum_weight)
-    if options.progress is not None:
-        options.progress(plan.iterations + 1, plan.progress_total)
-    n_cols = points.shape[1]
-    multiplier = count_multiplier(n_cols, default_count_share(n_cols))
-    centres, counts = means.centres, means.counts.astype(np.float64)
-    lloyd = NoisyLloyd(points, plan, radius, multiplier, rng, split.weight)
-    moved: tuple[float, float] | None = None
-    for i in range(1, split.steps + 1):
-        radii = np.broadcast_to(step_radii(centres, radius, plan.k, options.step_rule), plan.k)
-        centres, radii = reseed_beside(centres, counts, PROJECTED_RESEED_RATIO, radii, radius, rng)
-        centres, counts, moved = lloyd.step(centres, radii)
-        if options.progress is not None:
-            options.progress(plan.iterations + 1 + i, plan.progress_total)
-    return Outcome(centres=centres, final_variations=means.final_variations, last_move=moved)
 
 
 METHOD = Method(
