@@ -62,7 +62,8 @@ CALIBRATED_FACTOR = {Algorithm.PE_MEANS.value: 1.6, Algorithm.LSH_CORESET.value:
 EPSILON_RANGE = (1e-3, 1e3)
 _SCAN_POINTS = 49
 _BISECTIONS = 40
-# pe-lloyd's smallest step radius, in units of R (privclust.clustering.methods.lloyd_chain.MIN_STEP_FRACTION).
+# pe-lloyd's smallest step radius, in units of R
+# (privclust.clustering.methods.lloyd_chain.MIN_STEP_FRACTION).
 _MIN_STEP_FRACTION = 1e-3
 
 
