@@ -7,16 +7,15 @@ an embedded redis-server started here, so `make test` needs nothing installed.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from app.kit.config import Settings, get_settings
 from tests.support.db import TEST_DB_URL, TEST_REDIS_URL, make_key
+from tests.support.environment import clean_redis, export_service_env, fresh_database
 from tests.support.patience import oversubscription
 from tests.support.s3 import FakeS3, fake_s3
 
@@ -66,21 +65,9 @@ def _migrated_template(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture
-def db_url(_migrated_template: str, tmp_path: Path) -> Iterator[str]:
+def db_url(_migrated_template: str, tmp_path: Path) -> str:
     """An empty, migrated database for this test."""
-    if TEST_DB_URL:
-        from app.kit.db.base import Base
-        from app.kit.db.session import get_engine
-
-        engine = get_engine(TEST_DB_URL)
-        tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
-        with engine.begin() as conn:
-            conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
-        yield TEST_DB_URL
-    else:
-        path = tmp_path / "privclust.db"
-        shutil.copy(_migrated_template, path)
-        yield f"sqlite:///{path}"
+    return fresh_database(_migrated_template, tmp_path)
 
 
 @pytest.fixture(scope="session")
@@ -100,13 +87,8 @@ def _redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture
 def redis_url(_redis_server: str) -> Iterator[str]:
     """A clean Redis database for this test (FLUSHDB before and after)."""
-    from redis import Redis
-
-    conn = Redis.from_url(_redis_server)
-    conn.flushdb()
-    yield _redis_server
-    conn.flushdb()
-    conn.close()
+    with clean_redis(_redis_server) as url:
+        yield url
 
 
 @pytest.fixture
@@ -114,19 +96,7 @@ def settings(
     db_url: str, redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Settings]:
     """Settings for this test, also exported as PRIVCLUST_* so in-process workers see them."""
-    data_dir = tmp_path / "data"
-    env = {
-        "PRIVCLUST_DATA_DIR": str(data_dir),
-        "PRIVCLUST_DATABASE_URL": db_url,
-        "PRIVCLUST_REDIS_URL": redis_url,
-        "PRIVCLUST_HEARTBEAT_SECONDS": "0.5",
-        "PRIVCLUST_STALE_JOB_SECONDS": "3",
-        "PRIVCLUST_QUEUE_NAME": "privclust-test",
-    }
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("PRIVCLUST_ADMIN_TOKEN", raising=False)
-    monkeypatch.delenv("PRIVCLUST_ADMIN_TOKEN_FILE", raising=False)
+    export_service_env(monkeypatch, db_url, redis_url, tmp_path / "data")
     get_settings.cache_clear()
     yield get_settings()
     get_settings.cache_clear()

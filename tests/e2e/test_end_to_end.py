@@ -18,6 +18,13 @@ from tests.support.services import Stack
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
 
+@pytest.fixture(scope="module")
+def stack(module_stack: Stack) -> Stack:
+    """One API for this module's tests: each makes its own keys and dataset, and a test that
+    kills a worker starts the next one itself."""
+    return module_stack
+
+
 def _blobs_csv(n: int, d: int, k: int, seed: int = 3) -> tuple[bytes, np.ndarray]:
     x, centers = blobs_and_centres(n, d, k, seed, spread=0.3, half_width=5)
     return csv_bytes(x, digits=6), centers

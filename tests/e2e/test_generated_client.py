@@ -48,13 +48,21 @@ def _blobs_csv(seed: int = 11) -> bytes:
     return csv_bytes(x, ["x", "y"], digits=6)
 
 
-@pytest.fixture
-def generated(stack: Stack, tmp_path: Path) -> Iterator[Loader]:
-    """Generate the client from the running API; yield an importer for its modules.
+@pytest.fixture(scope="module")
+def stack(module_stack: Stack) -> Stack:
+    """One API and worker for this module's tests: each makes its own keys and dataset."""
+    return module_stack
 
-    The package is importable only for the test's duration: its sys.path entry and every
-    `privclust_client*` module are removed afterwards, so a later test generates afresh.
+
+@pytest.fixture(scope="module")
+def generated(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loader]:
+    """Generate the client from the running API once for the module's tests; yield an
+    importer for its modules.
+
+    The package is importable only while this module's tests run: its sys.path entry and every
+    `privclust_client*` module are removed afterwards, so another module generates afresh.
     """
+    tmp_path = tmp_path_factory.mktemp("client")
     spec = httpx.get(stack.base_url + "/openapi.json", timeout=30)
     assert spec.status_code == 200, spec.text
     spec_path = tmp_path / "spec.json"

@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable
 from fractions import Fraction
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import ndtri
 
 from privclust.privacy.delta_curve import delta_upper, log_delta_upper
@@ -138,6 +137,10 @@ def _solve(f: Callable[[float], float], lo: float, hi: float) -> float:
     """A root of f in [lo, hi] (f(lo) and f(hi) of opposite signs) to about 1e-15 relative."""
     # A few subnormal steps at least: brentq halves xtol, and half the smallest float is 0.
     xtol = max(lo * 2.0**-60, 4.0 * 5e-324)
+    # Imported here: scipy.optimize costs about 0.6 s of every process start (the API's, a
+    # worker's, the CLI's), and only a conversion that solves for a parameter needs it.
+    from scipy.optimize import brentq
+
     return float(brentq(f, lo, hi, xtol=xtol, rtol=4.0 * np.finfo(float).eps, maxiter=200))
 
 
