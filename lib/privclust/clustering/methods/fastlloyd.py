@@ -159,8 +159,7 @@ def run(start: RunStart, options: Options) -> Outcome:
             centres = reseed_starving(
                 centres, noisy_counts, options.reseed_ratio, step, radius, start.rng
             )
-        if options.progress is not None:
-            options.progress(t, plan.progress_total)
+        options.report(t, plan.progress_total)
     return Outcome(centres=centres, last_move=moved)
 
 

@@ -53,8 +53,7 @@ def run(start: RunStart, options: Options) -> Outcome:
     every row by its nearest projected centre, and release each cluster's noisy mean."""
     plan = start.plan
     means = evolve_in_projection(start, options, plan.scheduled(NOISY_SUMS).weight)
-    if options.progress is not None:
-        options.progress(plan.progress_total, plan.progress_total)
+    options.report(plan.progress_total, plan.progress_total)
     return Outcome(centres=means.centres, final_variations=means.final_variations)
 
 

@@ -101,13 +101,13 @@ class LloydChain:
     def __init__(
         self,
         start: RunStart,
-        progress: Progress | None,
+        report: Progress,
         weight: int,
         rule: str,
         reseed_ratio: float | None = None,
     ) -> None:
         n_cols = start.points.shape[1]
-        self.start, self.progress, self.rule = start, progress, rule
+        self.start, self.report, self.rule = start, report, rule
         self.reseed_ratio = reseed_ratio
         multiplier = count_multiplier(n_cols, default_count_share(n_cols))
         self.lloyd = NoisyLloyd(
@@ -134,6 +134,5 @@ class LloydChain:
                     start.rng,
                 )
             centres, counts, moved = self.lloyd.step(centres, radii)
-            if self.progress is not None:
-                self.progress(done + i, start.plan.progress_total)
+            self.report(done + i, start.plan.progress_total)
         return ChainEnd(centres, counts, moved)

@@ -235,8 +235,7 @@ def run(start: RunStart, options: Options) -> Outcome:
         restarts=options.restarts,
     )
     project_into_ball(centres, radius)
-    if options.progress is not None:
-        options.progress(plan.progress_total, plan.progress_total)
+    options.report(plan.progress_total, plan.progress_total)
     return Outcome(centres=centres)
 
 

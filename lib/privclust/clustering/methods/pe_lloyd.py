@@ -191,7 +191,7 @@ def run(start: RunStart, options: Options) -> Outcome:
     if releases != plan.releases:  # the plan and the run must price the same releases
         raise ArithmeticError("pe-lloyd release count does not match its plan")
     outcome = search(start.points, start, options)
-    chain = LloydChain(start, options.progress, weight, options.step_rule)
+    chain = LloydChain(start, options.report, weight, options.step_rule)
     first = chain.steps(outcome.centres, steps, plan.iterations)
     if not second:
         return Outcome(first.centres, outcome.final_variations, first.moved)

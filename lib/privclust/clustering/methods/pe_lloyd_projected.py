@@ -79,10 +79,9 @@ def run_projected(start: RunStart, options: Options) -> Outcome:
     if split.releases != plan.releases:  # the plan and the run must price the same releases
         raise ArithmeticError("pe-lloyd release count does not match its plan")
     means = evolve_in_projection(start, options, split.sum_weight)
-    if options.progress is not None:
-        options.progress(plan.iterations + 1, plan.progress_total)
+    options.report(plan.iterations + 1, plan.progress_total)
     chain = LloydChain(
-        start, options.progress, split.weight, options.step_rule, PROJECTED_RESEED_RATIO
+        start, options.report, split.weight, options.step_rule, PROJECTED_RESEED_RATIO
     )
     counts = means.counts.astype(np.float64)
     end = chain.steps(means.centres, split.steps, plan.iterations + 1, counts)

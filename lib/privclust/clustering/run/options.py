@@ -144,6 +144,12 @@ class Options:
     # so every release runs at the per-row mu / m (privclust.clustering.units). 1: one row.
     contribution_bound: int = 1
 
+    def report(self, done: int, total: int) -> None:
+        """Tell the caller's `progress`, when there is one, that `done` of a run's `total`
+        steps are done."""
+        if self.progress is not None:
+            self.progress(done, total)
+
 
 class BudgetChoiceError(ClusteringInputError):
     """Not exactly one of (epsilon, delta) and mu was given: a caller with its own field names
