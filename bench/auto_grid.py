@@ -11,7 +11,7 @@ each (data set, epsilon) a dataset whose whole budget is that epsilon (the job f
 N~ with a tenth of its mu and plans with it), generators seeded [seed, epsilon index] so every
 method sees the same seeds. Methods: pe-means, hdpe-means, fastlloyd, lsh-coreset, pe-lloyd
 (defaults), and pe-lloyd:SHARE:STEPS[:RULE] (the Lloyd steps' share of mu^2, their number and
-the step radius rule, privclust.clustering.methods.pe_lloyd.step_radii).
+the step radius rule, privclust.clustering.methods.lloyd_chain.step_radii).
 
     PYTHONPATH=. .venv/bin/python bench/auto_grid.py run --out grid.jsonl --seeds 3 \\
         --datasets sklearn_4_4 --methods pe-means pe-lloyd:0.3:2
