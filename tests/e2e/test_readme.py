@@ -89,7 +89,10 @@ def test_serve_runs_the_readme_walkthrough_and_stops_cleanly(tmp_path: Path) -> 
             )
             # The follow-on example: a sweep's losses, a suggested k, sizes, owner-only labels.
             assert "'loss_se'" in result.stdout and "\nlabel\n" in result.stdout
-            assert re.search(r"^suggested k: [234]$", result.stdout, flags=re.M)
+            # The suggestion is read from noisy losses: the README's sweep (epsilon 2 over k = 2,
+            # 3, 4) suggests 3 in about 997 runs of 1,000 and no k (null, as the README says it
+            # may) in the rest, so either may be printed; never a k the sweep did not run.
+            assert re.search(r"^suggested k: ([234]|None)$", result.stdout, flags=re.M)
             assert result.stdout.rstrip().endswith("404")
             assert "Traceback" not in result.stderr
 
