@@ -18,14 +18,9 @@ from privclust.clustering.mechanisms.lloyd import (
     moved_centres,
     reseed_beside,
 )
-from privclust.clustering.methods.pe_lloyd import (
-    PROJECT_ABOVE_DIM,
-    lloyd_weight,
-    pe_lloyd,
-    plan_lloyd_releases,
-    plan_projected_releases,
-    step_radii,
-)
+from privclust.clustering.methods.lloyd_chain import lloyd_weight, plan_lloyd_releases, step_radii
+from privclust.clustering.methods.pe_lloyd import PROJECT_ABOVE_DIM, pe_lloyd
+from privclust.clustering.methods.pe_lloyd_projected import plan_projected_releases
 from privclust.clustering.run.plan import default_pe_iterations
 from privclust.privacy.gdp import mu_from_epsilon_delta, noise_multiplier
 from privclust.privacy.noise import COUNT_MU_FRACTION

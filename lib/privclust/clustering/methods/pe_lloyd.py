@@ -11,8 +11,8 @@ mu on PE-means and a share of it on `lloyd_steps` noisy Lloyd steps:
 - Then each Lloyd step (privclust.clustering.mechanisms.lloyd.NoisyLloyd): every row labelled
   with its nearest current centre, its offset from it clipped to its cluster's step radius r_j (by
   default half the distance from that centre to the nearest other one, within
-  [R/1000, min(R, 2R / k^(1/d))]: see `step_radii`; public, since the centres are released
-  PE-means output), the per-cluster offset sums (each in its own grid units r_j / 2^20) and
+  [R/1000, min(R, 2R / k^(1/d))]: see `lloyd_chain.step_radii`; public, since the centres are
+  released PE-means output), the per-cluster offset sums (each in its own grid units r_j / 2^20) and
   counts released together as one integer Gaussian release, the counts given FastLloyd's share
   1 / (1 + sqrt(4d)) of it, and each centre moved by its noisy mean offset.
 - Budget: every release shares one sigma; a Lloyd step's sensitivity is divided by sqrt(w), so
@@ -68,14 +68,7 @@ from privclust.clustering.mechanisms.lloyd import (
 )
 from privclust.clustering.mechanisms.search import search
 from privclust.clustering.methods.lloyd_chain import STEP_RULES, LloydChain, plan_lloyd_releases
-
-# Re-exported (`name as name`): the pricing and step radii of the method's Lloyd steps.
-from privclust.clustering.methods.lloyd_chain import lloyd_weight as lloyd_weight
-from privclust.clustering.methods.lloyd_chain import step_radii as step_radii
 from privclust.clustering.methods.pe_lloyd_projected import plan_projected, run_projected
-from privclust.clustering.methods.pe_lloyd_projected import (
-    plan_projected_releases as plan_projected_releases,
-)
 from privclust.clustering.run.method import Method, RunStart
 from privclust.clustering.run.options import (
     EvolutionKeywords,
@@ -238,7 +231,8 @@ def pe_lloyd(X: np.ndarray, k: int, **keywords: Unpack[PELloydKeywords]) -> Clus
     default is capped: privclust.clustering.mechanisms.lloyd.iterations_cap), plus
     `lloyd_steps` (default 1, or more from the capped T on: `default_lloyd_steps`) and
     `lloyd_share`, the share of mu^2 the Lloyd steps get (default 0.1, rounded to whole
-    releases: see `lloyd_weight`), `step_rule` (the clipping radius: see `step_radii`) and
+    releases: see `lloyd_chain.lloyd_weight`), `step_rule` (the clipping radius: see
+    `lloyd_chain.step_radii`) and
     `second_start`, the Lloyd steps of a second, split-merge start (default 10 from 3 clusters
     and mu N~ / k >= 1,000 on, else none; 0: none: privclust.clustering.mechanisms.candidates).
     `progress(t, T + lloyd_steps + second_start)` is called after each PE iteration and each

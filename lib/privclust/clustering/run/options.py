@@ -39,7 +39,7 @@ DEFAULT_RESEED_RATIO = 4.0
 # k-means++ restarts of the LSH coreset's final weighted k-means.
 DEFAULT_CORESET_RESTARTS = 10
 # pe-lloyd's Lloyd-step clipping radius: per cluster, from the distances between the released
-# centres (pe_lloyd.step_radii).
+# centres (lloyd_chain.step_radii).
 DEFAULT_STEP_RULE = "centres"
 
 
