@@ -86,7 +86,10 @@ class JobPlan:
     # The part of `mu` spent on the private summaries (None: no summaries); `sigma` and
     # `releases` are then the centres'.
     summary_mu: float | None = None
-    # What the job's releases let one expect of its centres (and summaries), from public facts.
+    # The library's plan of the job (every release, its sensitivity and its noise).
+    run: RunPlan | None = None
+    # What the job's releases let one expect of its centres (and summaries), from public facts:
+    # an estimate's (`with_expected_accuracy`); an admission has no use for it.
     accuracy: Accuracy | None = None
     # What its mu protects: one row, or one unit's rows (app.datasets.table_terms.protects).
     protects: str = ""
@@ -153,9 +156,15 @@ def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
         raise InvalidParameter(str(exc), field=_FIELDS.get(field, field)) from exc
     if is_federated(dataset):
         check_federated_plan(run.algorithm, run.projection_dim is not None, req.summaries)
-    accuracy = expected_accuracy(run, accuracy_space(dataset))
     spec = TableSpec.of(dataset.table_spec)
-    return replace(_job_plan(req, run, epsilon, delta, accuracy), protects=protects(spec))
+    return replace(_job_plan(req, run, epsilon, delta), protects=protects(spec))
+
+
+def with_expected_accuracy(dataset: Dataset, plan: JobPlan) -> JobPlan:
+    """`plan` with the accuracy its releases let one expect on the dataset's declared domain
+    (privclust.clustering.outputs.accuracy.expected_accuracy), for an estimate."""
+    assert plan.run is not None  # every plan_job plan carries the library's
+    return replace(plan, accuracy=expected_accuracy(plan.run, accuracy_space(dataset)))
 
 
 def _plan_run(
@@ -218,9 +227,7 @@ def _check_request(dataset: Dataset, req: JobRequest, n_rows: int) -> None:
         )
 
 
-def _job_plan(
-    req: JobRequest, run: RunPlan, epsilon: float, delta: float, accuracy: Accuracy
-) -> JobPlan:
+def _job_plan(req: JobRequest, run: RunPlan, epsilon: float, delta: float) -> JobPlan:
     # The parameters a job row keeps: what the client chose, so that the worker re-plans and
     # runs exactly this (`run_options`).
     params = {
@@ -247,7 +254,7 @@ def _job_plan(
         progress_total=run.progress_total,
         params=params,
         summary_mu=run.summary_mu,
-        accuracy=accuracy,
+        run=run,
         population_size=run.population_size,
         lloyd_steps=run.lloyd_steps,
     )

@@ -4,7 +4,7 @@ state, and the suggested k (privclust.clustering.sweeps.suggest_k on the noisy l
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from sqlalchemy.orm import Session
@@ -110,6 +110,8 @@ def estimate(
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
     datasets_service.require_ready(dataset)
     plan = plan_sweep(dataset, req)
+    jobs = tuple(jobs_service.with_expected_accuracy(dataset, job) for job in plan.jobs)
+    plan = replace(plan, jobs=jobs)
     job_mus = [j.mu for j in plan.jobs]
     return jobs_service.estimate_of(session, dataset, plan, plan.mu, job_mus, asker)
 
