@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -120,22 +121,23 @@ def _auto_rule() -> str:
     return describe_auto()
 
 
-def _numbers(text: str) -> list[float]:
-    from privclust.tables import parse_vector
+def _vector_of(what: str) -> Callable[[str], list[Any]]:
+    """An option type reading a vector of `what` ("numbers" or "names", as
+    privclust.tables.parse_vector takes them); a refusal is argparse's usage error."""
 
-    try:
-        return parse_vector(text, "numbers")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
+    def parse(text: str) -> list[Any]:
+        from privclust.tables import parse_vector
+
+        try:
+            return parse_vector(text, what)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from exc
+
+    return parse
 
 
-def _names(text: str) -> list[str]:
-    from privclust.tables import parse_vector
-
-    try:
-        return parse_vector(text, "names")
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
+_numbers = _vector_of("numbers")
+_names = _vector_of("names")
 
 
 def _vector(parts: list[list[float]] | None) -> list[float] | None:

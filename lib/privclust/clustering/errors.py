@@ -21,13 +21,16 @@ class ClusteringInputError(ValueError):
         self.field = field
 
 
-def check_integer(field: str, value: object, minimum: int) -> int:
-    """`value` as an int >= minimum, or ClusteringInputError naming `field`."""
+def check_integer(field: str, value: object, minimum: int, maximum: int | None = None) -> int:
+    """`value` as an int >= minimum (and <= maximum when one is given), or ClusteringInputError
+    naming `field`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ClusteringInputError(field, f"{field} must be an integer, got {value!r}")
     result = int(value)
     if result < minimum:
         raise ClusteringInputError(field, f"{field} must be at least {minimum}, got {result}")
+    if maximum is not None and result > maximum:
+        raise ClusteringInputError(field, f"{field} must be at most {maximum}, got {result}")
     return result
 
 

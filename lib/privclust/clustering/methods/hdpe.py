@@ -8,7 +8,7 @@ from typing import Unpack
 import numpy as np
 
 from privclust.clustering.choices import Algorithm
-from privclust.clustering.errors import ClusteringInputError, check_integer
+from privclust.clustering.errors import check_integer
 from privclust.clustering.mechanisms.projection import (
     default_projected_iterations,
     evolve_in_projection,
@@ -34,12 +34,11 @@ def plan(basis: PlanBasis, options: Options) -> Releases:
     p = planned_projection_dim(basis, options)
     iterations = planned_iterations(options, lambda: default_projected_iterations(p))
     weight = check_integer(
-        "sum_weight", iterations if options.sum_weight is None else options.sum_weight, 1
+        "sum_weight",
+        iterations if options.sum_weight is None else options.sum_weight,
+        1,
+        MAX_HDPE_SUM_WEIGHT,
     )
-    if weight > MAX_HDPE_SUM_WEIGHT:
-        raise ClusteringInputError(
-            "sum_weight", f"sum_weight must be at most {MAX_HDPE_SUM_WEIGHT}, got {weight}"
-        )
     return Releases(
         iterations=iterations,
         parts=projected_parts(basis, iterations, weight),

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privclust.clustering.choices import Algorithm
-from privclust.clustering.errors import ClusteringInputError, check_below_one, check_integer
+from privclust.clustering.errors import check_below_one, check_integer
 from privclust.clustering.evolution.nearest import nearest_other_distances
 from privclust.clustering.mechanisms.lloyd import (
     DEFAULT_LLOYD_STEPS,
@@ -69,11 +69,12 @@ def plan_lloyd_releases(
     `weight` releases each; with a second start (privclust.clustering.mechanisms.candidates),
     its `second_steps` Lloyd steps and the two chains' loss releases, `weight` releases each,
     too. Progress is reported after every PE iteration and every Lloyd step."""
-    steps = check_integer("lloyd_steps", default_steps if lloyd_steps is None else lloyd_steps, 1)
-    if steps > MAX_LLOYD_STEPS:
-        raise ClusteringInputError(
-            "lloyd_steps", f"lloyd_steps must be at most {MAX_LLOYD_STEPS}, got {steps}"
-        )
+    steps = check_integer(
+        "lloyd_steps",
+        default_steps if lloyd_steps is None else lloyd_steps,
+        1,
+        MAX_LLOYD_STEPS,
+    )
     share = check_below_one(
         "lloyd_share", DEFAULT_LLOYD_SHARE if lloyd_share is None else lloyd_share
     )

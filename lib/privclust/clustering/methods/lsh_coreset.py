@@ -98,11 +98,8 @@ def plan_lsh_releases(
         "bits_per_level",
         DEFAULT_BITS_PER_LEVEL if bits_per_level is None else bits_per_level,
         1,
+        MAX_BITS_PER_LEVEL,
     )
-    if bits > MAX_BITS_PER_LEVEL:
-        raise ClusteringInputError(
-            "bits_per_level", f"bits_per_level must be at most {MAX_BITS_PER_LEVEL}, got {bits}"
-        )
     levels = (
         default_levels(bits) if iterations is None else check_integer("iterations", iterations, 1)
     )
@@ -116,11 +113,8 @@ def plan_lsh_releases(
         "sum_weight",
         DEFAULT_SUM_WEIGHT_PER_LEVEL * levels if sum_weight is None else sum_weight,
         1,
+        MAX_SUM_WEIGHT,
     )
-    if weight > MAX_SUM_WEIGHT:
-        raise ClusteringInputError(
-            "sum_weight", f"sum_weight must be at most {MAX_SUM_WEIGHT}, got {weight}"
-        )
     return levels, levels + weight, levels + 1
 
 
