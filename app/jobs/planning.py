@@ -83,11 +83,11 @@ class JobPlan:
     iterations: int
     progress_total: int
     params: dict[str, Any]
+    # The library's plan of the job (every release, its sensitivity and its noise).
+    run: RunPlan
     # The part of `mu` spent on the private summaries (None: no summaries); `sigma` and
     # `releases` are then the centres'.
     summary_mu: float | None = None
-    # The library's plan of the job (every release, its sensitivity and its noise).
-    run: RunPlan | None = None
     # What the job's releases let one expect of its centres (and summaries), from public facts:
     # an estimate's (`with_expected_accuracy`); an admission has no use for it.
     accuracy: Accuracy | None = None
@@ -163,7 +163,6 @@ def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
 def with_expected_accuracy(dataset: Dataset, plan: JobPlan) -> JobPlan:
     """`plan` with the accuracy its releases let one expect on the dataset's declared domain
     (privclust.clustering.outputs.accuracy.expected_accuracy), for an estimate."""
-    assert plan.run is not None  # every plan_job plan carries the library's
     return replace(plan, accuracy=expected_accuracy(plan.run, accuracy_space(dataset)))
 
 
