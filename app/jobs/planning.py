@@ -71,32 +71,67 @@ class JobRequest(RunRequest):
 
 @dataclass(frozen=True)
 class JobPlan:
-    """Everything about a job's privacy that is fixed before it is admitted."""
+    """Everything about a job's privacy that is fixed before it is admitted: the library's plan
+    of it (`run`, the one owner of its method, budget, releases and noise), and what only the
+    service adds: the delta and epsilon its ledger records, the parameters its row keeps, and
+    what its mu protects. Every figure of the run is read from `run`, never from a copy."""
 
-    algorithm: str
-    k: int
-    mu: float
-    epsilon: float
-    delta: float
-    sigma: float
-    releases: int
-    iterations: int
-    progress_total: int
-    params: dict[str, Any]
-    # The library's plan of the job (every release, its sensitivity and its noise).
     run: RunPlan
-    # The part of `mu` spent on the private summaries (None: no summaries); `sigma` and
-    # `releases` are then the centres'.
-    summary_mu: float | None = None
+    # The delta the job is recorded at (the request's, else the dataset's) and its epsilon there
+    # (`RunPlan.epsilon_at`: the one given, or the smallest the plan's mu implies).
+    delta: float
+    epsilon: float
+    params: dict[str, Any]
     # What the job's releases let one expect of its centres (and summaries), from public facts:
     # an estimate's (`with_expected_accuracy`); an admission has no use for it.
     accuracy: Accuracy | None = None
     # What its mu protects: one row, or one unit's rows (app.datasets.table_terms.protects).
     protects: str = ""
-    # Candidates per PE-means iteration (0 for a method that does not evolve) and the noisy
-    # Lloyd steps the run takes (`RunPlan.lloyd_steps`): its duration.
-    population_size: int = 0
-    lloyd_steps: int = 0
+
+    @property
+    def algorithm(self) -> str:
+        return self.run.algorithm
+
+    @property
+    def k(self) -> int:
+        return self.run.k
+
+    @property
+    def mu(self) -> float:
+        return self.run.mu
+
+    @property
+    def sigma(self) -> float:
+        return self.run.sigma
+
+    @property
+    def releases(self) -> int:
+        return self.run.releases
+
+    @property
+    def iterations(self) -> int:
+        return self.run.iterations
+
+    @property
+    def progress_total(self) -> int:
+        return self.run.progress_total
+
+    @property
+    def summary_mu(self) -> float | None:
+        """The part of `mu` spent on the private summaries (None: none); `sigma` and
+        `releases` are then the centres'."""
+        return self.run.summary_mu
+
+    @property
+    def population_size(self) -> int:
+        """Candidates per PE-means iteration (0 for a method that does not evolve): its
+        duration."""
+        return self.run.population_size
+
+    @property
+    def lloyd_steps(self) -> int:
+        """The noisy Lloyd steps the run takes (`RunPlan.lloyd_steps`): its duration."""
+        return self.run.lloyd_steps
 
 
 def privacy_error(exc: gdp.PrivacyParameterError) -> InvalidParameter:
@@ -241,22 +276,7 @@ def _job_plan(req: JobRequest, run: RunPlan, epsilon: float, delta: float) -> Jo
         )
         if value is not None
     }
-    return JobPlan(
-        algorithm=run.algorithm,
-        k=run.k,
-        mu=run.mu,
-        epsilon=epsilon,
-        delta=delta,
-        sigma=run.sigma,
-        releases=run.releases,
-        iterations=run.iterations,
-        progress_total=run.progress_total,
-        params=params,
-        summary_mu=run.summary_mu,
-        run=run,
-        population_size=run.population_size,
-        lloyd_steps=run.lloyd_steps,
-    )
+    return JobPlan(run=run, delta=delta, epsilon=epsilon, params=params)
 
 
 def _lloyd_steps(run: RunPlan) -> int | None:
