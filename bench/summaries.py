@@ -33,7 +33,8 @@ from datasets import EPSILONS, auc, load
 
 from privclust.clustering import cluster
 from privclust.clustering.outputs import summaries
-from privclust.clustering.run import summary_pricing
+from privclust.clustering.run import options as budget_options
+from privclust.clustering.run import schedule
 from tests.support.metrics import kmeans_loss
 
 DEFAULT_SETS = [
@@ -49,7 +50,7 @@ DEFAULT_SETS = [
 def run_one(task: tuple[str, str, int, float | None]) -> dict[str, object]:
     name, algorithm, seed, fraction = task
     if fraction is not None:
-        summary_pricing.SUMMARY_MU_FRACTION = fraction
+        budget_options.SUMMARY_MU_FRACTION = fraction
     data = load(name)
     plain, summarised, loss_errors, ses, size_errors = [], [], [], [], []
     for index, epsilon in enumerate(EPSILONS):
@@ -113,10 +114,10 @@ def main() -> None:
             rows = list(pool.map(run_one, tasks))
     else:
         rows = [run_one(t) for t in tasks]
-    fraction = args.fraction or summary_pricing.SUMMARY_MU_FRACTION
+    fraction = args.fraction or budget_options.SUMMARY_MU_FRACTION
     print(
         f"seeds={args.seeds} summary fraction={fraction} (loss share of it "
-        f"{summary_pricing.SUMMARY_LOSS_SHARE}) epsilons={list(EPSILONS)} delta=1/N^1.1"
+        f"{schedule.SUMMARY_LOSS_SHARE}) epsilons={list(EPSILONS)} delta=1/N^1.1"
     )
     print()
     print(

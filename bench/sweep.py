@@ -30,7 +30,8 @@ from datasets import load
 
 from privclust.clustering import suggest_k, sweep
 from privclust.clustering.outputs import summaries
-from privclust.clustering.run import summary_pricing
+from privclust.clustering.run import options as budget_options
+from privclust.clustering.run import schedule
 from tests.support.metrics import kmeans_loss
 
 
@@ -45,7 +46,7 @@ def main() -> None:
     parser.add_argument(
         "--fraction",
         type=float,
-        default=summary_pricing.SWEEP_SUMMARY_FRACTION,
+        default=budget_options.SWEEP_SUMMARY_FRACTION,
         help="summary share of each job's mu (default: the sweeps' SWEEP_SUMMARY_FRACTION)",
     )
     args = parser.parse_args()
@@ -53,7 +54,7 @@ def main() -> None:
     print(
         f"{args.dataset} (true k = {data.k}), ks={args.ks}, epsilon={args.epsilon} for the whole "
         f"sweep, delta=1/N^1.1, summary fraction={args.fraction} "
-        f"(loss share {summary_pricing.SUMMARY_LOSS_SHARE}), elbow drop={summaries.ELBOW_DROP}, "
+        f"(loss share {schedule.SUMMARY_LOSS_SHARE}), elbow drop={summaries.ELBOW_DROP}, "
         f"{summaries.ELBOW_SE_MULTIPLIER} SE"
     )
     print()

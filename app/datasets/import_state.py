@@ -19,7 +19,7 @@ from app.kit.db.session import unit_of_work
 from app.kit.errors import Conflict
 from app.ledger import service as ledger
 from app.models import Dataset, DatasetStatus
-from privclust.clustering.units import per_row_mu
+from privclust.clustering.run.options import per_row_mu
 from privclust.tabular import TableSpec
 
 if TYPE_CHECKING:  # the ingest imports pyarrow: loaded by the worker's first import

@@ -46,7 +46,7 @@ class PlanningCount:
     n_rows: int
     relation: Relation
     # m: the most rows one unit of privacy has (1: the unit is a row); every release of the
-    # dataset's jobs is calibrated for it (privclust.clustering.units).
+    # dataset's jobs is calibrated for it (privclust.clustering.run.options.per_row_options).
     contribution_bound: int = 1
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from app.datasets.domain import DomainSpec
 from app.kit.errors import InvalidParameter
-from privclust.clustering.units import per_row_mu
+from privclust.clustering.run.options import per_row_mu
 from privclust.privacy import noise
 from privclust.tabular import TableError, TableSpec, check_spec
 from privclust.tabular_rows import ShapeCounts
@@ -114,7 +114,7 @@ def stored_domain(domain: DomainSpec, spec: TableSpec) -> DomainSpec:
 
 def release_count(n_rows: int, count_mu: float, spec: TableSpec) -> int:
     """N~ for neighbours that differ by one unit: a unit moves the count by up to m, so the
-    count is released at the per-row count_mu / m (privclust.clustering.units)."""
+    count is released at the per-row count_mu / m (privclust.clustering.run.options.per_row_mu)."""
     return noise.release_count(n_rows, per_row_mu(count_mu, spec.contribution_bound))
 
 

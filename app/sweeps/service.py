@@ -23,8 +23,7 @@ from app.sweeps import repository as repo
 from privclust.clustering import ClusteringInputError, suggest_k
 from privclust.clustering.data.scaling import ORIGINAL_SPACE
 from privclust.clustering.outputs.uncertainty import Caveat, sweep_warnings
-from privclust.clustering.run.options import BudgetChoiceError
-from privclust.clustering.run.summary_pricing import SWEEP_SUMMARY_FRACTION
+from privclust.clustering.run.options import SWEEP_SUMMARY_FRACTION, BudgetChoiceError
 from privclust.clustering.sweeps import plan_sweep as plan_sweep_split
 from privclust.privacy import gdp
 

@@ -15,7 +15,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from privclust.clustering.outputs import summaries as sm
-from privclust.clustering.run import summary_pricing as pricing
+from privclust.clustering.run.options import SUMMARY_MU_FRACTION, SWEEP_SUMMARY_FRACTION
+from privclust.clustering.run.schedule import LOSS_GRID_BITS, summary_sigmas
 from tests.support.api import auth, uploaded
 from tests.support.data import csv_bytes, rows_around
 
@@ -59,7 +60,7 @@ def test_summaries_are_priced_by_the_estimate_and_charged_with_the_job(client, k
     # Same total cost; the summaries take their share and the centres' noise grows with it.
     assert est["privacy"]["mu"] == plain["privacy"]["mu"]
     assert est["privacy"]["summary_mu"] == pytest.approx(
-        pricing.SUMMARY_MU_FRACTION * plain["privacy"]["mu"], rel=1e-12
+        SUMMARY_MU_FRACTION * plain["privacy"]["mu"], rel=1e-12
     )
     assert plain["privacy"]["summary_mu"] is None
     assert est["privacy"]["sigma"] > plain["privacy"]["sigma"]
@@ -72,7 +73,7 @@ def test_summaries_are_priced_by_the_estimate_and_charged_with_the_job(client, k
     result = job["result"]
     assert len(result["sizes"]) == 3 and all(isinstance(v, int) and v >= 0 for v in result["sizes"])
     assert 0.0 <= result["loss"] <= 4 * 10.0**2
-    sizes_sigma, loss_sigma = pricing.summary_sigmas(job["privacy"]["summary_mu"])
+    sizes_sigma, loss_sigma = summary_sigmas(job["privacy"]["summary_mu"])
     n_dp = client.get(f"/v1/datasets/{ds['id']}", headers=auth(keys["analyst"])).json()
     # The loss's clip is the released centres' covering bound of the ball (public).
     bound = sm.loss_bound(np.array(result["centers"]), 10.0)
@@ -103,7 +104,7 @@ def test_no_role_sees_exact_sizes_or_losses_and_only_the_owner_gets_labels(clien
     assert {**owner_view, **times} == {**analyst_view, **times}
     centres = np.array(owner_view["result"]["centers"])
     exact = sm.exact_summary(rows, centres, radius=10.0, center=np.zeros(2))
-    exact_loss = exact.loss_units * exact.bound / 2**pricing.LOSS_GRID_BITS / len(rows)
+    exact_loss = exact.loss_units * exact.bound / 2**LOSS_GRID_BITS / len(rows)
     # With the job's noise (sizes sd ~90 rows, loss sd ~ 2^20 x 45 grid units) the chance
     # that all three noisy sizes hit the exact ones is ~1e-7; the loss, far smaller.
     assert owner_view["result"]["sizes"] != exact.counts.tolist()
@@ -221,7 +222,7 @@ def test_a_sweep_runs_one_summarised_job_per_k_and_suggests_one(client, keys) ->
         assert job["privacy"] == planned["privacy"] and job["algorithm"] == planned["algorithm"]
         # A sweep's jobs give their summaries the sweeps' larger share.
         assert job["privacy"]["summary_mu"] == pytest.approx(
-            pricing.SWEEP_SUMMARY_FRACTION * job["privacy"]["mu"], rel=1e-12
+            SWEEP_SUMMARY_FRACTION * job["privacy"]["mu"], rel=1e-12
         )
     ledger = client.get(f"/v1/datasets/{ds['id']}/ledger", headers=auth(keys["analyst"])).json()
     reserves = [e for e in ledger["entries"] if e["kind"] == "reserve"]

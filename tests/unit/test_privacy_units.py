@@ -1,5 +1,6 @@
 """The privacy unit: every release of every method calibrated for neighbours that differ by one
-unit's rows (at most m of them), applied in one place (privclust.clustering.units).
+unit's rows (at most m of them), applied in one place
+(privclust.clustering.run.options.per_row_options).
 
 The neighbour test captures every release through the one function all of them are drawn by
 (`privclust.privacy.noise.integer_release`): a run on D records each release's exact value, its
@@ -24,7 +25,7 @@ import numpy as np
 import pytest
 
 from privclust.clustering import cluster, plan_run
-from privclust.clustering.units import per_row_mu
+from privclust.clustering.run.options import per_row_mu
 from privclust.privacy import noise
 from privclust.tabular_rows import bound_units
 from tests.support.data import blobs

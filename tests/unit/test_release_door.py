@@ -29,8 +29,8 @@ from privclust.clustering.run.schedule import (
     TREE_COUNTS,
     VOTE_HISTOGRAM,
     composed_mu,
+    loss_sensitivity,
 )
-from privclust.clustering.run.summary_pricing import loss_sensitivity
 from privclust.privacy.noise import count_sigma, noise_std
 from tests.support.clustering import RecordingEngine, ReleaseLog, joint_sensitivity
 from tests.support.dask import blocks

@@ -22,7 +22,7 @@ from privclust.clustering.mechanisms.candidates import (
     second_start_steps,
     split_merge,
 )
-from privclust.clustering.run.summary_pricing import LOSS_GRID_BITS
+from privclust.clustering.run.schedule import LOSS_GRID_BITS
 
 
 def test_a_second_start_is_planned_from_public_facts_only() -> None:

@@ -12,7 +12,13 @@ import pytest
 from privclust.clustering import ClusteringInputError, cluster, plan_run, suggest_k, sweep
 from privclust.clustering.data import rows
 from privclust.clustering.outputs import summaries as sm
-from privclust.clustering.run import summary_pricing as pricing
+from privclust.clustering.run.options import SUMMARY_MU_FRACTION, SWEEP_SUMMARY_FRACTION
+from privclust.clustering.run.schedule import (
+    LOSS_GRID_BITS,
+    SUMMARY_LOSS_SHARE,
+    loss_sensitivity,
+    summary_sigmas,
+)
 from privclust.clustering.sweeps import plan_sweep
 from privclust.privacy.gdp import equal_share, mu_from_epsilon_delta, remaining_after
 from privclust.privacy.noise import COUNT_MU_FRACTION
@@ -36,7 +42,7 @@ def test_exact_summary_counts_nearest_rows_and_clips_the_loss() -> None:
     # The clip is the centres' covering bound of the ball (public), below the worst case (2R)^2.
     assert exact.bound == sm.loss_bound(centres, 2.0) < 16.0
     assert sq.min(axis=1).max() <= exact.bound
-    expected_units = np.rint(sq.min(axis=1) / exact.bound * 2**pricing.LOSS_GRID_BITS).sum()
+    expected_units = np.rint(sq.min(axis=1) / exact.bound * 2**LOSS_GRID_BITS).sum()
     # Each row's term is rounded on the grid: the sum differs by far less than a row's term.
     assert abs(exact.loss_units - expected_units) <= 5000
     assert exact.loss_units == pytest.approx(expected_units, rel=1e-6)
@@ -48,9 +54,7 @@ def test_one_row_moves_the_loss_sum_by_at_most_the_sensitivity() -> None:
     centres = np.array([[1.0, 0.0]])
     base = sm.exact_summary(np.array([[1.0, 0.0]]), centres, radius=1.0)
     far = sm.exact_summary(np.array([[1.0, 0.0], [-50.0, 0.0]]), centres, radius=1.0)
-    assert (
-        far.loss_units - base.loss_units == 2**pricing.LOSS_GRID_BITS == pricing.loss_sensitivity()
-    )
+    assert far.loss_units - base.loss_units == 2**LOSS_GRID_BITS == loss_sensitivity()
     assert far.counts.tolist() == [2]
     assert far.bound == 4.0
 
@@ -124,11 +128,11 @@ def test_labels_come_in_blocks_and_match_the_nearest_centre(
 
 def test_release_normalises_by_the_public_count_and_states_its_se() -> None:
     exact = sm.ExactSummary(
-        counts=np.array([500, 0, 300]), loss_units=2**pricing.LOSS_GRID_BITS * 40, bound=4.0
+        counts=np.array([500, 0, 300]), loss_units=2**LOSS_GRID_BITS * 40, bound=4.0
     )
     rng = np.random.default_rng(0)
     released = sm.release_summary(exact, mu=0.5, relation="add-remove", n_public=1000, rng=rng)
-    sizes_sigma, loss_sigma = pricing.summary_sigmas(0.5)
+    sizes_sigma, loss_sigma = summary_sigmas(0.5)
     assert released.sizes.dtype == np.int64 and (released.sizes >= 0).all()
     # B * 40 / N~ = 0.16 with B = 4, N~ = 1000; SE = B * sigma_loss / N~.
     assert released.loss_se == pytest.approx(4.0 * loss_sigma / 1000, rel=1e-15)
@@ -136,7 +140,7 @@ def test_release_normalises_by_the_public_count_and_states_its_se() -> None:
     # GDP: the two releases compose to at most the summaries' mu, and the loss gets its share.
     assert math.hypot(1 / sizes_sigma, 1 / loss_sigma) <= 0.5
     assert math.hypot(1 / sizes_sigma, 1 / loss_sigma) == pytest.approx(0.5, rel=1e-12)
-    assert 1 / loss_sigma == pytest.approx(math.sqrt(pricing.SUMMARY_LOSS_SHARE) * 0.5, rel=1e-12)
+    assert 1 / loss_sigma == pytest.approx(math.sqrt(SUMMARY_LOSS_SHARE) * 0.5, rel=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -169,7 +173,7 @@ def test_a_summarised_job_spends_exactly_its_mu(
     )
     mu = mu_from_epsilon_delta(epsilon, delta)
     assert (result.mu, result.epsilon, result.delta) == (mu, epsilon, delta)
-    assert result.summary_mu == pytest.approx(pricing.SUMMARY_MU_FRACTION * mu, rel=1e-15)
+    assert result.summary_mu == pytest.approx(SUMMARY_MU_FRACTION * mu, rel=1e-15)
     # The planner prices exactly this run (the service charges the plan).
     plan = plan_run(
         800 if n_public is None else n_public,
@@ -188,11 +192,11 @@ def test_a_summarised_job_spends_exactly_its_mu(
     )
     assert plan.iterations == result.iterations
     # The centres' releases, then the sizes and the loss sum with their own sigmas.
-    sizes_sigma, loss_sigma = pricing.summary_sigmas(plan.summary_mu)
+    sizes_sigma, loss_sigma = summary_sigmas(plan.summary_mu)
     if algorithm != "hdpe-means":  # HDPE's final sums are one call priced as several releases
         assert len(log.calls) == result.releases + 2
     assert log.calls[-2] == (count_sensitivity, sizes_sigma, (3,))
-    assert log.calls[-1] == (float(2**pricing.LOSS_GRID_BITS), loss_sigma, (1,))
+    assert log.calls[-1] == (float(2**LOSS_GRID_BITS), loss_sigma, (1,))
     # Each call's mu is (true sensitivity) / (its noise std); HDPE-means's final sums are
     # released with their sensitivity divided by sqrt(w), priced as w = T releases.
     true = [s for s, _, _ in log.calls]
@@ -217,7 +221,7 @@ def test_without_summaries_the_plan_is_unchanged() -> None:
     assert with_summaries.mu == plain.mu and with_summaries.releases == plain.releases
     # The centres keep sqrt(1 - f^2) of mu: their sigma grows by 1 / sqrt(1 - f^2).
     ratio = with_summaries.sigma / plain.sigma
-    assert ratio == pytest.approx(1 / math.sqrt(1 - pricing.SUMMARY_MU_FRACTION**2), rel=1e-9)
+    assert ratio == pytest.approx(1 / math.sqrt(1 - SUMMARY_MU_FRACTION**2), rel=1e-9)
     with pytest.raises(ClusteringInputError):
         plan_run(100, 2, 2, mu=1.0, summaries=True, summary_fraction=1.0)
 
@@ -234,9 +238,7 @@ def test_the_loss_is_close_to_the_exact_loss_of_the_released_centres() -> None:
     assert abs(result.loss - exact) <= 6 * result.loss_se + 1e-5
     counts = sm.exact_summary(X, result.centers, radius=1.0).counts
     assert result.sizes is not None
-    assert (
-        np.abs(result.sizes - counts).max() <= 6 * pricing.summary_sigmas(result.summary_mu or 0)[0]
-    )
+    assert np.abs(result.sizes - counts).max() <= 6 * summary_sigmas(result.summary_mu or 0)[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,9 +294,7 @@ def test_a_seeded_sweep_orders_its_losses_and_finds_the_true_k(
     assert sum(1 / Fraction(sigma) ** 2 for _, sigma, _ in log.calls) <= Fraction(mu) ** 2
     # Each job gave its summaries the sweeps' share of its mu.
     for r in result.results:
-        assert r.summary_mu == pytest.approx(
-            pricing.SWEEP_SUMMARY_FRACTION * result.job_mu, rel=1e-15
-        )
+        assert r.summary_mu == pytest.approx(SWEEP_SUMMARY_FRACTION * result.job_mu, rel=1e-15)
 
 
 def test_a_summary_share_needs_summaries() -> None:

@@ -49,11 +49,9 @@ if TYPE_CHECKING:  # the names, for type checkers (re-exported)
     )
     from privclust.clustering.run.options import DEFAULT_MAX_POPULATION as DEFAULT_MAX_POPULATION
     from privclust.clustering.run.options import DEFAULT_PROJECTION_DIM as DEFAULT_PROJECTION_DIM
+    from privclust.clustering.run.options import SWEEP_SUMMARY_FRACTION as SWEEP_SUMMARY_FRACTION
     from privclust.clustering.run.plan import RunPlan as RunPlan
     from privclust.clustering.run.result import ClusteringResult as ClusteringResult
-    from privclust.clustering.run.summary_pricing import (
-        SWEEP_SUMMARY_FRACTION as SWEEP_SUMMARY_FRACTION,
-    )
     from privclust.clustering.sweeps import SweepResult as SweepResult
     from privclust.clustering.sweeps import suggest_k as suggest_k
     from privclust.clustering.sweeps import sweep as sweep
@@ -73,11 +71,14 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "privclust.clustering.methods.lsh_coreset": ("lsh_coreset",),
     "privclust.clustering.methods.pe": ("pe_means",),
     "privclust.clustering.methods.pe_lloyd": ("pe_lloyd",),
-    "privclust.clustering.run.options": ("DEFAULT_MAX_POPULATION", "DEFAULT_PROJECTION_DIM"),
+    "privclust.clustering.run.options": (
+        "DEFAULT_MAX_POPULATION",
+        "DEFAULT_PROJECTION_DIM",
+        "SWEEP_SUMMARY_FRACTION",
+    ),
     "privclust.clustering.run.plan": ("RunPlan",),
     "privclust.clustering.run.result": ("ClusteringResult",),
     "privclust.clustering.outputs.summaries": ("nearest_centre_blocks",),
-    "privclust.clustering.run.summary_pricing": ("SWEEP_SUMMARY_FRACTION",),
     "privclust.clustering.sweeps": ("SweepResult", "suggest_k", "sweep"),
 }
 _HOMES = {name: module for module, names in _EXPORTS.items() for name in names}

@@ -30,8 +30,11 @@ from privclust.clustering.run.options import (
     Budget,
     EvolutionKeywords,
     Options,
+    as_charged,
+    budget_split,
     job_budget,
     options_for,
+    per_row_options,
     resolved,
     with_budget,
 )
@@ -43,8 +46,6 @@ from privclust.clustering.run.result import (
     into_box,
 )
 from privclust.clustering.run.runner import counted_rows, released_count, run_method
-from privclust.clustering.run.summary_pricing import centres_mu, summary_mu
-from privclust.clustering.units import as_charged, per_row_options
 from privclust.privacy import noise
 from privclust.privacy.gdp import remaining_after
 
@@ -89,7 +90,7 @@ def plan_run(
     the methods' (privclust.clustering.methods: each `plan` reads its own and says what
     `iterations` counts for it; `variations`, `max_population`: PE-means's L and its cap).
     `contribution_bound` m calibrates every release for neighbours that differ by one unit of
-    up to m rows (privclust.clustering.units): the plan's mu is the unit's, sigma per row mu/m's.
+    up to m rows (`per_row_options`): the plan's mu is the unit's, sigma per row mu/m's.
     """
     options = Options(
         algorithm=algorithm,
@@ -184,7 +185,7 @@ def cluster_box(
 def cluster_options(X: Rowset, k: int, options: Options) -> ClusteringResult:
     """`cluster` with its arguments as one Options, as one plan run once: the job's budget
     resolved (once: every part reads it), the per-row budget of a contribution bound m
-    (privclust.clustering.units), the summaries' share set aside; then the centres
+    (`per_row_options`), the summaries' share set aside; then the centres
     (`_centres`) from what is left, then, with summaries, their sizes and loss
     (`_summarised`). The result says the job's budget."""
     if not options.summaries and options.summary_fraction is not None:
@@ -194,9 +195,9 @@ def cluster_options(X: Rowset, k: int, options: Options) -> ClusteringResult:
     job = resolved(options)
     run = per_row_options(job)
     budget = job_budget(run)
-    mu_summary = summary_mu(budget.mu, run.summary_fraction) if run.summaries else None
+    mu_summary, mu_centres = budget_split(budget.mu, run)
     if mu_summary is not None:  # the centres get what the summaries leave, at the same T
-        centres = Budget(centres_mu(budget.mu, mu_summary), budget.epsilon, budget.delta)
+        centres = Budget(mu_centres, budget.epsilon, budget.delta)
         run = dataclasses.replace(with_budget(run, centres), summaries=False, summary_fraction=None)
     result = _centres(X, k, n_rows, n_cols, run)
     if mu_summary is not None:

@@ -22,10 +22,14 @@ from privclust.clustering.outputs.uncertainty import (
     loss_rises,
     sweep_warnings,
 )
-from privclust.clustering.run.options import Budget, Budgeted, resolve_privacy
+from privclust.clustering.run.options import (
+    SWEEP_SUMMARY_FRACTION,
+    Budget,
+    Budgeted,
+    resolve_privacy,
+)
 from privclust.clustering.run.result import ClusteringResult
 from privclust.clustering.run.runner import counted_rows, released_count
-from privclust.clustering.run.summary_pricing import SWEEP_SUMMARY_FRACTION
 from privclust.privacy import noise
 from privclust.privacy.gdp import equal_share, remaining_after
 

@@ -20,7 +20,7 @@ from privclust.clustering.evolution.vote import VoteCounts
 from privclust.clustering.mechanisms.candidates import ClusterLosses
 from privclust.clustering.mechanisms.grid import grid_sensitivity
 from privclust.clustering.mechanisms.lloyd import JointLloydSums
-from privclust.clustering.run.summary_pricing import loss_sensitivity
+from privclust.clustering.run.schedule import loss_sensitivity
 from privclust.federation.passes import PassError, positive_number
 from privclust.privacy.noise import MAX_NOISE_STD, noise_std
 

@@ -46,8 +46,7 @@ from privclust.clustering.data.rows import Part, Rows
 from privclust.clustering.errors import ClusteringInputError, check_integer
 from privclust.clustering.evolution.nearest import nearest_candidates, nearest_other_distances
 from privclust.clustering.run.plan import Calibrated, RunPlan
-from privclust.clustering.run.schedule import CLUSTER_LOSSES, Planned
-from privclust.clustering.run.summary_pricing import LOSS_GRID_BITS
+from privclust.clustering.run.schedule import CLUSTER_LOSSES, LOSS_GRID_BITS, Planned
 
 # The second start is tried from this many clusters on (a split-merge move needs a pair to
 # merge besides the cluster it splits) ...

@@ -53,7 +53,7 @@ from privclust.clustering.outputs.centre_error import (
 from privclust.clustering.run.options import DEFAULT_STEP_FRACTION
 from privclust.clustering.run.plan import RunPlan
 from privclust.clustering.run.result import ClusteringResult
-from privclust.clustering.run.summary_pricing import summary_sigmas
+from privclust.clustering.run.schedule import summary_sigmas
 
 # The measured ratio of the observed centre error to R sigma / n for the methods without a
 # final noisy mean (bench/RESULTS.md, "Expected accuracy": mixed-unit tables, epsilon 0.5-4).

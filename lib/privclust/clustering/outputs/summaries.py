@@ -36,7 +36,7 @@ from privclust.clustering.data.rows import Part, Reading, Rows, as_table
 from privclust.clustering.data.scaling import Box, box_keywords
 from privclust.clustering.errors import ClusteringInputError
 from privclust.clustering.evolution.nearest import nearest_candidates
-from privclust.clustering.run.summary_pricing import (
+from privclust.clustering.run.schedule import (
     LOSS_GRID_BITS,
     loss_sensitivity,
     summary_sigmas,

@@ -41,7 +41,7 @@ from scipy.special import ndtri
 from privclust.clustering.choices import Relation
 from privclust.clustering.outputs.caveat import Caveat
 from privclust.clustering.outputs.convergence import convergence_warnings
-from privclust.clustering.run.summary_pricing import summary_sigmas
+from privclust.clustering.run.schedule import summary_sigmas
 
 if TYPE_CHECKING:
     from privclust.clustering.run.result import ClusteringResult

@@ -36,9 +36,10 @@ from privclust.clustering.run.schedule import (
     SIZES,
     ScheduledRelease,
     filled,
+    loss_sensitivity,
     scheduled,
+    summary_sigmas,
 )
-from privclust.clustering.run.summary_pricing import loss_sensitivity, summary_sigmas
 from privclust.privacy.gdp import noise_multiplier
 from privclust.privacy.noise import MAX_NOISE_STD, count_sigma
 

@@ -1,5 +1,7 @@
 """What a caller asks of a run or a plan, as one frozen object (`Options`), with the defaults a
-caller gets and the resolution of its privacy budget.
+caller gets, and its privacy budget: resolved once (`resolved`), scaled to one row for a
+privacy unit of up to m rows (`per_row_options`), and split between the summaries and the
+centres (`budget_split`).
 
 The public entry points (cluster, plan_run, sweep, pe_means, hdpe_means, fastlloyd, lsh_coreset,
 pe_lloyd) keep their keyword signatures and build an `Options` once; the library passes it on
@@ -10,15 +12,17 @@ that keep a run private: every argument before any noise is drawn.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Required, TypedDict
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, Required, TypedDict, TypeVar
 
 import numpy as np
 
 from privclust.clustering.choices import Algorithm, Relation
-from privclust.clustering.errors import ClusteringInputError, check_positive
-from privclust.privacy.gdp import epsilon_from_mu_delta, mu_from_epsilon_delta
+from privclust.clustering.errors import ClusteringInputError, check_integer, check_positive
+from privclust.privacy.gdp import epsilon_from_mu_delta, mu_from_epsilon_delta, remaining_after
 
 if TYPE_CHECKING:
     from privclust.clustering.data.scaling import Box
@@ -141,7 +145,7 @@ class Options:
     # uses max(N~, k).
     check_k: bool = False
     # The privacy unit's contribution bound m: neighbours differ by one unit's rows (at most m),
-    # so every release runs at the per-row mu / m (privclust.clustering.units). 1: one row.
+    # so every release runs at the per-row mu / m (`per_row_options`). 1: one row.
     contribution_bound: int = 1
 
     def report(self, done: int, total: int) -> None:
@@ -214,6 +218,110 @@ def accounting_epsilon(mu: float, epsilon: float | None, delta: float) -> float:
     job given as mu, the smallest epsilon mu-GDP implies (rounded up by privclust.privacy.gdp).
     Accounting only: a run's plan keeps the epsilon it was given (`resolve_privacy`)."""
     return float(epsilon) if epsilon is not None else epsilon_from_mu_delta(mu, delta)
+
+
+# --- The summaries' share -------------------------------------------------------------------
+
+# The summaries' default share of a job's mu: summary_mu = SUMMARY_MU_FRACTION * mu (4% of the
+# job in GDP terms, mu^2); the centres keep sqrt(1 - 0.2^2) = 98.0% of mu. Measured in
+# bench/RESULTS.md ("private summaries", auto, 10-20 seeds): the Table I AUCs move by less than
+# 5% at 0.2 on every set, while 0.3 moved sklearn_16_16's by +7.1% (SE 3.0%).
+SUMMARY_MU_FRACTION = 0.2
+# A sweep's jobs give their summaries a larger share: the noisy losses are the sweep's answer.
+# The centres keep sqrt(1 - 0.5^2) = 86.6% of each job's mu. Measured in bench/RESULTS.md
+# ("sweeps over k"): at 0.3, a sweep of sklearn_16_16 at epsilon 1 had every noisy loss within
+# 20% of the exact one in 36 of 40 runs; at 0.5 in 40 of 40.
+SWEEP_SUMMARY_FRACTION = 0.5
+
+
+def summary_mu(job_mu: float, fraction: float | None = None) -> float:
+    """The part of a job's mu spent on its summaries (`fraction` of it; default
+    SUMMARY_MU_FRACTION). The centres share remaining_after(job_mu, summary_mu)."""
+    share = SUMMARY_MU_FRACTION if fraction is None else float(fraction)
+    if not (math.isfinite(share) and 0.0 < share < 1.0):
+        raise ClusteringInputError(
+            "summary_fraction", f"summary_fraction must be in (0, 1), got {share!r}"
+        )
+    return share * job_mu
+
+
+def centres_mu(job_mu: float, mu_summary: float) -> float:
+    """What the centres may spend when `mu_summary` of `job_mu` goes to the summaries."""
+    return remaining_after(job_mu, mu_summary)
+
+
+def budget_split(mu: float, options: Options) -> tuple[float | None, float]:
+    """(summary_mu, centres_mu) of a job of `mu`: with `options.summaries`, `summary_fraction`
+    of it (default SUMMARY_MU_FRACTION) for the private sizes and loss and what that leaves for
+    the centres; without, (None, mu). The one split of a job's budget: its plan and its run
+    read it here."""
+    if not options.summaries:
+        return None, mu
+    mu_summary = summary_mu(mu, options.summary_fraction)
+    return mu_summary, centres_mu(mu, mu_summary)
+
+
+# --- The privacy unit -----------------------------------------------------------------------
+#
+# A run is calibrated for neighbours that differ by one unit's rows (a person, a customer), each
+# unit contributing at most m rows (its contribution bound). Every release of every method is a
+# Gaussian mechanism whose l2 sensitivity to one row is some D (a vote histogram: 1; a sum of
+# rows in a ball of radius R: R; the noisy count: 1). One unit's m rows move it by at most m * D
+# (triangle inequality over the m rows), and the noise is drawn with std sigma * D for a plan of
+# mu: so the same noise with every sensitivity multiplied by m is a plan of mu / m.
+# Equivalently, GDP's group privacy: a mechanism that is mu-GDP for one row is exactly
+# (m * mu)-GDP for a group of m rows (Dong, Roth and Su 2022, Theorem 2.14). Either way the whole
+# job is calibrated in ONE place: a job of unit-level mu runs every release at the per-row mu / m
+# (rounded down, `per_row_mu`), and charges mu; docs/algorithms.md works this out release by
+# release. So the plan's and the result's `mu` (and epsilon, delta) are the unit-level figures
+# the ledger charges; `sigma`, `summary_mu` and `count_mu` describe the noise actually drawn,
+# per row.
+
+# The largest contribution bound a dataset may declare: beyond it the noise of a run would be
+# m times that of a row-level one, too large to release anything useful.
+MAX_CONTRIBUTION_BOUND = 10_000
+
+_Charged = TypeVar("_Charged")
+
+
+def check_contribution_bound(bound: object, field: str = "contribution_bound") -> int:
+    """A contribution bound m: an integer, 1 <= m <= MAX_CONTRIBUTION_BOUND."""
+    m = check_integer(field, bound, 1)
+    if m > MAX_CONTRIBUTION_BOUND:
+        raise ClusteringInputError(field, f"{field} must be at most {MAX_CONTRIBUTION_BOUND}")
+    return m
+
+
+def per_row_mu(unit_mu: float, bound: int) -> float:
+    """The per-row mu that makes every release unit_mu-GDP for a unit of `bound` rows:
+    unit_mu / bound, rounded down so that bound * per_row_mu <= unit_mu holds exactly."""
+    m = check_contribution_bound(bound)
+    if not (math.isfinite(unit_mu) and unit_mu > 0.0):
+        raise ClusteringInputError("mu", f"mu must be finite and > 0, got {unit_mu!r}")
+    row_mu = unit_mu / m
+    while Fraction(row_mu) * m > Fraction(unit_mu):
+        row_mu = math.nextafter(row_mu, 0.0)
+    return row_mu
+
+
+def per_row_options(options: Options) -> Options:
+    """`options` with its budget as the per-row mu of its contribution bound (unchanged for a
+    bound of 1, the row-level guarantee); the unit's budget is resolved once, here or before."""
+    m = check_contribution_bound(options.contribution_bound)
+    if m == 1:
+        return options
+    row = Budget(per_row_mu(job_budget(options).mu, m))
+    return dataclasses.replace(with_budget(options, row), contribution_bound=1)
+
+
+def as_charged(charged: _Charged, options: Options) -> _Charged:
+    """A plan or result of `per_row_options(options)` with the job's unit-level budget: what
+    the ledger charges and the API shows as the job's mu, epsilon and delta. `options` are
+    the job's, resolved (`resolved`) before its per-row options were made."""
+    if check_contribution_bound(options.contribution_bound) == 1:
+        return charged
+    unit = job_budget(options)
+    return dataclasses.replace(charged, mu=unit.mu, epsilon=unit.epsilon, delta=unit.delta)  # type: ignore[type-var]
 
 
 class RunKeywords(TypedDict, total=False):

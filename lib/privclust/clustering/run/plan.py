@@ -18,8 +18,7 @@ import numpy as np
 
 from privclust.clustering.choices import RELATIONS, Relation
 from privclust.clustering.errors import ClusteringInputError, check_integer, check_positive
-from privclust.clustering.run import summary_pricing
-from privclust.clustering.run.options import Budget, Budgeted, Options, job_budget
+from privclust.clustering.run.options import Budget, Budgeted, Options, budget_split, job_budget
 from privclust.clustering.run.result import ClusteringResult, released_centres
 from privclust.clustering.run.schedule import (
     LLOYD_STEP,
@@ -146,11 +145,8 @@ def plan_basis(
         )
     max_population = check_integer("max_population", options.max_population, 1)
     budget = job_budget(options)
-    summary_mu: float | None = None
-    centres_mu = budget.mu  # what the centres' releases (and a count of their own) may use
-    if options.summaries:
-        summary_mu = summary_pricing.summary_mu(budget.mu, options.summary_fraction)
-        centres_mu = summary_pricing.centres_mu(budget.mu, summary_mu)
+    # what the centres' releases (and a count of their own) may use
+    summary_mu, centres_mu = budget_split(budget.mu, options)
     _check_plannable(budget, centres_mu)
     relation = Relation(options.relation).value
     return PlanBasis(

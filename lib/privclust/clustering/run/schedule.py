@@ -5,9 +5,10 @@ A method describes its releases before the noise multiplier is known (`Planned`:
 many times, the sensitivity, and how many releases of the plan's sigma each is priced as);
 the plan (privclust.clustering.run.method.plan_method) fixes sigma and fills in the noise
 (`ScheduledRelease`), adds the run's own row count before them and the summaries' sizes and
-loss after them. Every run releases through its rows' one door (`Rows.release`) exactly what
-its plan scheduled, array by array; the schedule composes (GDP: the root of the sum of the
-releases' mu^2) to at most the plan's per-row mu.
+loss after them (`summary_sigmas`, from the summaries' share of mu:
+privclust.clustering.run.options.budget_split). Every run releases through its rows' one door
+(`Rows.release`) exactly what its plan scheduled, array by array; the schedule composes (GDP:
+the root of the sum of the releases' mu^2) to at most the plan's per-row mu.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from privclust.clustering.data.release import Gaussian
+from privclust.privacy.gdp import noise_multiplier, remaining_after
 from privclust.privacy.noise import noise_std
 
 # What a release releases (`ScheduledRelease.what`).
@@ -30,6 +32,16 @@ LLOYD_STEP = "lloyd step"  # one noisy Lloyd step: offset sums and scaled counts
 SIZES = "sizes"  # the summaries' per-centre counts
 LOSS = "loss"  # the summaries' clipped loss sum
 CLUSTER_LOSSES = "cluster losses"  # pe-lloyd's per-cluster clipped losses of one chain
+
+# The loss sum's part of the summaries' mu, in GDP terms (mu_loss^2 = 0.8 mu_summary^2); the
+# sizes get the rest. The loss is the hard one to estimate (its sensitivity, the clip B of at
+# least R^2, is far above a typical row's squared distance), while a size's noise is small next
+# to N~/k.
+SUMMARY_LOSS_SHARE = 0.8
+# A row's clipped squared distance is put on a grid of B / 2^LOSS_GRID_BITS: a relative
+# resolution of 1e-6 of the largest possible term, far below the noise, and sums stay exact
+# in int64 for up to 2^43 rows.
+LOSS_GRID_BITS = 20
 
 
 @dataclass(frozen=True)
@@ -93,3 +105,17 @@ def composed_mu(schedule: Iterable[ScheduledRelease]) -> float:
     while Fraction(root) ** 2 < total:
         root = math.nextafter(root, math.inf)
     return root
+
+
+def summary_sigmas(mu_summary: float) -> tuple[float, float]:
+    """(sizes sigma, loss sigma) of the two summary releases, composing to at most mu_summary:
+    the loss gets mu_loss = sqrt(SUMMARY_LOSS_SHARE) mu_summary, the sizes what is left."""
+    mu_loss = math.sqrt(SUMMARY_LOSS_SHARE) * mu_summary
+    mu_sizes = remaining_after(mu_summary, mu_loss)
+    return noise_multiplier(mu_sizes, 1), noise_multiplier(mu_loss, 1)
+
+
+def loss_sensitivity() -> float:
+    """l2 sensitivity of the loss sum in grid units, under add/remove and replace-one alike:
+    every row's term is an integer in [0, 2^LOSS_GRID_BITS]."""
+    return float(2**LOSS_GRID_BITS)
