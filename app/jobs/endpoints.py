@@ -177,7 +177,7 @@ def jobs_estimate(
     )
     assert est.plan.accuracy is not None and est.duration is not None
     return Estimate(
-        algorithm=est.plan.algorithm,
+        algorithm=est.plan.run.algorithm,
         privacy=Privacy.of(est.plan),
         accuracy=Accuracy.of(est.plan.accuracy, est.loss_space),
         duration=Duration(**asdict(est.duration)),

@@ -88,14 +88,8 @@ class JobPlan:
     # What its mu protects: one row, or one unit's rows (app.datasets.table_terms.protects).
     protects: str = ""
 
-    @property
-    def algorithm(self) -> str:
-        return self.run.algorithm
-
-    @property
-    def k(self) -> int:
-        return self.run.k
-
+    # Its privacy block and its cost (`release_cost`) read the run's figures at the recorded
+    # epsilon and delta.
     @property
     def mu(self) -> float:
         return self.run.mu
@@ -109,29 +103,10 @@ class JobPlan:
         return self.run.releases
 
     @property
-    def iterations(self) -> int:
-        return self.run.iterations
-
-    @property
-    def progress_total(self) -> int:
-        return self.run.progress_total
-
-    @property
     def summary_mu(self) -> float | None:
         """The part of `mu` spent on the private summaries (None: none); `sigma` and
         `releases` are then the centres'."""
         return self.run.summary_mu
-
-    @property
-    def population_size(self) -> int:
-        """Candidates per PE-means iteration (0 for a method that does not evolve): its
-        duration."""
-        return self.run.population_size
-
-    @property
-    def lloyd_steps(self) -> int:
-        """The noisy Lloyd steps the run takes (`RunPlan.lloyd_steps`): its duration."""
-        return self.run.lloyd_steps
 
 
 def privacy_error(exc: gdp.PrivacyParameterError) -> InvalidParameter:

@@ -171,17 +171,17 @@ def estimate(
 def job_duration(dataset: Dataset, plan: JobPlan, engine: str) -> Duration:
     """How long the planned job will run (app.jobs.duration), from its public facts: the plan
     and the count it was planned with."""
-    second = plan.params.get("second_start", 0)
+    run, second = plan.run, plan.run.second_start
     facts = PlanFacts(
-        algorithm=plan.algorithm,
+        algorithm=run.algorithm,
         n_rows=datasets_service.planning_count(dataset).n_rows,
         n_cols=dataset.n_cols,
-        k=plan.k,
-        iterations=plan.iterations,
-        population_size=plan.population_size,
-        projection_dim=plan.params.get("projection_dim"),
+        k=run.k,
+        iterations=run.iterations,
+        population_size=run.population_size,
+        projection_dim=run.projection_dim,
         # The first chain's steps, then a second start's steps and its two loss passes.
-        lloyd_steps=plan.lloyd_steps + second + (2 if second else 0),
+        lloyd_steps=run.lloyd_steps + second + (2 if second else 0),
     )
     return expected_duration(facts, engine)
 
@@ -271,14 +271,14 @@ def reserve_job(
         id=uuid.uuid4(),
         dataset_id=dataset.id,
         tenant=dataset.tenant,
-        algorithm=plan.algorithm,
-        k=plan.k,
+        algorithm=plan.run.algorithm,
+        k=plan.run.k,
         params=plan.params,
         **release_cost(plan),
-        iterations=plan.iterations,
+        iterations=plan.run.iterations,
         status=JobStatus.QUEUED,
         progress_iteration=0,
-        progress_total=plan.progress_total,
+        progress_total=plan.run.progress_total,
         idempotency_key=idempotency_key,
         request_fingerprint=fingerprint,
         created_by=actor,

@@ -82,8 +82,8 @@ def sweeps_estimate(
         privacy=SweepPrivacy.of(plan),
         jobs=[
             SweepJobEstimate(
-                k=j.k,
-                algorithm=j.algorithm,
+                k=j.run.k,
+                algorithm=j.run.algorithm,
                 privacy=Privacy.of(j),
                 accuracy=Accuracy.of(j.accuracy, est.loss_space),
             )

@@ -136,7 +136,7 @@ class SweepAdmission(jobs_service.Admission[SweepRequest, SweepPlan, Sweep]):
                 id=uuid.uuid4(),
                 dataset_id=self.dataset.id,
                 tenant=self.dataset.tenant,
-                ks=[p.k for p in plan.jobs],
+                ks=[p.run.k for p in plan.jobs],
                 algorithm=self.req.algorithm,
                 mu=plan.mu,
                 epsilon=plan.epsilon,
