@@ -4,7 +4,7 @@ state, and the suggested k (privclust.clustering.sweeps.suggest_k on the noisy l
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 
 from sqlalchemy.orm import Session
@@ -73,21 +73,18 @@ def plan_sweep(dataset: Dataset, req: SweepRequest) -> SweepPlan:
         raise jobs_service.privacy_error(exc) from exc
     except ClusteringInputError as exc:  # a mu the request's schema let through
         raise InvalidParameter(str(exc), field=exc.field) from exc
+    # Every job asks what the sweep asked of each run (a field RunRequest gains goes along),
+    # with the sweep's share of its budget as mu.
+    asked = {f.name: getattr(req, f.name) for f in fields(jobs_service.RunRequest)}
+    each = jobs_service.JobRequest(
+        **{**asked, "epsilon": None, "mu": split.job_mu, "delta": delta},
+        summaries=True,
+        summary_fraction=SWEEP_SUMMARY_FRACTION,
+    )
     plans = []
     for k in sorted(req.ks):
-        job = jobs_service.JobRequest(
-            algorithm=req.algorithm,
-            k=k,
-            mu=split.job_mu,
-            delta=delta,
-            iterations=req.iterations,
-            variations=req.variations,
-            projection_dim=req.projection_dim,
-            summaries=True,
-            summary_fraction=SWEEP_SUMMARY_FRACTION,
-        )
         try:
-            plans.append(jobs_service.plan_job(dataset, job))
+            plans.append(jobs_service.plan_job(dataset, replace(each, k=k)))
         except InvalidParameter as exc:
             field = "ks" if exc.field == "k" else exc.field
             raise InvalidParameter(f"k={k}: {exc.detail}", field=field) from exc
