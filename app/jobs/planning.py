@@ -82,10 +82,10 @@ class JobPlan:
     delta: float
     epsilon: float
     params: dict[str, Any]
-    # What the job's releases let one expect of its centres (and summaries), from public facts:
-    # an estimate's (`with_expected_accuracy`); an admission has no use for it.
+    # An estimate's (`with_estimate_facts`; an admission has no use for them): what the job's
+    # releases let one expect of its centres (and summaries), from public facts, and what its
+    # mu protects, in words (app.datasets.table_terms.protects).
     accuracy: Accuracy | None = None
-    # What its mu protects: one row, or one unit's rows (app.datasets.table_terms.protects).
     protects: str = ""
 
     # Its privacy block and its cost (`release_cost`) read the run's figures at the recorded
@@ -166,14 +166,18 @@ def plan_job(dataset: Dataset, req: JobRequest) -> JobPlan:
         raise InvalidParameter(str(exc), field=_FIELDS.get(field, field)) from exc
     if is_federated(dataset):
         check_federated_plan(run.algorithm, run.projection_dim is not None, req.summaries)
-    spec = TableSpec.of(dataset.table_spec)
-    return replace(_job_plan(req, run, epsilon, delta), protects=protects(spec))
+    return _job_plan(req, run, epsilon, delta)
 
 
-def with_expected_accuracy(dataset: Dataset, plan: JobPlan) -> JobPlan:
-    """`plan` with the accuracy its releases let one expect on the dataset's declared domain
-    (privclust.clustering.outputs.accuracy.expected_accuracy), for an estimate."""
-    return replace(plan, accuracy=expected_accuracy(plan.run, accuracy_space(dataset)))
+def with_estimate_facts(dataset: Dataset, plan: JobPlan) -> JobPlan:
+    """`plan` with what only an estimate shows: the accuracy its releases let one expect on the
+    dataset's declared domain (privclust.clustering.outputs.accuracy.expected_accuracy), and
+    what its mu protects (one row, or one unit's rows)."""
+    return replace(
+        plan,
+        accuracy=expected_accuracy(plan.run, accuracy_space(dataset)),
+        protects=protects(TableSpec.of(dataset.table_spec)),
+    )
 
 
 def _plan_run(

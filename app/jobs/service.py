@@ -45,7 +45,7 @@ from app.jobs.planning import (
     plan_job,
     privacy_error,
     run_options,
-    with_expected_accuracy,
+    with_estimate_facts,
 )
 from app.jobs.results import ResultContext
 from app.kit.clock import SYSTEM_CLOCK, Clock
@@ -93,7 +93,7 @@ __all__ = [
     "still_queued",
     "submit",
     "sweep_stale_jobs",
-    "with_expected_accuracy",
+    "with_estimate_facts",
 ]
 
 
@@ -163,7 +163,7 @@ def estimate(
     (`plan_for_target`). Charges nothing."""
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
     plan = plan_job(dataset, req) if target is None else plan_for_target(dataset, req, target)
-    plan = with_expected_accuracy(dataset, plan)
+    plan = with_estimate_facts(dataset, plan)
     priced = estimate_of(session, dataset, plan, plan.mu, [plan.mu], asker)
     return replace(priced, duration=job_duration(dataset, plan, engine))
 

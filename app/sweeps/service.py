@@ -106,7 +106,7 @@ def estimate(
     dataset = datasets_service.get_dataset(session, dataset_id, tenant)
     datasets_service.require_ready(dataset)
     plan = plan_sweep(dataset, req)
-    jobs = tuple(jobs_service.with_expected_accuracy(dataset, job) for job in plan.jobs)
+    jobs = tuple(jobs_service.with_estimate_facts(dataset, job) for job in plan.jobs)
     plan = replace(plan, jobs=jobs)
     job_mus = [j.mu for j in plan.jobs]
     return jobs_service.estimate_of(session, dataset, plan, plan.mu, job_mus, asker)
