@@ -153,8 +153,10 @@ def test_a_noise_dominated_sweep_suggests_no_k_and_says_why(client, keys) -> Non
     ses = [job["loss_se"] for job in sweep["jobs"]]
     assert sweep["suggested_k"] == suggest_k(body["ks"], losses, ses)
     if sweep["suggested_k"] is None:
+        # Mostly no two losses differ by more than noise explains; by that rule's chance (1 in
+        # 20 at most), one rises with k or the elbow moves with the noise.
         codes = [w["code"] for w in sweep["warnings"]]
-        assert codes in (["sweep-inconclusive"], ["sweep-loss-rises"])
+        assert codes in (["sweep-inconclusive"], ["sweep-loss-rises"], ["sweep-elbow-unclear"])
         if codes == ["sweep-inconclusive"]:
             assert "cannot tell the ks apart" in sweep["warnings"][0]["detail"]
     else:
