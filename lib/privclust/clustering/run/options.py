@@ -234,31 +234,21 @@ SUMMARY_MU_FRACTION = 0.2
 SWEEP_SUMMARY_FRACTION = 0.5
 
 
-def summary_mu(job_mu: float, fraction: float | None = None) -> float:
-    """The part of a job's mu spent on its summaries (`fraction` of it; default
-    SUMMARY_MU_FRACTION). The centres share remaining_after(job_mu, summary_mu)."""
+def budget_split(mu: float, options: Options) -> tuple[float | None, float]:
+    """(summary_mu, centres_mu) of a job of `mu`: with `options.summaries`, `summary_fraction`
+    of it (default SUMMARY_MU_FRACTION) for the private sizes and loss and what that leaves for
+    the centres (`remaining_after`); without, (None, mu). The one split of a job's budget: its
+    plan and its run read it here."""
+    if not options.summaries:
+        return None, mu
+    fraction = options.summary_fraction
     share = SUMMARY_MU_FRACTION if fraction is None else float(fraction)
     if not (math.isfinite(share) and 0.0 < share < 1.0):
         raise ClusteringInputError(
             "summary_fraction", f"summary_fraction must be in (0, 1), got {share!r}"
         )
-    return share * job_mu
-
-
-def centres_mu(job_mu: float, mu_summary: float) -> float:
-    """What the centres may spend when `mu_summary` of `job_mu` goes to the summaries."""
-    return remaining_after(job_mu, mu_summary)
-
-
-def budget_split(mu: float, options: Options) -> tuple[float | None, float]:
-    """(summary_mu, centres_mu) of a job of `mu`: with `options.summaries`, `summary_fraction`
-    of it (default SUMMARY_MU_FRACTION) for the private sizes and loss and what that leaves for
-    the centres; without, (None, mu). The one split of a job's budget: its plan and its run
-    read it here."""
-    if not options.summaries:
-        return None, mu
-    mu_summary = summary_mu(mu, options.summary_fraction)
-    return mu_summary, centres_mu(mu, mu_summary)
+    mu_summary = share * mu
+    return mu_summary, remaining_after(mu, mu_summary)
 
 
 # --- The privacy unit -----------------------------------------------------------------------
